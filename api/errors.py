@@ -1,0 +1,65 @@
+"""One place that turns every error into the contract's shape:
+{"error": {"code": ..., "message": ..., "details": {...}}}."""
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf
+
+from registry.errors import DomainError
+
+_DRF_CODES: list[tuple[type[Exception], int, str]] = [
+    (drf.ParseError, 400, "malformed_json"),
+    (drf.ValidationError, 400, "validation_error"),
+    (drf.NotAuthenticated, 401, "not_authenticated"),
+    (drf.AuthenticationFailed, 401, "not_authenticated"),
+    (drf.PermissionDenied, 403, "permission_denied"),
+    (drf.NotFound, 404, "not_found"),
+    (drf.MethodNotAllowed, 405, "method_not_allowed"),
+    (drf.NotAcceptable, 406, "not_acceptable"),
+    (drf.UnsupportedMediaType, 415, "unsupported_media_type"),
+    (drf.Throttled, 429, "throttled"),
+]
+
+
+def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JsonResponse:
+    return JsonResponse(
+        {"error": {"code": code, "message": message, "details": details or {}}},
+        status=status,
+        json_dumps_params={"ensure_ascii": False},
+    )
+
+
+def _as_details(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return {k: v if isinstance(v, list) else [v] for k, v in detail.items()}
+    if isinstance(detail, list):
+        return {"non_field_errors": detail}
+    return {}
+
+
+def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
+    if isinstance(exc, DomainError):
+        return error_response(exc.status, exc.code, exc.message, exc.details)
+    if isinstance(exc, Http404):
+        return error_response(404, "not_found", "Nothing exists at this address.")
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
+    for cls, status, code in _DRF_CODES:
+        if isinstance(exc, cls):
+            if isinstance(exc, drf.ValidationError):
+                message = "The request is not valid; see details for each field."
+                details = _as_details(exc.detail)
+            elif isinstance(exc, drf.ParseError):
+                message = "The request body is not valid JSON."
+                details = {"body": [str(exc.detail)]}
+            else:
+                message, details = str(exc.detail), {}
+            response = error_response(status, code, message, details)
+            if isinstance(exc, drf.Throttled) and exc.wait is not None:
+                response["Retry-After"] = str(int(exc.wait) + 1)
+            if status == 401:
+                response["WWW-Authenticate"] = 'Bearer realm="api"'
+            return response
+    return None  # anything else is our bug: a 500, rendered as JSON by config.urls.handler500

@@ -1,0 +1,19 @@
+from django.conf import settings
+
+from api.errors import error_response
+
+
+class BodySizeLimitMiddleware:
+    """Refuse bodies over the contract's 2 MiB before anything reads them."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return error_response(400, "validation_error", "The Content-Length header is not a number.")
+        if length > settings.MAX_REQUEST_BODY_BYTES:
+            return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
+        return self.get_response(request)

@@ -1,0 +1,124 @@
+"""Request shapes (type checks only; the rules live in the services) and response shapes."""
+
+import json
+
+from rest_framework import serializers
+
+from registry.selectors import bundle_label_map
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string and nothing else (DRF's CharField would turn 12 into "12")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer and nothing else (DRF's would take "5", 5.0 and true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictInput(serializers.Serializer):
+    """Refuses unknown fields, so that a typo ("lable") is an error rather than ignored."""
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return attrs
+
+
+class BundleIn(StrictInput):
+    name = StrictCharField(max_length=100)
+    description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+
+
+class VersionIn(StrictInput):
+    content = serializers.JSONField()
+    message = StrictCharField(max_length=10000)
+
+
+class LabelIn(StrictInput):
+    version = StrictIntegerField(min_value=1)
+    reason = StrictCharField(max_length=10000)
+
+
+class RollbackIn(StrictInput):
+    to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    reason = StrictCharField(max_length=10000)
+
+
+class RevokeIn(StrictInput):
+    reason = StrictCharField(max_length=10000)
+
+
+class SessionIn(StrictInput):
+    bundle = StrictCharField(max_length=100)
+    label = StrictCharField(required=False, allow_null=True, max_length=50)
+    version = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    external_id = StrictCharField(required=False, allow_null=True, max_length=200)
+    ttl_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=604800)
+
+
+class BundleOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    labels = serializers.SerializerMethodField()
+    latest_version = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+    def get_labels(self, bundle) -> dict[str, int]:
+        return bundle_label_map(bundle)
+
+
+class VersionOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    content_hash = serializers.CharField()
+    content = serializers.SerializerMethodField()
+    message = serializers.CharField()
+    author = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    state = serializers.CharField()
+    active_sessions = serializers.IntegerField()
+    drained_at = serializers.DateTimeField(allow_null=True)
+
+    def get_content(self, version) -> dict:
+        # Decoded from the stored canonical bytes, so it is exactly what was published.
+        return json.loads(bytes(version.canonical))
+
+
+class LabelOut(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.IntegerField(source="version.number")
+    protected = serializers.BooleanField()
+    updated_at = serializers.DateTimeField()
+    updated_by = serializers.CharField()
+
+
+class LabelMoveOut(serializers.Serializer):
+    from_version = serializers.IntegerField(source="previous_version.number", allow_null=True, default=None)
+    to_version = serializers.IntegerField(source="version.number")
+    by = serializers.CharField(source="updated_by")
+    reason = serializers.CharField(source="history_change_reason", allow_null=True)
+    at = serializers.DateTimeField(source="history_date")
+
+
+class SessionOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    bundle = serializers.CharField(source="bundle.name")
+    version = serializers.IntegerField(source="version.number")
+    content_hash = serializers.CharField(source="version.content_hash")
+    label = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    last_seen_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+    external_id = serializers.CharField(allow_null=True)

@@ -1,0 +1,20 @@
+from django.urls import path
+
+from api import views
+
+urlpatterns = [
+    path("bundles/", views.BundleListApi.as_view()),
+    path("bundles/<str:name>/", views.BundleDetailApi.as_view()),
+    path("bundles/<str:name>/versions/", views.VersionListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/", views.VersionDetailApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/revoke/", views.VersionRevokeApi.as_view()),
+    path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/rollback/", views.LabelRollbackApi.as_view()),
+    path("sessions/", views.SessionListApi.as_view()),
+    path("sessions/<uuid:session_id>/", views.SessionDetailApi.as_view()),
+    path("sessions/<uuid:session_id>/bundle/", views.SessionBundleApi.as_view()),
+    path("sessions/<uuid:session_id>/heartbeat/", views.SessionHeartbeatApi.as_view()),
+    path("sessions/<uuid:session_id>/end/", views.SessionEndApi.as_view()),
+]

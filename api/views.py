@@ -1,0 +1,234 @@
+"""Thin REST views: parse, call one service or selector, render. No rules live here."""
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from access.models import Role
+from api.pagination import Cursor
+from api.serializers import (
+    BundleIn,
+    BundleOut,
+    LabelIn,
+    LabelMoveOut,
+    LabelOut,
+    RevokeIn,
+    RollbackIn,
+    SessionIn,
+    SessionOut,
+    VersionIn,
+    VersionOut,
+)
+from registry import selectors as registry_selectors
+from registry import services as registry_services
+from sessions_app import selectors as session_selectors
+from sessions_app import services as session_services
+
+
+def _valid(serializer_class, request: Request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _etag_matches(request: Request, content_hash: str) -> bool:
+    header = request.headers.get("If-None-Match")
+    if not header:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return "*" in tags or f'"{content_hash}"' in tags
+
+
+def _not_modified(content_hash: str) -> HttpResponse:
+    response = HttpResponse(status=304)
+    response["ETag"] = f'"{content_hash}"'
+    return response
+
+
+def _paginate(view: APIView, request: Request, queryset, serializer_class, ordering: str) -> Response:
+    paginator = Cursor()
+    paginator.ordering = ordering
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+class BundleListApi(APIView):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(responses=BundleOut(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginate(self, request, registry_selectors.bundles_with_labels(), BundleOut, "name")
+
+    @extend_schema(request=BundleIn, responses={201: BundleOut})
+    def post(self, request: Request) -> Response:
+        data = _valid(BundleIn, request)
+        bundle = registry_services.bundle_create(name=data["name"], description=data["description"], actor=request.auth)
+        bundle = registry_selectors.bundles_with_labels().get(pk=bundle.pk)
+        return Response(BundleOut(bundle).data, status=201)
+
+
+class BundleDetailApi(APIView):
+    @extend_schema(responses=BundleOut)
+    def get(self, request: Request, name: str) -> Response:
+        bundle = registry_selectors.bundles_with_labels().filter(name=name).first()
+        if bundle is None:
+            registry_selectors.bundle_get(name=name)  # raises the contract's 404
+        return Response(BundleOut(bundle).data)
+
+
+class VersionListApi(APIView):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(responses=VersionOut(many=True))
+    def get(self, request: Request, name: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number")
+
+    @extend_schema(request=VersionIn, responses={201: VersionOut, 200: VersionOut})
+    def post(self, request: Request, name: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        data = _valid(VersionIn, request)
+        version, created = registry_services.version_publish(
+            bundle=bundle, content=data["content"], message=data["message"], actor=request.auth
+        )
+        version = registry_selectors.version_get(bundle=bundle, number=version.number)
+        response = Response(VersionOut(version).data, status=201 if created else 200)
+        response["ETag"] = f'"{version.content_hash}"'
+        return response
+
+
+class VersionDetailApi(APIView):
+    @extend_schema(responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")})
+    def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
+        bundle = registry_selectors.bundle_get(name=name)
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        if _etag_matches(request, version.content_hash):
+            return _not_modified(version.content_hash)
+        response = Response(VersionOut(version).data)
+        response["ETag"] = f'"{version.content_hash}"'
+        return response
+
+
+class VersionRevokeApi(APIView):
+    roles = {"POST": Role.OPS}
+
+    @extend_schema(request=RevokeIn, responses=VersionOut)
+    def post(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        data = _valid(RevokeIn, request)
+        registry_services.version_revoke(version=version, actor=request.auth, reason=data["reason"])
+        return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
+
+
+class LabelListApi(APIView):
+    @extend_schema(responses=LabelOut(many=True))
+    def get(self, request: Request, name: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        labels = bundle.labels.select_related("version")
+        return _paginate(self, request, labels, LabelOut, "name")
+
+
+class LabelDetailApi(APIView):
+    roles = {"PUT": Role.PUBLISHER}
+
+    @extend_schema(responses=LabelOut)
+    def get(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        return Response(LabelOut(registry_selectors.label_get(bundle=bundle, name=label)).data)
+
+    @extend_schema(request=LabelIn, responses={200: LabelOut, 201: LabelOut})
+    def put(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        data = _valid(LabelIn, request)
+        version = registry_selectors.version_get(bundle=bundle, number=data["version"])
+        moved, created = registry_services.label_move(
+            bundle=bundle, name=label, version=version, actor=request.auth, reason=data["reason"]
+        )
+        return Response(LabelOut(moved).data, status=201 if created else 200)
+
+
+class LabelHistoryApi(APIView):
+    @extend_schema(responses=LabelMoveOut(many=True))
+    def get(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        found = registry_selectors.label_get(bundle=bundle, name=label)
+        return _paginate(self, request, registry_selectors.label_history(found), LabelMoveOut, "-history_id")
+
+
+class LabelRollbackApi(APIView):
+    roles = {"POST": Role.OPS}
+
+    @extend_schema(request=RollbackIn, responses=LabelOut)
+    def post(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name)
+        data = _valid(RollbackIn, request)
+        to_version = None
+        if data.get("to_version") is not None:
+            to_version = registry_selectors.version_get(bundle=bundle, number=data["to_version"])
+        moved = registry_services.label_rollback(
+            bundle=bundle, name=label, to_version=to_version, actor=request.auth, reason=data["reason"]
+        )
+        return Response(LabelOut(moved).data)
+
+
+class SessionListApi(APIView):
+    @extend_schema(request=SessionIn, responses={201: SessionOut, 200: SessionOut})
+    def post(self, request: Request) -> Response:
+        data = _valid(SessionIn, request)
+        bundle = registry_selectors.bundle_get(name=data["bundle"])
+        version = None
+        if data.get("version") is not None:
+            version = registry_selectors.version_get(bundle=bundle, number=data["version"])
+        session, created = session_services.session_start(
+            bundle=bundle,
+            actor=request.auth,
+            label=data.get("label"),
+            version=version,
+            external_id=data.get("external_id"),
+            ttl_seconds=data.get("ttl_seconds"),
+        )
+        session = session_selectors.session_get(session_id=session.pk, actor=request.auth)
+        return Response(SessionOut(session).data, status=201 if created else 200)
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses=SessionOut)
+    def get(self, request: Request, session_id) -> Response:
+        return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=request.auth)).data)
+
+
+class SessionBundleApi(APIView):
+    """GET the pinned bundle: the hot path, served from cached canonical bytes."""
+
+    @extend_schema(
+        responses={
+            (200, "application/json"): OpenApiResponse(description="The canonical pinned bundle"),
+            304: OpenApiResponse(description="Not modified"),
+        }
+    )
+    def get(self, request: Request, session_id) -> HttpResponse:
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        content_hash = session.version.content_hash
+        if _etag_matches(request, content_hash):
+            return _not_modified(content_hash)
+        response = HttpResponse(session_selectors.pinned_bundle_body(session), content_type="application/json")
+        response["ETag"] = f'"{content_hash}"'
+        return response
+
+
+class SessionHeartbeatApi(APIView):
+    @extend_schema(request=None, responses=SessionOut)
+    def post(self, request: Request, session_id) -> Response:
+        session = session_selectors.session_get(session_id=session_id, actor=request.auth)
+        session_services.session_renew(session=session, force=True)
+        return Response(SessionOut(session).data)
+
+
+class SessionEndApi(APIView):
+    @extend_schema(request=None, responses=SessionOut)
+    def post(self, request: Request, session_id) -> Response:
+        session = session_selectors.session_get(session_id=session_id, actor=request.auth)
+        return Response(SessionOut(session_services.session_end(session=session, actor=request.auth)).data)

@@ -1,0 +1,13 @@
+"""Settings for the test suite: the real settings, a fixed key and a fast password hasher."""
+
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

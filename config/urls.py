@@ -1,0 +1,53 @@
+from django.contrib import admin
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from api.errors import error_response
+from config.celery import app as celery_app
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready when the database and the broker both answer, within about a second."""
+    checks = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # report, don't crash: this endpoint exists to say what is down
+        checks["database"] = f"error: {type(exc).__name__}"
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=1)
+        checks["broker"] = "ok"
+    except Exception as exc:
+        checks["broker"] = f"error: {type(exc).__name__}"
+    ready = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(404, "not_found", "Nothing exists at this address.")
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
+
+
+urlpatterns = [
+    path("healthz", healthz),
+    path("readyz", readyz),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]
+
+handler404 = not_found
+handler500 = server_error
+

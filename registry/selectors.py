@@ -1,0 +1,56 @@
+"""Reads of bundles, versions and labels."""
+
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
+
+from registry.errors import NotFound
+from registry.models import Bundle, BundleVersion, Label
+from sessions_app.models import SessionStatus
+
+
+def bundle_get(*, name: str) -> Bundle:
+    bundle = Bundle.objects.filter(name=name).first()
+    if bundle is None:
+        raise NotFound(f"No bundle named {name!r}.")
+    return bundle
+
+
+def bundles_with_labels() -> QuerySet[Bundle]:
+    """Bundles with `latest_version` annotated and labels (with their versions) prefetched."""
+    return Bundle.objects.annotate(latest_version=Max("versions__number")).prefetch_related(
+        Prefetch("labels", queryset=Label.objects.select_related("version").order_by("name"))
+    )
+
+
+def bundle_label_map(bundle: Bundle) -> dict[str, int]:
+    """{label: version number}; uses the prefetch from bundles_with_labels when present."""
+    return {label.name: label.version.number for label in bundle.labels.all()}
+
+
+def label_targets(bundle_id: int) -> dict[str, int]:
+    """{label: version number} for one bundle, in one query."""
+    return dict(Label.objects.filter(bundle_id=bundle_id).values_list("name", "version__number"))
+
+
+def versions_of(bundle: Bundle) -> QuerySet[BundleVersion]:
+    return BundleVersion.objects.filter(bundle=bundle).annotate(
+        active_sessions=Count("sessions", filter=Q(sessions__status=SessionStatus.ACTIVE))
+    )
+
+
+def version_get(*, bundle: Bundle, number: int) -> BundleVersion:
+    version = versions_of(bundle).filter(number=number).first()
+    if version is None:
+        raise NotFound(f"Bundle {bundle.name!r} has no version {number}.")
+    return version
+
+
+def label_get(*, bundle: Bundle, name: str) -> Label:
+    label = Label.objects.filter(bundle=bundle, name=name).select_related("version").first()
+    if label is None:
+        raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
+    return label
+
+
+def label_history(label: Label) -> QuerySet:
+    """Every move of a label, newest first, with the numbers of the versions it moved between."""
+    return label.history.select_related("version", "previous_version").order_by("-history_id")
