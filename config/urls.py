@@ -50,4 +50,3 @@ urlpatterns = [
 
 handler404 = not_found
 handler500 = server_error
-

@@ -74,6 +74,7 @@ def _manage(*args: str) -> None:
 
 def _secret_key() -> str:
     path = RUN_DIR / "secret_key"
+    RUN_DIR.mkdir(exist_ok=True)
     if not path.exists():
         path.write_text(secrets.token_urlsafe(50))
     return path.read_text().strip()
@@ -92,11 +93,18 @@ def run() -> int:
     (RUN_DIR / "services.env").write_text("\n".join(env_lines) + "\n")
 
     commands = {
-        "web": [str(BIN / "gunicorn"), "config.wsgi", "-b", f"127.0.0.1:{port}",
-                "-w", os.environ.get("WEB_CONCURRENCY", "4"), "--access-logfile", "-"],
+        "web": [
+            str(BIN / "gunicorn"),
+            "config.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            os.environ.get("WEB_CONCURRENCY", "4"),
+            "--access-logfile",
+            "-",
+        ],
         "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],
-        "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info",
-                 "-s", str(RUN_DIR / "celerybeat-schedule")],
+        "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info", "-s", str(RUN_DIR / "celerybeat-schedule")],
     }
     procs = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
     print(

@@ -43,7 +43,9 @@ def bundle_create(*, name: Any, description: Any = "", actor: Actor) -> Bundle:
     if description is None:
         description = ""
     if not isinstance(description, str) or len(description) > MAX_MESSAGE_CHARS:
-        raise InvalidContent("The description is not valid.", {"description": ["Must be a string of at most 10000 characters."]})
+        raise InvalidContent(
+            "The description is not valid.", {"description": ["Must be a string of at most 10000 characters."]}
+        )
     try:
         with transaction.atomic():
             return Bundle.objects.create(name=name, description=description, created_by=actor.name)
@@ -158,9 +160,7 @@ def _label_create(*, bundle: Bundle, name: str, version: BundleVersion, actor: A
     return label
 
 
-def label_rollback(
-    *, bundle: Bundle, name: str, to_version: BundleVersion | None, actor: Actor, reason: Any
-) -> Label:
+def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | None, actor: Actor, reason: Any) -> Label:
     """Move a label back to a version it targeted before: `to_version`, or by default the one
     before its current target. Ops only; 409 when there is nothing to go back to."""
     reason = _require_text("reason", reason)
@@ -172,7 +172,9 @@ def label_rollback(
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
         if to_version is None:
             if label.previous_version_id is None:
-                raise Conflict(f"The label {name!r} has never targeted another version, so there is nothing to roll back to.")
+                raise Conflict(
+                    f"The label {name!r} has never targeted another version, so there is nothing to roll back to."
+                )
             target = BundleVersion.objects.get(pk=label.previous_version_id)
         else:
             target = to_version

@@ -17,10 +17,7 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
     """The session, if this actor may see it: the key that started it, or ops and above.
     Anyone else gets 404, so session ids cannot be probed."""
     session = (
-        Session.objects.select_related("bundle", "version")
-        .defer("version__canonical")
-        .filter(pk=session_id)
-        .first()
+        Session.objects.select_related("bundle", "version").defer("version__canonical").filter(pk=session_id).first()
     )
     if session is None or (session.api_key_id != actor.api_key_id and not actor.has_role(Role.OPS)):
         raise NotFound(f"No session {session_id}.")

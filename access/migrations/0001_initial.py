@@ -4,23 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('role', models.CharField(choices=[('agent', 'Agent'), ('publisher', 'Publisher'), ('ops', 'Ops'), ('admin', 'Admin')], max_length=16)),
-                ('prefix', models.CharField(max_length=16)),
-                ('secret_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("agent", "Agent"), ("publisher", "Publisher"), ("ops", "Ops"), ("admin", "Admin")],
+                        max_length=16,
+                    ),
+                ),
+                ("prefix", models.CharField(max_length=16)),
+                ("secret_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
     ]

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,94 +15,172 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Bundle',
+            name="Bundle",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.CharField(blank=True, default='', max_length=200)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("created_by", models.CharField(blank=True, default="", max_length=200)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='BundleVersion',
+            name="BundleVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('canonical', models.BinaryField()),
-                ('content_hash', models.CharField(max_length=64)),
-                ('message', models.TextField()),
-                ('author', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('state', models.CharField(choices=[('unreleased', 'Unreleased'), ('live', 'Live'), ('draining', 'Draining'), ('drained', 'Drained'), ('revoked', 'Revoked')], default='unreleased', max_length=16)),
-                ('draining_since', models.DateTimeField(blank=True, null=True)),
-                ('drained_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('revoke_reason', models.TextField(blank=True, default='')),
-                ('bundle', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='registry.bundle')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("canonical", models.BinaryField()),
+                ("content_hash", models.CharField(max_length=64)),
+                ("message", models.TextField()),
+                ("author", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("unreleased", "Unreleased"),
+                            ("live", "Live"),
+                            ("draining", "Draining"),
+                            ("drained", "Drained"),
+                            ("revoked", "Revoked"),
+                        ],
+                        default="unreleased",
+                        max_length=16,
+                    ),
+                ),
+                ("draining_since", models.DateTimeField(blank=True, null=True)),
+                ("drained_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("revoke_reason", models.TextField(blank=True, default="")),
+                (
+                    "bundle",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="registry.bundle"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['bundle', '-number'],
+                "ordering": ["bundle", "-number"],
             },
         ),
         migrations.CreateModel(
-            name='HistoricalLabel',
+            name="HistoricalLabel",
             fields=[
-                ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('name', models.CharField(max_length=50)),
-                ('protected', models.BooleanField(default=False)),
-                ('updated_at', models.DateTimeField()),
-                ('updated_by', models.CharField(max_length=200)),
-                ('history_id', models.AutoField(primary_key=True, serialize=False)),
-                ('history_date', models.DateTimeField(db_index=True)),
-                ('history_change_reason', models.CharField(max_length=100, null=True)),
-                ('history_type', models.CharField(choices=[('+', 'Created'), ('~', 'Changed'), ('-', 'Deleted')], max_length=1)),
-                ('bundle', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='registry.bundle')),
-                ('history_user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('previous_version', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='registry.bundleversion')),
-                ('version', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='registry.bundleversion')),
+                ("id", models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name="ID")),
+                ("name", models.CharField(max_length=50)),
+                ("protected", models.BooleanField(default=False)),
+                ("updated_at", models.DateTimeField()),
+                ("updated_by", models.CharField(max_length=200)),
+                ("history_id", models.AutoField(primary_key=True, serialize=False)),
+                ("history_date", models.DateTimeField(db_index=True)),
+                ("history_change_reason", models.CharField(max_length=100, null=True)),
+                (
+                    "history_type",
+                    models.CharField(choices=[("+", "Created"), ("~", "Changed"), ("-", "Deleted")], max_length=1),
+                ),
+                (
+                    "bundle",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="registry.bundle",
+                    ),
+                ),
+                (
+                    "history_user",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "previous_version",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="registry.bundleversion",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="registry.bundleversion",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'historical label',
-                'verbose_name_plural': 'historical labels',
-                'ordering': ('-history_date', '-history_id'),
-                'get_latest_by': ('history_date', 'history_id'),
+                "verbose_name": "historical label",
+                "verbose_name_plural": "historical labels",
+                "ordering": ("-history_date", "-history_id"),
+                "get_latest_by": ("history_date", "history_id"),
             },
             bases=(simple_history.models.HistoricalChanges, models.Model),
         ),
         migrations.CreateModel(
-            name='Label',
+            name="Label",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=50)),
-                ('protected', models.BooleanField(default=False)),
-                ('updated_at', models.DateTimeField()),
-                ('updated_by', models.CharField(max_length=200)),
-                ('bundle', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='labels', to='registry.bundle')),
-                ('previous_version', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='registry.bundleversion')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='labels', to='registry.bundleversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=50)),
+                ("protected", models.BooleanField(default=False)),
+                ("updated_at", models.DateTimeField()),
+                ("updated_by", models.CharField(max_length=200)),
+                (
+                    "bundle",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="labels", to="registry.bundle"
+                    ),
+                ),
+                (
+                    "previous_version",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="registry.bundleversion",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="labels", to="registry.bundleversion"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['bundle', 'name'],
+                "ordering": ["bundle", "name"],
             },
         ),
         migrations.AddIndex(
-            model_name='bundleversion',
-            index=models.Index(fields=['state'], name='version_state_idx'),
+            model_name="bundleversion",
+            index=models.Index(fields=["state"], name="version_state_idx"),
         ),
         migrations.AddConstraint(
-            model_name='bundleversion',
-            constraint=models.UniqueConstraint(fields=('bundle', 'number'), name='version_number_unique'),
+            model_name="bundleversion",
+            constraint=models.UniqueConstraint(fields=("bundle", "number"), name="version_number_unique"),
         ),
         migrations.AddConstraint(
-            model_name='bundleversion',
-            constraint=models.UniqueConstraint(fields=('bundle', 'content_hash'), name='version_content_unique'),
+            model_name="bundleversion",
+            constraint=models.UniqueConstraint(fields=("bundle", "content_hash"), name="version_content_unique"),
         ),
         migrations.AddConstraint(
-            model_name='label',
-            constraint=models.UniqueConstraint(fields=('bundle', 'name'), name='label_name_unique'),
+            model_name="label",
+            constraint=models.UniqueConstraint(fields=("bundle", "name"), name="label_name_unique"),
         ),
     ]
