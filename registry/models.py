@@ -52,7 +52,10 @@ class BundleVersion(models.Model):
     revoke_reason = models.TextField(blank=True, default="")
 
     class Meta:
-        ordering = ["bundle", "-number"]
+        # Columns, not the related model: an ordering through `bundle` would join registry_bundle,
+        # and select_for_update() would then lock the bundle row too (a deadlock, found by
+        # tests/test_races.py).
+        ordering = ["bundle_id", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["bundle", "number"], name="version_number_unique"),
             models.UniqueConstraint(fields=["bundle", "content_hash"], name="version_content_unique"),
@@ -81,7 +84,7 @@ class Label(models.Model):
     history = HistoricalRecords()
 
     class Meta:
-        ordering = ["bundle", "name"]
+        ordering = ["bundle_id", "name"]  # no join: see BundleVersion.Meta
         constraints = [models.UniqueConstraint(fields=["bundle", "name"], name="label_name_unique")]
 
     def __str__(self) -> str:

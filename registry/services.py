@@ -60,8 +60,9 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
     message = _require_text("message", message)
     canonical, digest = canonicalise(content)
     # The bundle row lock serialises publishers of one bundle: numbers stay gapless and two
-    # identical publishes cannot both insert.
-    Bundle.objects.select_for_update().get(pk=bundle.pk)
+    # identical publishes cannot both insert. NO KEY: session and label inserts, whose foreign
+    # keys take KEY SHARE on the bundle, need not wait for a publish.
+    Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
         return existing, False
@@ -87,7 +88,7 @@ def _check_may_move(*, label_name: str, protected: bool, actor: Actor) -> None:
 def _lock_versions(*ids: int) -> dict[int, BundleVersion]:
     # Ascending id order, the same in every service: two movers never wait on each other in a cycle.
     wanted = sorted(set(ids))
-    return {v.pk: v for v in BundleVersion.objects.select_for_update().filter(pk__in=wanted).order_by("pk")}
+    return {v.pk: v for v in BundleVersion.objects.select_for_update(of=("self",)).filter(pk__in=wanted).order_by("pk")}
 
 
 def _move_locked(*, label: Label, version: BundleVersion, actor: Actor, reason: str) -> Label:
@@ -110,7 +111,7 @@ def _move_locked(*, label: Label, version: BundleVersion, actor: Actor, reason: 
 
 
 def _lock_label(*, bundle: Bundle, name: str) -> Label | None:
-    return Label.objects.select_for_update().filter(bundle=bundle, name=name).first()
+    return Label.objects.select_for_update(of=("self",)).filter(bundle=bundle, name=name).first()
 
 
 def label_move(*, bundle: Bundle, name: Any, version: BundleVersion, actor: Actor, reason: Any) -> tuple[Label, bool]:

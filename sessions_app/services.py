@@ -70,6 +70,11 @@ def version_release(*, version: BundleVersion) -> None:
     version.save(update_fields=["state", "draining_since"])
     if not Session.objects.active().pinned_to(version).exists():
         _mark_drained(version)
+    else:
+        # A session counted above may end before we commit; its own drain request then saw
+        # this version still live and skipped (see _request_drain), so ask once more after commit.
+        version_id = version.pk
+        transaction.on_commit(lambda: tasks.enqueue_version_drain(version_id))
 
 
 def _mark_drained(version: BundleVersion) -> None:
@@ -91,8 +96,13 @@ def _mark_drained(version: BundleVersion) -> None:
 def version_drain(*, version_id: int) -> bool:
     """Mark a draining version drained if no label targets it and no active session is pinned
     to it. Idempotent and safe to run concurrently; returns whether this call drained it."""
+    # Unlocked fast path: session ends on a live version (the common case) must not take the
+    # hot version row FOR UPDATE. Safe, because a version only becomes draining in a label
+    # move, which asks for its own drain after it commits.
+    if not BundleVersion.objects.filter(pk=version_id, state=VersionState.DRAINING).exists():
+        return False
     # Lock first, then check in separate statements (see the module docstring).
-    version = BundleVersion.objects.select_for_update().filter(pk=version_id).first()
+    version = BundleVersion.objects.select_for_update(of=("self",)).filter(pk=version_id).first()
     if version is None or version.state != VersionState.DRAINING:
         return False
     if Label.objects.filter(version=version).exists():
@@ -141,13 +151,14 @@ def _pin_version_id(*, bundle: Bundle, label: str | None, version: BundleVersion
         if version_id is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {label or 'production'!r}.")
         state = _lock_version_shared(version_id)
-        # A label targets it and we hold the label, so nothing can have moved it off `live`.
-        assert state == VersionState.LIVE, state
+        if state != VersionState.LIVE:
+            # A label targets it and we hold the label: only a broken invariant gets here.
+            raise RuntimeError(f"version {version_id} is targeted by a label but is {state}")
         return version_id
 
     if version.state == VersionState.UNRELEASED:
         # Pinning writes the state, so take the exclusive lock, then re-read.
-        version = BundleVersion.objects.select_for_update().get(pk=version.pk)
+        version = BundleVersion.objects.select_for_update(of=("self",)).get(pk=version.pk)
         if version.state == VersionState.UNRELEASED:
             version.state = VersionState.DRAINING
             version.draining_since = timezone.now()
@@ -236,12 +247,19 @@ def session_end(*, session: Session, actor: Actor) -> Session:
             status=SessionStatus.ENDED, ended_at=timezone.now()
         )
         if ended:
-            # Enqueue unconditionally: reading the version state here could miss a label move
-            # that commits between our commit and the check. The task is cheap and idempotent.
             version_id = session.version_id
-            transaction.on_commit(lambda: tasks.enqueue_version_drain(version_id))
+            transaction.on_commit(lambda: _request_drain(version_id))
     session.refresh_from_db()
     return session
+
+
+def _request_drain(version_id: int) -> None:
+    """After a session ended or expired: ask a worker to drain its version if it is draining.
+
+    Read after our commit, so a label move that committed earlier shows as `draining`; one that
+    commits later saw our session as active and enqueues its own drain after it commits."""
+    if BundleVersion.objects.filter(pk=version_id, state=VersionState.DRAINING).exists():
+        tasks.enqueue_version_drain(version_id)
 
 
 def _check_owner(*, session: Session, actor: Actor) -> None:
@@ -262,7 +280,7 @@ def session_expire_lapsed(*, session_ids: list[Any] | None = None, now: datetime
         version_ids = set(lapsed.values_list("version_id", flat=True))
         count = lapsed.update(status=SessionStatus.EXPIRED, ended_at=now)
         for version_id in version_ids:
-            transaction.on_commit(lambda v=version_id: tasks.enqueue_version_drain(v))
+            transaction.on_commit(lambda v=version_id: _request_drain(v))
     return count
 
 

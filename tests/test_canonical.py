@@ -9,11 +9,14 @@ from tests.conftest import content
 
 
 def test_it_fills_defaults_sorts_keys_and_uses_compact_separators():
-    data, digest = canonicalise({"system_prompt": "Hé, \"you\"", "model": {"b": 1, "a": [2, {"z": 0, "y": 1}]}})
-    assert data == (
-        '{"guardrails":{},"metadata":{},"model":{"a":[2,{"y":1,"z":0}],"b":1},'
-        '"output_schema":null,"system_prompt":"Hé, \\"you\\"","tools":[]}'
-    ).encode()
+    data, digest = canonicalise({"system_prompt": 'Hé, "you"', "model": {"b": 1, "a": [2, {"z": 0, "y": 1}]}})
+    assert (
+        data
+        == (
+            '{"guardrails":{},"metadata":{},"model":{"a":[2,{"y":1,"z":0}],"b":1},'
+            '"output_schema":null,"system_prompt":"Hé, \\"you\\"","tools":[]}'
+        ).encode()
+    )
     assert digest == hashlib.sha256(data).hexdigest()
 
 
@@ -39,9 +42,15 @@ def test_it_keeps_non_ascii_unescaped():
         ({"system_prompt": "x", "extra": 1}, "content.extra"),
         ({"system_prompt": "x", "tools": {}}, "content.tools"),
         ({"system_prompt": "x", "tools": ["t"]}, "content.tools[0]"),
-        ({"system_prompt": "x", "tools": [{"name": "9bad", "description": "", "input_schema": {}}]}, "content.tools[0].name"),
+        (
+            {"system_prompt": "x", "tools": [{"name": "9bad", "description": "", "input_schema": {}}]},
+            "content.tools[0].name",
+        ),
         ({"system_prompt": "x", "tools": [{"name": "a", "input_schema": {}}]}, "content.tools[0].description"),
-        ({"system_prompt": "x", "tools": [{"name": "a", "description": "", "input_schema": []}]}, "content.tools[0].input_schema"),
+        (
+            {"system_prompt": "x", "tools": [{"name": "a", "description": "", "input_schema": []}]},
+            "content.tools[0].input_schema",
+        ),
         (
             {"system_prompt": "x", "tools": [{"name": "a", "description": "", "input_schema": {}}] * 2},
             "content.tools[1].name",
@@ -63,4 +72,4 @@ def test_it_refuses_invalid_documents_naming_the_field(doc, path):
 
 
 def test_canonical_bytes_of_a_string_is_its_json_form():
-    assert canonical_bytes("a\"b") == b'"a\\"b"'
+    assert canonical_bytes('a"b') == b'"a\\"b"'
