@@ -3,7 +3,7 @@
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
@@ -46,6 +46,8 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
         return error_response(404, "not_found", "Nothing exists at this address.")
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
+    if isinstance(exc, PermissionDenied):
+        return error_response(403, "permission_denied", "Your key's role does not allow this.")
     for cls, status, code in _DRF_CODES:
         if isinstance(exc, cls):
             if isinstance(exc, drf.ValidationError):
@@ -62,4 +64,8 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
             if status == 401:
                 response["WWW-Authenticate"] = 'Bearer realm="api"'
             return response
+    if isinstance(exc, drf.APIException):
+        # Any other DRF refusal (a bare APIException, a third-party subclass): still the
+        # contract's shape, with DRF's status and code, rather than a 500.
+        return error_response(exc.status_code, str(exc.default_code), str(exc.detail), _as_details(exc.detail))
     return None  # anything else is our bug: a 500, rendered as JSON by config.urls.handler500

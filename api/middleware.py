@@ -13,7 +13,14 @@ class BodySizeLimitMiddleware:
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return error_response(400, "validation_error", "The Content-Length header is not a number.")
+            length = -1
+        if length < 0:
+            return error_response(
+                400,
+                "validation_error",
+                "The Content-Length header is not a valid length.",
+                {"Content-Length": ["Must be a whole number of bytes."]},
+            )
         if length > settings.MAX_REQUEST_BODY_BYTES:
             return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
         return self.get_response(request)

@@ -1,6 +1,7 @@
 """Request shapes (type checks only; the rules live in the services) and response shapes."""
 
 import json
+from collections.abc import Mapping
 
 from rest_framework import serializers
 
@@ -16,6 +17,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class IdentifierField(StrictCharField):
+    """A name or id, taken exactly as sent: " refunds" is not "refunds", and two external ids
+    differing only in spaces must not collide on the same session."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+
 class StrictIntegerField(serializers.IntegerField):
     """A JSON integer and nothing else (DRF's would take "5", 5.0 and true)."""
 
@@ -26,17 +36,28 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictInput(serializers.Serializer):
-    """Refuses unknown fields, so that a typo ("lable") is an error rather than ignored."""
+    """Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
 
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields))
+    Unknown fields are reported together with the known fields' errors, so that one
+    round trip shows every problem of a request."""
+
+    def to_internal_value(self, data):
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            unknown = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            raise
         if unknown:
-            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return attrs
+            raise serializers.ValidationError(unknown)
+        return value
 
 
 class BundleIn(StrictInput):
-    name = StrictCharField(max_length=100)
+    name = IdentifierField(max_length=100)
     description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
 
 
@@ -60,10 +81,10 @@ class RevokeIn(StrictInput):
 
 
 class SessionIn(StrictInput):
-    bundle = StrictCharField(max_length=100)
-    label = StrictCharField(required=False, allow_null=True, max_length=50)
+    bundle = IdentifierField(max_length=100)
+    label = IdentifierField(required=False, allow_null=True, max_length=50)
     version = StrictIntegerField(required=False, allow_null=True, min_value=1)
-    external_id = StrictCharField(required=False, allow_null=True, max_length=200)
+    external_id = IdentifierField(required=False, allow_null=True, max_length=200)
     ttl_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=604800)
 
 

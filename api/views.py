@@ -23,8 +23,20 @@ from api.serializers import (
 )
 from registry import selectors as registry_selectors
 from registry import services as registry_services
+from registry.errors import NotFound
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
+
+
+class BaseApi(APIView):
+    """Base of every view here: refuses path values no row can hold before any query runs."""
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        # A NUL in a name (/bundles/a%00b/) cannot be stored in PostgreSQL text, so nothing can
+        # exist at that address; comparing with it would be a database error, i.e. a 500.
+        if any(isinstance(value, str) and "\x00" in value for value in kwargs.values()):
+            raise NotFound("Nothing exists at this address.")
 
 
 def _valid(serializer_class, request: Request) -> dict:
@@ -54,7 +66,7 @@ def _paginate(view: APIView, request: Request, queryset, serializer_class, order
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
-class BundleListApi(APIView):
+class BundleListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
     @extend_schema(responses=BundleOut(many=True))
@@ -69,7 +81,7 @@ class BundleListApi(APIView):
         return Response(BundleOut(bundle).data, status=201)
 
 
-class BundleDetailApi(APIView):
+class BundleDetailApi(BaseApi):
     @extend_schema(responses=BundleOut)
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundles_with_labels().filter(name=name).first()
@@ -78,7 +90,7 @@ class BundleDetailApi(APIView):
         return Response(BundleOut(bundle).data)
 
 
-class VersionListApi(APIView):
+class VersionListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
     @extend_schema(responses=VersionOut(many=True))
@@ -99,7 +111,7 @@ class VersionListApi(APIView):
         return response
 
 
-class VersionDetailApi(APIView):
+class VersionDetailApi(BaseApi):
     @extend_schema(responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")})
     def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
         bundle = registry_selectors.bundle_get(name=name)
@@ -111,7 +123,7 @@ class VersionDetailApi(APIView):
         return response
 
 
-class VersionRevokeApi(APIView):
+class VersionRevokeApi(BaseApi):
     roles = {"POST": Role.OPS}
 
     @extend_schema(request=RevokeIn, responses=VersionOut)
@@ -123,7 +135,7 @@ class VersionRevokeApi(APIView):
         return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
 
 
-class LabelListApi(APIView):
+class LabelListApi(BaseApi):
     @extend_schema(responses=LabelOut(many=True))
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name)
@@ -131,7 +143,7 @@ class LabelListApi(APIView):
         return _paginate(self, request, labels, LabelOut, "name")
 
 
-class LabelDetailApi(APIView):
+class LabelDetailApi(BaseApi):
     roles = {"PUT": Role.PUBLISHER}
 
     @extend_schema(responses=LabelOut)
@@ -150,7 +162,7 @@ class LabelDetailApi(APIView):
         return Response(LabelOut(moved).data, status=201 if created else 200)
 
 
-class LabelHistoryApi(APIView):
+class LabelHistoryApi(BaseApi):
     @extend_schema(responses=LabelMoveOut(many=True))
     def get(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name)
@@ -158,7 +170,7 @@ class LabelHistoryApi(APIView):
         return _paginate(self, request, registry_selectors.label_history(found), LabelMoveOut, "-history_id")
 
 
-class LabelRollbackApi(APIView):
+class LabelRollbackApi(BaseApi):
     roles = {"POST": Role.OPS}
 
     @extend_schema(request=RollbackIn, responses=LabelOut)
@@ -174,7 +186,7 @@ class LabelRollbackApi(APIView):
         return Response(LabelOut(moved).data)
 
 
-class SessionListApi(APIView):
+class SessionListApi(BaseApi):
     @extend_schema(request=SessionIn, responses={201: SessionOut, 200: SessionOut})
     def post(self, request: Request) -> Response:
         data = _valid(SessionIn, request)
@@ -194,13 +206,13 @@ class SessionListApi(APIView):
         return Response(SessionOut(session).data, status=201 if created else 200)
 
 
-class SessionDetailApi(APIView):
+class SessionDetailApi(BaseApi):
     @extend_schema(responses=SessionOut)
     def get(self, request: Request, session_id) -> Response:
         return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=request.auth)).data)
 
 
-class SessionBundleApi(APIView):
+class SessionBundleApi(BaseApi):
     """GET the pinned bundle: the hot path, served from cached canonical bytes."""
 
     @extend_schema(
@@ -219,15 +231,14 @@ class SessionBundleApi(APIView):
         return response
 
 
-class SessionHeartbeatApi(APIView):
+class SessionHeartbeatApi(BaseApi):
     @extend_schema(request=None, responses=SessionOut)
     def post(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_get(session_id=session_id, actor=request.auth)
-        session_services.session_renew(session=session, force=True)
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth, force_renew=True)
         return Response(SessionOut(session).data)
 
 
-class SessionEndApi(APIView):
+class SessionEndApi(BaseApi):
     @extend_schema(request=None, responses=SessionOut)
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(session_id=session_id, actor=request.auth)

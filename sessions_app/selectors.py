@@ -24,9 +24,10 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
     return session
 
 
-def session_for_fetch(*, session_id: Any, actor: Actor) -> Session:
-    """The hot path's checks: one indexed read (session, version, bundle), then a lease renewal
-    that writes only every quarter-TTL. Raises 410s for ended, expired and revoked."""
+def session_for_fetch(*, session_id: Any, actor: Actor, force_renew: bool = False) -> Session:
+    """The checks of the hot path and of heartbeats: one indexed read (session, version,
+    bundle), then a lease renewal that writes only every quarter-TTL unless forced.
+    Raises 410s for ended, expired and revoked."""
     session = session_get(session_id=session_id, actor=actor)
     version = session.version
     if version.state == VersionState.REVOKED:
@@ -34,7 +35,7 @@ def session_for_fetch(*, session_id: Any, actor: Actor) -> Session:
             f"Version {version.number} of {session.bundle.name!r} was revoked; start a new session.",
             {"labels": label_targets(session.bundle_id)},
         )
-    return session_renew(session=session)
+    return session_renew(session=session, force=force_renew)
 
 
 def pinned_bundle_body(session: Session) -> bytes:

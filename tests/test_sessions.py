@@ -148,3 +148,26 @@ def test_ending_is_idempotent_and_then_fetch_and_heartbeat_answer_ended(bundle, 
         fetch(session, agent.actor)
     with pytest.raises(SessionEnded):
         session_renew(session=Session.objects.get(pk=session.pk), force=True)
+
+
+def test_a_heartbeat_on_a_revoked_version_answers_revoked_too(bundle, production, v1, v2, agent, ops):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    version_revoke(version=v1, actor=ops.actor, reason="leaks data")
+    response = agent.post(f"/api/v1/sessions/{session.pk}/heartbeat/")
+    assert response.status_code == 410
+    assert response.json()["error"]["code"] == "version_revoked"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/bundles/refunds/versions/99999999999999999999/", "/api/v1/bundles"])
+def test_odd_paths_get_a_json_404(bundle, agent, path):
+    response = agent.get(path)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_huge_version_number_in_a_body_is_not_found(bundle, production, agent):
+    response = agent.post("/api/v1/sessions/", {"bundle": "refunds", "version": 10**30})
+    assert response.status_code in (400, 404)
+    assert response.json()["error"]["code"] in ("validation_error", "not_found")
+    assert not Session.objects.exists()
