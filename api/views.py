@@ -102,11 +102,11 @@ class VersionListApi(BaseApi):
     def post(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name)
         data = _valid(VersionIn, request)
-        version, created = registry_services.version_publish(
+        result = registry_services.version_publish(
             bundle=bundle, content=data["content"], message=data["message"], actor=request.auth
         )
-        version = registry_selectors.version_get(bundle=bundle, number=version.number)
-        response = Response(VersionOut(version).data, status=201 if created else 200)
+        version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
+        response = Response(VersionOut(version).data, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
         return response
 

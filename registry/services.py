@@ -5,6 +5,7 @@ label row first, then version rows in ascending id order. See sessions_app.servi
 why this makes session start, label moves and drains safe against each other."""
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -37,7 +38,21 @@ def _require_text(field: str, value: Any, *, max_chars: int = MAX_MESSAGE_CHARS)
     return value
 
 
+@dataclass(frozen=True)
+class PublishResult:
+    version: BundleVersion
+    created: bool  # False when identical canonical content already existed: publishing is idempotent
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+
+def _require_role(actor: Actor, role: str, doing: str) -> None:
+    # Services check roles themselves, so the API, the admin and commands share one rule.
+    if not actor.has_role(role):
+        raise Forbidden(f"{doing} needs the {role} role.")
+
+
 def bundle_create(*, name: Any, description: Any = "", actor: Actor) -> Bundle:
+    _require_role(actor, Role.PUBLISHER, "Creating a bundle")
     if not isinstance(name, str) or not re.fullmatch(BUNDLE_NAME_RE, name):
         raise InvalidContent("The bundle name is not valid.", {"name": [f"Must match {BUNDLE_NAME_RE}."]})
     if description is None:
@@ -54,9 +69,10 @@ def bundle_create(*, name: Any, description: Any = "", actor: Actor) -> Bundle:
 
 
 @transaction.atomic
-def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor) -> tuple[BundleVersion, bool]:
+def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor) -> PublishResult:
     """Publish `content` as the next version, or return the existing version with the same
     canonical content (created=False), so that publishing is idempotent."""
+    _require_role(actor, Role.PUBLISHER, "Publishing a version")
     message = _require_text("message", message)
     canonical, digest = canonicalise(content)
     # The bundle row lock serialises publishers of one bundle: numbers stay gapless and two
@@ -65,7 +81,7 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
     Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return existing, False
+        return PublishResult(existing, False)
     last = BundleVersion.objects.filter(bundle=bundle).order_by("-number").values_list("number", flat=True).first()
     version = BundleVersion.objects.create(
         bundle=bundle,
@@ -75,14 +91,13 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
         message=message,
         author=actor.name,
     )
-    return version, True
+    return PublishResult(version, True)
 
 
 def _check_may_move(*, label_name: str, protected: bool, actor: Actor) -> None:
+    _require_role(actor, Role.PUBLISHER, "Moving a label")
     if protected and not actor.has_role(Role.OPS):
         raise Forbidden(f"The label {label_name!r} is protected: only ops may move it.")
-    if not actor.has_role(Role.PUBLISHER):
-        raise Forbidden("Moving labels needs the publisher role.")
 
 
 def _lock_versions(*ids: int) -> dict[int, BundleVersion]:
@@ -165,8 +180,7 @@ def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | Non
     """Move a label back to a version it targeted before: `to_version`, or by default the one
     before its current target. Ops only; 409 when there is nothing to go back to."""
     reason = _require_text("reason", reason)
-    if not actor.has_role(Role.OPS):
-        raise Forbidden("Rolling back needs the ops role.")
+    _require_role(actor, Role.OPS, "Rolling back")
     with transaction.atomic():
         label = _lock_label(bundle=bundle, name=name)
         if label is None:
@@ -195,8 +209,7 @@ def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | Non
 def version_revoke(*, version: BundleVersion, actor: Actor, reason: Any) -> BundleVersion:
     """Take a version out of service. Its sessions then get 410 version_revoked."""
     reason = _require_text("reason", reason)
-    if not actor.has_role(Role.OPS):
-        raise Forbidden("Revoking a version needs the ops role.")
+    _require_role(actor, Role.OPS, "Revoking a version")
     version = _lock_versions(version.pk)[version.pk]
     if version.state == VersionState.REVOKED:
         return version

@@ -98,13 +98,13 @@ def bundle(db, ops) -> Bundle:
 
 @pytest.fixture
 def v1(bundle, ops) -> BundleVersion:
-    version, _ = version_publish(bundle=bundle, content=content(), message="v1", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=content(), message="v1", actor=ops.actor).version
     return version
 
 
 @pytest.fixture
 def v2(bundle, ops, v1) -> BundleVersion:
-    version, _ = version_publish(bundle=bundle, content=content("Version two."), message="v2", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=content("Version two."), message="v2", actor=ops.actor).version
     return version
 
 

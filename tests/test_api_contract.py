@@ -254,8 +254,8 @@ def test_it_answers_a_version_get_with_a_matching_etag_with_304(agent, v1):
     assert other.status_code == 200
 
 
-def test_it_lists_versions_newest_first(agent, bundle, v1, v2):
-    version_publish(bundle=bundle, content=content("three"), message="v3", actor=agent.actor)
+def test_it_lists_versions_newest_first(agent, publisher, bundle, v1, v2):
+    version_publish(bundle=bundle, content=content("three"), message="v3", actor=publisher.actor)
     data = body(agent.get("/api/v1/bundles/refunds/versions/"))
     assert set(data) == {"results", "next"}
     assert [v["number"] for v in data["results"]] == [3, 2, 1]
@@ -264,8 +264,8 @@ def test_it_lists_versions_newest_first(agent, bundle, v1, v2):
     assert data["next"] is None
 
 
-def test_it_pages_versions_by_cursor(agent, bundle, v1, v2):
-    version_publish(bundle=bundle, content=content("three"), message="v3", actor=agent.actor)
+def test_it_pages_versions_by_cursor(agent, publisher, bundle, v1, v2):
+    version_publish(bundle=bundle, content=content("three"), message="v3", actor=publisher.actor)
     first = agent.get("/api/v1/bundles/refunds/versions/?limit=2")
     assert first.status_code == 200
     page1 = body(first)
@@ -614,7 +614,7 @@ def test_it_serves_the_pinned_bundle_as_exact_canonical_bytes(agent, ops, bundle
 
 def test_it_keeps_non_ascii_content_unescaped_in_the_pinned_bundle(agent, ops, bundle, production):
     doc = content("Réponds en français ✓ 日本語")
-    version, _ = version_publish(bundle=bundle, content=doc, message="fr", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=doc, message="fr", actor=ops.actor).version
     session = start(agent, version=version.number)
     raw = agent.get(f"/api/v1/sessions/{session['id']}/bundle/").content
     assert "Réponds en français ✓ 日本語".encode() in raw

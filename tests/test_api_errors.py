@@ -625,7 +625,7 @@ def test_it_answers_moving_a_label_onto_a_revoked_version_with_409(ops, bundle, 
 
 def test_it_answers_an_external_id_reused_on_another_bundle_with_409(ops, agent, bundle, v1, production):
     other = bundle_create(name="billing", description="", actor=ops.actor)
-    bv1, _ = version_publish(bundle=other, content=content("billing"), message="b1", actor=ops.actor)
+    bv1 = version_publish(bundle=other, content=content("billing"), message="b1", actor=ops.actor).version
     label_move(bundle=other, name="production", version=bv1, actor=ops.actor, reason="first")
     session_start(bundle=bundle, actor=agent.actor, external_id="conv-1")
     with nothing_written():

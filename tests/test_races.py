@@ -87,7 +87,7 @@ def _setup():
     ops, agent = ops_key.as_actor(), agent_key.as_actor()
     bundle = bundle_create(name="race", actor=ops)
     versions = [
-        version_publish(bundle=bundle, content=content(f"Prompt {i}"), message=f"v{i}", actor=ops)[0]
+        version_publish(bundle=bundle, content=content(f"Prompt {i}"), message=f"v{i}", actor=ops).version
         for i in range(1, 5)
     ]
     for name, version in (("production", versions[0]), ("staging", versions[1])):

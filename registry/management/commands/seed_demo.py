@@ -41,7 +41,7 @@ class Command(BaseCommand):
         if bundle is None:
             bundle = bundle_create(name="support-agent", description="Demo: customer support agent", actor=SYSTEM)
         if not Label.objects.filter(bundle=bundle, name="production").exists():
-            version, _ = version_publish(bundle=bundle, content=DEMO_CONTENT, message="Demo v1", actor=SYSTEM)
+            version = version_publish(bundle=bundle, content=DEMO_CONTENT, message="Demo v1", actor=SYSTEM).version
             label_move(bundle=bundle, name="production", version=version, actor=SYSTEM, reason="demo set-up")
 
         exports = []
