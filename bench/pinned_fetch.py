@@ -1,0 +1,614 @@
+"""Benchmark the hot path: fetching a session's pinned bundle, revalidating it, starting sessions.
+
+Starts the service the way `make run` does (embedded PostgreSQL and Redis from devtools.stack
+unless DATABASE_URL / REDIS_URL are set, migrate, gunicorn `config.wsgi` with WEB_CONCURRENCY
+sync workers, a Celery worker), creates a bundle, a production label, an agent key and N
+sessions through the REST API, then drives 127.0.0.1 with wrk and prints requests/s and
+p50/p99 latency for:
+
+  a. GET  /api/v1/sessions/{id}/bundle/                      expects 200, spread over the sessions
+  b. the same with If-None-Match: "<content_hash>"           expects 304
+  c. POST /api/v1/sessions/ {"bundle": ...}                  expects 201
+
+Every status wrk receives is counted by a Lua `response` hook; anything unexpected, and any
+socket error, is reported and makes the exit status 1. Everything started is stopped at the
+end, also on Ctrl-C. Raw wrk output and server logs go to bench/results/<time>/.
+
+    make bench ARGS="--duration 10 --connections 16"
+"""
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script (`python bench/pinned_fetch.py`), not a module
+
+from devtools.stack import start_services, stop_services  # noqa: E402
+
+BIN = Path(sys.executable).parent
+RESULTS = ROOT / "bench" / "results"
+BENCH_DATABASE = "registry_bench"  # on the embedded server: ours alone, recreated each run
+HTTP_TIMEOUT = 10  # seconds, for every set-up request the script makes itself
+WRK_TIMEOUT = "5s"  # a request slower than this counts as a wrk timeout error
+
+
+@dataclass
+class Scenario:
+    title: str
+    method: str
+    paths: list[str]
+    expected: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | None = None
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    statuses: dict[int, int]
+    socket_errors: dict[str, int]
+    raw: str
+
+    @property
+    def unexpected(self) -> dict[int, int]:
+        return {code: n for code, n in self.statuses.items() if code != self.scenario.expected}
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexpected and not any(self.socket_errors.values())
+
+
+# --- the content document -------------------------------------------------------------------
+
+
+def content_document() -> dict[str, Any]:
+    """A realistic bundle: a long system prompt, several tools with schemas, guardrails, an
+    output schema, model settings and metadata; about 12 KB of canonical JSON."""
+    policy = [
+        "You are the customer support agent for Acme Outdoor, a retailer of camping and hiking gear.",
+        "Answer in the customer's language, in plain sentences, without marketing language.",
+        "Before saying anything about an order, look it up with `lookup_order`; never guess a status,"
+        " a delivery date or an amount.",
+        "Refunds: an order delivered less than 30 days ago can be refunded in full if the items are"
+        " unused. Call `process_refund` only after the customer has confirmed the amount and the"
+        " items. Refunds over 500 EUR need a human: call `escalate` with reason `refund_over_limit`.",
+        "Exchanges: offer an exchange before a refund when the item is available in another size or"
+        " colour; check stock with `check_stock`.",
+        "Shipping: standard delivery takes 3 to 5 working days, express 1 to 2. Lost parcels are"
+        " investigated after 10 working days; open a carrier claim with `open_claim`.",
+        "Never share another customer's data, internal notes, supplier names or margins. Do not"
+        " promise discounts; you may apply the goodwill voucher (10 EUR) once per order with"
+        " `apply_voucher`, and say so.",
+        "If the customer is angry, acknowledge the problem in one sentence, then move to what you"
+        " can do. If they ask for a person, call `escalate` with reason `customer_request`.",
+        "Safety: for questions about gas stoves, lithium batteries or avalanche equipment, give"
+        " only the manufacturer's instructions linked from the product page and recommend"
+        " contacting the manufacturer.",
+        "End each conversation by summarising what was done and what happens next, with dates.",
+    ]
+    examples = "\n".join(
+        f"Example {n}: customer asks about order A{10000 + n * 37}; look it up, report the status and the"
+        f" next step, and offer help with anything else."
+        for n in range(1, 41)
+    )
+    system_prompt = "\n\n".join(policy) + "\n\nWorked examples:\n" + examples
+
+    def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "description": description,
+            "input_schema": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        }
+
+    order_id = {"type": "string", "pattern": "^A[0-9]{5,8}$", "description": "Order number, e.g. A10037."}
+    tools = [
+        tool(
+            "lookup_order",
+            "Find an order by its number: items, status, dates, amounts.",
+            {"order_id": order_id},
+            ["order_id"],
+        ),
+        tool(
+            "process_refund",
+            "Refund some or all items of an order to the original payment method.",
+            {
+                "order_id": order_id,
+                "items": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "amount_eur": {"type": "number", "exclusiveMinimum": 0, "maximum": 500},
+                "reason": {"type": "string", "enum": ["unused_return", "damaged", "late", "goodwill"]},
+            },
+            ["order_id", "items", "amount_eur", "reason"],
+        ),
+        tool(
+            "check_stock",
+            "Stock of a product variant in the central warehouse.",
+            {"sku": {"type": "string"}, "size": {"type": "string"}, "colour": {"type": "string"}},
+            ["sku"],
+        ),
+        tool(
+            "open_claim",
+            "Open a claim with the carrier for a lost or damaged parcel.",
+            {
+                "order_id": order_id,
+                "kind": {"type": "string", "enum": ["lost", "damaged"]},
+                "notes": {"type": "string"},
+            },
+            ["order_id", "kind"],
+        ),
+        tool(
+            "apply_voucher",
+            "Apply the one-off 10 EUR goodwill voucher to an order.",
+            {"order_id": order_id},
+            ["order_id"],
+        ),
+        tool(
+            "escalate",
+            "Hand the conversation to a person, with a reason and a summary.",
+            {
+                "reason": {"type": "string", "enum": ["refund_over_limit", "customer_request", "safety", "other"]},
+                "summary": {"type": "string", "maxLength": 2000},
+            },
+            ["reason", "summary"],
+        ),
+    ]
+    return {
+        "system_prompt": system_prompt,
+        "tools": tools,
+        "guardrails": {
+            "blocked_topics": ["medical advice", "legal advice", "competitor pricing"],
+            "max_refund_eur": 500,
+            "pii": {"redact": ["card_number", "iban", "password"], "log_redacted": True},
+            "max_tool_calls_per_turn": 4,
+        },
+        "output_schema": {
+            "type": "object",
+            "properties": {
+                "reply": {"type": "string"},
+                "actions": {"type": "array", "items": {"type": "string"}},
+                "needs_human": {"type": "boolean"},
+            },
+            "required": ["reply", "needs_human"],
+        },
+        "model": {"name": "support-large-2025-06", "temperature": 0.2, "top_p": 0.9, "max_output_tokens": 1024},
+        "metadata": {"owner": "support-platform", "ticket": "SUP-1432", "locale_fallback": "en"},
+    }
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+class Processes:
+    """Children started in their own sessions, so that a Ctrl-C reaches only this script, which
+    then stops them in order: web and worker first, the database and Redis last."""
+
+    def __init__(self) -> None:
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, argv: list[str], log: Path) -> subprocess.Popen:
+        with log.open("wb") as out:
+            proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.running.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.running:
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 15
+        for proc in self.running:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.running.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def manage(*args: str) -> str:
+    done = subprocess.run(
+        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, check=True, capture_output=True, text=True, timeout=300
+    )
+    return done.stdout
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the database in `url`, so that every run starts from the same state and
+    from the current migrations (which others may be rewriting)."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def wait_until_ready(base: str, web: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if web.poll() is not None:
+            raise SystemExit(f"gunicorn exited with status {web.returncode}; see {log}")
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"the web server did not become ready within {timeout:.0f}s; see {log}")
+
+
+# --- the API --------------------------------------------------------------------------------
+
+
+def call(
+    base: str, method: str, path: str, key: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def expect(status: int, wanted: int, what: str, body: bytes) -> None:
+    if status != wanted:
+        raise SystemExit(f"{what}: expected {wanted}, got {status}: {body[:500].decode(errors='replace')}")
+
+
+def create_data(base: str, *, ops_key: str, agent_key: str, bundle: str, sessions: int) -> tuple[list[str], str, int]:
+    """Bundle, version 1, production label and `sessions` sessions. Returns (session ids,
+    content hash, size of the pinned-bundle body)."""
+    status, _, body = call(base, "POST", "/api/v1/bundles/", ops_key, {"name": bundle, "description": "benchmark"})
+    expect(status, 201, "create the bundle", body)
+    version_body = {"content": content_document(), "message": "benchmark content"}
+    status, _, body = call(base, "POST", f"/api/v1/bundles/{bundle}/versions/", ops_key, version_body)
+    expect(status, 201, "publish version 1", body)
+    version = json.loads(body)
+    label_body = {"version": version["number"], "reason": "benchmark"}
+    status, _, body = call(base, "PUT", f"/api/v1/bundles/{bundle}/labels/production/", ops_key, label_body)
+    expect(status, 201, "create the production label", body)
+
+    ids = []
+    for _ in range(sessions):
+        status, _, body = call(base, "POST", "/api/v1/sessions/", agent_key, {"bundle": bundle})
+        expect(status, 201, "start a session", body)
+        ids.append(json.loads(body)["id"])
+
+    # What the scenarios will assert, checked once by hand first.
+    status, headers, body = call(base, "GET", f"/api/v1/sessions/{ids[0]}/bundle/", agent_key)
+    expect(status, 200, "fetch a pinned bundle", body)
+    etag = headers.get("ETag")
+    if etag != f'"{version["content_hash"]}"':
+        raise SystemExit(f"the pinned bundle's ETag is {etag!r}, expected the content hash {version['content_hash']!r}")
+    status, _, not_modified = call(
+        base, "GET", f"/api/v1/sessions/{ids[-1]}/bundle/", agent_key, headers={"If-None-Match": etag}
+    )
+    expect(status, 304, "revalidate a pinned bundle", not_modified)
+    return ids, version["content_hash"], len(body)
+
+
+# --- wrk ------------------------------------------------------------------------------------
+
+
+def lua_string(value: str) -> str:
+    # A JSON string is a valid Lua string literal as long as it is ASCII: json.dumps escapes
+    # everything else as \uXXXX, which Lua 5.1 does not read, so refuse it rather than mangle it.
+    if not value.isascii():
+        raise ValueError(f"not ASCII: {value!r}")
+    return json.dumps(value)
+
+
+LUA_TEMPLATE = """-- Generated by bench/pinned_fetch.py: {title}
+local method = {method}
+local paths = {{{paths}}}
+local headers = {{{headers}}}
+local body = {body}
+local threads = {{}}
+
+function setup(thread)
+  thread:set("tid", #threads)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  statuses = {{}}
+  requests = {{}}
+  for i, path in ipairs(paths) do
+    local h = {{}}
+    for k, v in pairs(headers) do h[k] = v end
+    requests[i] = wrk.format(method, path, h, body)
+  end
+  -- Each thread starts at its own place in the list and walks it, so that the load is spread
+  -- over every session rather than hammering one row.
+  math.randomseed(tid * 7919 + 17)
+  index = math.random(#requests) - 1
+end
+
+function request()
+  index = index % #requests + 1
+  return requests[index]
+end
+
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+end
+
+function done(summary, latency, requests)
+  local totals = {{}}
+  for _, thread in ipairs(threads) do
+    for code, count in pairs(thread:get("statuses")) do
+      totals[code] = (totals[code] or 0) + count
+    end
+  end
+  local parts = {{}}
+  for code, count in pairs(totals) do
+    table.insert(parts, string.format('"%d": %d', code, count))
+  end
+  io.write("STATUSES {{" .. table.concat(parts, ", ") .. "}}\\n")
+end
+"""
+
+
+def lua_script(scenario: Scenario) -> str:
+    return LUA_TEMPLATE.format(
+        title=scenario.title,
+        method=lua_string(scenario.method),
+        paths=", ".join(lua_string(p) for p in scenario.paths),
+        headers=", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in scenario.headers.items()),
+        body="nil" if scenario.body is None else lua_string(scenario.body),
+    )
+
+
+UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def to_ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not match:
+        raise ValueError(f"unexpected wrk duration {text!r}")
+    return float(match.group(1)) * UNITS_MS[match.group(2)]
+
+
+def parse_wrk(scenario: Scenario, output: str) -> Result:
+    def find(pattern: str) -> re.Match[str]:
+        match = re.search(pattern, output, flags=re.MULTILINE)
+        if not match:
+            raise SystemExit(f"could not find {pattern!r} in the wrk output:\n{output}")
+        return match
+
+    errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+    socket_line = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    if socket_line:
+        errors = dict(zip(errors, map(int, socket_line.groups()), strict=True))
+    statuses = json.loads(find(r"^STATUSES (\{.*\})$").group(1))
+    return Result(
+        scenario=scenario,
+        requests_per_second=float(find(r"^Requests/sec:\s+([\d.]+)").group(1)),
+        p50_ms=to_ms(find(r"^\s+50%\s+(\S+)").group(1)),
+        p99_ms=to_ms(find(r"^\s+99%\s+(\S+)").group(1)),
+        requests=int(find(r"^\s+(\d+) requests in").group(1)),
+        statuses={int(code): n for code, n in statuses.items()},
+        socket_errors=errors,
+        raw=output,
+    )
+
+
+def run_wrk(
+    scenario: Scenario,
+    *,
+    base: str,
+    threads: int,
+    connections: int,
+    duration: int,
+    out_dir: Path,
+    script_dir: Path,
+    slug: str,
+) -> Result:
+    script = script_dir / f"{slug}.lua"  # holds the API key: kept out of bench/results
+    script.write_text(lua_script(scenario))
+    argv = [
+        "wrk",
+        f"--threads={threads}",
+        f"--connections={connections}",
+        f"--duration={duration}s",
+        f"--timeout={WRK_TIMEOUT}",
+        "--latency",
+        f"--script={script}",
+        base + "/",
+    ]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"wrk did not finish within {duration + 60}s ({scenario.title})")
+    (out_dir / f"{slug}.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"wrk failed ({scenario.title}):\n{done.stdout}{done.stderr}")
+    return parse_wrk(scenario, done.stdout)
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default 10)")
+    parser.add_argument("--connections", type=int, default=16, help="open connections held by wrk (default 16)")
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2, one per core here)")
+    parser.add_argument("--sessions", type=int, default=200, help="sessions the fetches are spread over (default 200)")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of unreported fetches first (default 2)")
+    ns = parser.parse_args(argv)
+    if ns.connections < ns.threads:
+        parser.error("--connections must be at least --threads (wrk gives each thread one or more)")
+    if min(ns.duration, ns.threads, ns.sessions) < 1 or ns.warmup < 0:
+        parser.error("--duration, --threads and --sessions must be positive, --warmup not negative")
+    return ns
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    if shutil.which("wrk") is None:
+        print(
+            "wrk is not installed. Install it (Debian/Ubuntu: `apt-get install -y wrk`) and run again.", file=sys.stderr
+        )
+        return 2
+
+    # Ctrl-C raises KeyboardInterrupt; make SIGTERM do the same, so `finally` always cleans up.
+    def on_sigterm(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+    embedded_db = not os.environ.get("DATABASE_URL")
+    workers = os.environ.get("WEB_CONCURRENCY", "4")  # what `make run` uses
+
+    out_dir = RESULTS / time.strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    processes = Processes()
+    handles: list[object] = []
+    script_dir = Path(tempfile.mkdtemp(prefix="pinned-fetch-"))
+    try:
+        handles = start_services("bench")
+        if embedded_db:
+            # start_services points at the `registry` database `make run` uses: take our own.
+            url = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{BENCH_DATABASE}").geturl()
+            os.environ["DATABASE_URL"] = url
+            recreate_database(url)
+        print("migrating ...", flush=True)
+        manage("migrate", "--no-input", "-v", "0")
+        stamp = time.strftime("%Y%m%d%H%M%S")
+        ops_key = manage("create_api_key", "--name", f"bench-ops-{stamp}", "--role", "ops").strip().splitlines()[-1]
+        agent_key = (
+            manage("create_api_key", "--name", f"bench-agent-{stamp}", "--role", "agent").strip().splitlines()[-1]
+        )
+
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        web_log = out_dir / "web.log"
+        web = processes.start(
+            [str(BIN / "gunicorn"), "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", workers, "--no-control-socket"],
+            web_log,
+        )
+        processes.start(
+            [str(BIN / "celery"), "-A", "config", "worker", "-l", "warning", "-c", "2"],
+            out_dir / "worker.log",
+        )
+        wait_until_ready(base, web, web_log)
+
+        bundle = f"bench-{stamp}"
+        print(f"creating bundle {bundle!r} and {ns.sessions} sessions ...", flush=True)
+        ids, content_hash, body_size = create_data(
+            base, ops_key=ops_key, agent_key=agent_key, bundle=bundle, sessions=ns.sessions
+        )
+
+        auth = {"Authorization": f"Bearer {agent_key}"}
+        fetch_paths = [f"/api/v1/sessions/{session_id}/bundle/" for session_id in ids]
+        scenarios = {
+            "fetch": Scenario("GET bundle", "GET", fetch_paths, 200, auth),
+            "revalidate": Scenario(
+                "GET bundle, If-None-Match", "GET", fetch_paths, 304, {**auth, "If-None-Match": f'"{content_hash}"'}
+            ),
+            "start": Scenario(
+                "POST session start",
+                "POST",
+                ["/api/v1/sessions/"],
+                201,
+                {**auth, "Content-Type": "application/json"},
+                json.dumps({"bundle": bundle}),
+            ),
+        }
+        wrk_args = {
+            "base": base,
+            "threads": ns.threads,
+            "connections": ns.connections,
+            "out_dir": out_dir,
+            "script_dir": script_dir,
+        }
+        if ns.warmup:
+            print(f"warming up for {ns.warmup}s ...", flush=True)
+            run_wrk(scenarios["fetch"], duration=ns.warmup, slug="warmup", **wrk_args)
+        results = []
+        for slug, scenario in scenarios.items():
+            print(f"running {scenario.title} for {ns.duration}s ...", flush=True)
+            results.append(run_wrk(scenario, duration=ns.duration, slug=slug, **wrk_args))
+
+        report(ns, results, workers=workers, port=port, body_size=body_size, out_dir=out_dir)
+        return 0 if all(r.ok for r in results) else 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping everything", file=sys.stderr)
+        return 130
+    except subprocess.CalledProcessError as error:
+        print(f"{error.cmd} failed:\n{error.stdout}{error.stderr}", file=sys.stderr)
+        return 1
+    finally:
+        # Ignore a second Ctrl-C while stopping, so that nothing is left running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        processes.stop_all()
+        stop_services(handles)
+        shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def report(
+    ns: argparse.Namespace, results: list[Result], *, workers: str, port: int, body_size: int, out_dir: Path
+) -> None:
+    print(
+        f"\nwrk: {ns.threads} threads, {ns.connections} connections, {ns.duration}s per scenario, timeout {WRK_TIMEOUT}"
+        f"\nserver: gunicorn config.wsgi, {workers} sync workers, on 127.0.0.1:{port} (no access log);"
+        f" {os.cpu_count()} CPUs shared with wrk; load average at the end {os.getloadavg()[0]:.1f}"
+        f"\ndata: {ns.sessions} sessions, pinned-bundle body {body_size} bytes\n"
+    )
+    print(f"{'scenario':<28} {'expect':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'requests':>9}  errors")
+    for r in results:
+        problems = [f"{n} x {code}" for code, n in sorted(r.unexpected.items())]
+        problems += [f"{n} socket {kind}" for kind, n in r.socket_errors.items() if n]
+        print(
+            f"{r.scenario.title:<28} {r.scenario.expected:>6} {r.requests_per_second:>9.1f} {r.p50_ms:>8.2f}"
+            f" {r.p99_ms:>8.2f} {r.requests:>9}  {', '.join(problems) or 'none'}"
+        )
+    print(f"\nraw wrk output and server logs: {out_dir.relative_to(ROOT)}/")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""docker-compose.yml and the Dockerfile, checked by reading them: no Docker engine needed.
+
+Every command is parsed by the program that will run it (gunicorn's own option parser,
+Celery's click commands, Django's command registry), every module it names is imported, and
+the environment is compared with what config/settings.py reads, so a typo in any of them
+fails here rather than in a container that restarts in a loop."""
+
+import io
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+from unittest import mock
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from celery import Celery
+from celery.app.utils import find_app
+from celery.bin.base import CLIContext
+from celery.bin.celery import celery as celery_cli
+from django.core.management import get_commands
+from django.test import override_settings
+from gunicorn.config import Config as GunicornConfig
+from gunicorn.util import import_app
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+SETTINGS = ROOT / "config" / "settings.py"
+
+CORE_SERVICES = {"postgres", "redis", "web", "worker", "beat"}
+APP_SERVICES = {"web", "worker", "beat"}
+MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "web", "worker"}
+# Read by a program rather than by settings.py: gunicorn's default worker count.
+NON_SETTINGS_ENV = {"WEB_CONCURRENCY"}
+
+
+def _compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _services() -> dict[str, dict[str, Any]]:
+    return _compose()["services"]
+
+
+def _argv(command: str | list[str]) -> list[str]:
+    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+
+
+def _app_services() -> dict[str, dict[str, Any]]:
+    """Every service built from the Dockerfile: web, worker, beat, and the one-shot migrate."""
+    return {name: svc for name, svc in _services().items() if "build" in svc}
+
+
+def _settings_env_names() -> tuple[set[str], set[str]]:
+    """(every variable settings.py reads, those it reads with no default)."""
+    source = SETTINGS.read_text()
+    read = set(re.findall(r'env_(?:str|int|bool)\(\s*"([A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'os\.environ(?:\.get)?[(\[]\s*"([A-Z0-9_]+)"', source))
+    required = set(re.findall(r'env_str\(\s*"([A-Z0-9_]+)"\s*\)', source))
+    # SECRET_KEY has a default only when DEBUG is on, which production never sets.
+    required |= set(re.findall(r'env_str\(\s*"([A-Z0-9_]+)"\s*,\s*[^)]*if DEBUG else None\)', source))
+    return read, required
+
+
+def _gunicorn_app(argv: list[str]) -> tuple[Any, Any]:
+    """Parse `gunicorn ...` with gunicorn's own parser (unknown options fail) and import its app."""
+    assert Path(argv[0]).name == "gunicorn", argv
+    parser = GunicornConfig(usage="%(prog)s [OPTIONS] [APP_MODULE]", prog="gunicorn").parser()
+    parsed = parser.parse_args(argv[1:])
+    assert len(parsed.args) == 1, f"gunicorn needs exactly one APP_MODULE, got {parsed.args}"
+    return parsed, import_app(parsed.args[0])
+
+
+def _celery_command(argv: list[str]) -> tuple[Celery, str, dict[str, Any]]:
+    """Parse `celery -A APP SUBCOMMAND ...` with Celery's click commands; return the app it
+    loads (found the way the CLI finds it), the subcommand and its parsed options."""
+    assert Path(argv[0]).name == "celery", argv
+    args = argv[1:]
+    names = set(celery_cli.list_commands(None))
+    index = next((i for i, arg in enumerate(args) if arg in names), None)
+    assert index is not None, f"no celery subcommand in {argv}"
+    group_args, subcommand, sub_args = args[:index], args[index], args[index + 1 :]
+    ctx = celery_cli.make_context("celery", [*group_args, subcommand])
+    assert ctx.params.get("app"), f"{argv} does not name an app with -A"
+    app = find_app(ctx.params["app"])
+    ctx.obj = CLIContext(app=app, no_color=True, workdir=None, quiet=True)
+    command = celery_cli.get_command(ctx, subcommand)
+    sub_ctx = command.make_context(subcommand, list(sub_args), parent=ctx)
+    return app, subcommand, sub_ctx.params
+
+
+def _interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution, enough of it for this file: ${X}, ${X:-default},
+    ${X:?error} (raises when X is unset or empty), and $$ for a literal $."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, operator, argument = match.group(1), match.group(2), match.group(3)
+        current = env.get(name, "")
+        if operator == ":?" and not current:
+            raise LookupError(f"{name}: {argument}")
+        if operator == ":-" and not current:
+            return argument
+        return current
+
+    return re.sub(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-?])([^}]*))?\}", substitute, value)
+
+
+def _wsgi_get(application: Any, url: str, host: str) -> tuple[str, bytes]:
+    parts = urlsplit(url)
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": parts.path,
+        "QUERY_STRING": parts.query,
+        "SERVER_NAME": parts.hostname,
+        "SERVER_PORT": str(parts.port or 80),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": host,
+        "wsgi.url_scheme": parts.scheme,
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": io.StringIO(),
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    started: list[str] = []
+    body = b"".join(application(environ, lambda status, headers, exc_info=None: started.append(status)))
+    return started[0], body
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [
+        (match.group(1).upper(), match.group(2).strip())
+        for match in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", joined, flags=re.MULTILINE)
+    ]
+
+
+def _exec_form(arguments: str) -> list[str]:
+    # JSON (exec) form: no shell in between, so signals reach the process.
+    assert arguments.startswith("["), f"use the exec form for {arguments!r}"
+    return json.loads(arguments)
+
+
+def test_it_defines_the_five_services_and_a_one_shot_migration():
+    services = _services()
+    assert CORE_SERVICES <= services.keys()
+    assert _argv(services["migrate"]["command"])[:3] == ["python", "manage.py", "migrate"]
+    assert services["migrate"].get("restart") == "no"
+
+
+def test_it_uses_the_agreed_images():
+    services = _services()
+    assert services["postgres"]["image"] == "postgres:16"
+    assert services["redis"]["image"] == "redis:7"
+    for name in APP_SERVICES:
+        assert services[name]["build"] in (".", {"context": "."}), name
+
+
+def test_it_gives_healthchecks_that_probe_the_right_thing():
+    services = _services()
+    for name in MUST_HAVE_HEALTHCHECK:
+        test = services[name].get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    assert services["redis"]["healthcheck"]["test"][1:] == ["redis-cli", "ping"]
+    assert "inspect ping" in " ".join(services["worker"]["healthcheck"]["test"])
+
+
+def test_it_waits_for_healthy_dependencies():
+    services = _services()
+    for name, service in _app_services().items():
+        depends = service.get("depends_on")
+        assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
+        assert depends["postgres"] == {"condition": "service_healthy"}, name
+        if name != "migrate":
+            assert depends["redis"] == {"condition": "service_healthy"}, name
+            assert depends["migrate"] == {"condition": "service_completed_successfully"}, name
+        for target, rule in depends.items():
+            assert target in services, f"{name} depends on unknown service {target}"
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target}, which has no healthcheck"
+
+
+def test_it_runs_the_wsgi_application_in_web():
+    parsed, application = _gunicorn_app(_argv(_services()["web"]["command"]))
+    assert parsed.args == ["config.wsgi:application"]
+    assert callable(application)
+    assert parsed.bind == ["0.0.0.0:8000"], "listen on all interfaces inside the container"
+
+
+@pytest.mark.parametrize("allowed", ["registry.example.com", ".example.org,registry.example.com", "*"])
+def test_it_health_checks_web_on_a_url_that_answers_200_for_the_configured_hosts(allowed):
+    web = _services()["web"]
+    parsed, application = _gunicorn_app(_argv(web["command"]))
+    bind_port = parsed.bind[0].rsplit(":", 1)[1]
+    test = web["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], "the slim image has no curl: check with python"
+
+    # Run the healthcheck's own code, catching the request it makes, and send that request to
+    # the WSGI application with the same ALLOWED_HOSTS the container would have.
+    sent = []
+    with (
+        mock.patch.dict("os.environ", {"DJANGO_ALLOWED_HOSTS": allowed}),
+        mock.patch("urllib.request.urlopen", side_effect=lambda request, timeout: sent.append(request)),
+    ):
+        exec(compile(test[3], "healthcheck", "exec"), {})
+    (request,) = sent
+    assert urlsplit(request.full_url).port == int(bind_port), "the healthcheck must probe the port gunicorn binds"
+    with override_settings(ALLOWED_HOSTS=allowed.split(",")):
+        status, body = _wsgi_get(application, request.full_url, request.get_header("Host"))
+    assert status.startswith("200"), (status, body)
+    assert json.loads(body) == {"status": "ok"}
+
+
+@pytest.mark.parametrize("service, subcommand", [("worker", "worker"), ("beat", "beat")])
+def test_it_runs_the_celery_app_of_the_project(service, subcommand):
+    app, parsed_subcommand, _options = _celery_command(_argv(_services()[service]["command"]))
+    assert isinstance(app, Celery)
+    assert app is find_app("config.celery:app")
+    assert parsed_subcommand == subcommand
+
+
+def test_it_gives_beat_a_writable_schedule_file():
+    _, _, options = _celery_command(_argv(_services()["beat"]["command"]))
+    # The image runs as a non-root user that cannot write to /app (the default location).
+    assert options["schedule"].startswith("/tmp/"), options["schedule"]
+
+
+def test_it_schedules_only_registered_tasks():
+    app, _, _ = _celery_command(_argv(_services()["beat"]["command"]))
+    app.loader.import_default_modules()
+    schedule = app.conf.beat_schedule
+    assert schedule, "beat would have nothing to do"
+    for entry, spec in schedule.items():
+        assert spec["task"] in app.tasks, f"beat entry {entry!r} names unregistered task {spec['task']!r}"
+
+
+def test_it_health_checks_the_worker_with_the_project_app():
+    command = _services()["worker"]["healthcheck"]["test"][1]
+    app, subcommand, options = _celery_command(shlex.split(command.replace("$$HOSTNAME", "host")))
+    assert app is find_app("config.celery:app")
+    assert subcommand == "inspect"
+
+
+def test_it_runs_real_management_commands():
+    commands = get_commands()
+    for name, service in _app_services().items():
+        argv = _argv(service["command"])
+        if argv[:2] == ["python", "manage.py"]:
+            assert (ROOT / "manage.py").exists()
+            assert argv[2] in commands, f"{name}: no management command {argv[2]!r}"
+
+
+def test_it_passes_the_same_environment_to_every_application_container():
+    environments = {name: service["environment"] for name, service in _app_services().items()}
+    assert all(isinstance(env, dict) for env in environments.values())
+    shared = {name: {k: v for k, v in env.items() if k not in NON_SETTINGS_ENV} for name, env in environments.items()}
+    first = next(iter(shared.values()))
+    assert all(env == first for env in shared.values()), shared
+
+
+def test_it_sets_exactly_variables_that_settings_read():
+    read, required = _settings_env_names()
+    assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY"} <= required, "settings.py changed: update this test"
+    for name, service in _app_services().items():
+        names = set(service["environment"])
+        assert names - NON_SETTINGS_ENV <= read, f"{name} sets variables settings.py never reads: {names - read}"
+        assert required <= names, f"{name} lacks required variables {required - names}"
+        assert {"DJANGO_ALLOWED_HOSTS", "SESSION_SWEEP_INTERVAL"} <= names
+
+
+def test_it_requires_the_secret_key_from_the_environment():
+    for name, service in _app_services().items():
+        value = service["environment"]["DJANGO_SECRET_KEY"]
+        assert re.fullmatch(r"\$\{DJANGO_SECRET_KEY:\?[^}]+\}", value), f"{name}: {value!r}"
+        with pytest.raises(LookupError):
+            _interpolate(value, {})
+        assert _interpolate(value, {"DJANGO_SECRET_KEY": "s3cret"}) == "s3cret"
+
+
+def test_it_points_the_urls_at_the_compose_services():
+    services = _services()
+    given = {"POSTGRES_PASSWORD": "0123abcd", "DJANGO_SECRET_KEY": "k"}
+    env = {name: _interpolate(value, given) for name, value in services["web"]["environment"].items()}
+    postgres = {name: _interpolate(value, given) for name, value in services["postgres"]["environment"].items()}
+    database, redis = urlsplit(env["DATABASE_URL"]), urlsplit(env["REDIS_URL"])
+    assert database.scheme in ("postgres", "postgresql") and database.hostname == "postgres"
+    assert database.path.lstrip("/") == postgres["POSTGRES_DB"]
+    assert (database.username, database.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+    assert redis.scheme == "redis" and redis.hostname == "redis"
+
+
+def test_it_builds_from_python_3_11_slim_as_a_non_root_user():
+    instructions = _dockerfile_instructions()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    users = [args for op, args in instructions if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+
+
+def test_it_copies_an_existing_requirements_file_and_installs_it():
+    instructions = _dockerfile_instructions()
+    copied = [args.split()[0] for op, args in instructions if op == "COPY" and "requirements" in args]
+    assert copied, "the Dockerfile should copy the requirements file on its own, before the code"
+    for source in copied:
+        assert (ROOT / source).is_file(), source
+    runs = " ".join(args for op, args in instructions if op == "RUN")
+    assert f"pip install -r {Path(copied[0]).name}" in runs
+    pins = (ROOT / copied[0]).read_text().lower().split()
+    for tool in ("gunicorn", "celery"):
+        assert any(line.startswith(f"{tool}==") for line in pins), f"{tool} is not in {copied[0]}"
+
+
+def test_it_collects_static_files_with_dummy_settings_at_build_time_only():
+    instructions = _dockerfile_instructions()
+    (collect,) = [args for op, args in instructions if op == "RUN" and "collectstatic" in args]
+    for name in ("DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL"):
+        assert f"{name}=" in collect, f"collectstatic would fail without {name}"
+        assert not any(op == "ENV" and name in args for op, args in instructions), f"{name} must not be baked in"
+
+
+def test_its_default_command_serves_the_wsgi_application():
+    instructions = _dockerfile_instructions()
+    (cmd,) = [args for op, args in instructions if op == "CMD"]
+    _, application = _gunicorn_app(_exec_form(cmd))
+    assert callable(application)
+    for entrypoint in [args for op, args in instructions if op == "ENTRYPOINT"]:
+        program = _exec_form(entrypoint)[0]
+        assert program.startswith("/") or (ROOT / program).exists(), f"ENTRYPOINT {program} not found"
