@@ -24,7 +24,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script (`python bench/pinned_fetch.py`), not a module
 
-from devtools.stack import start_services, stop_services  # noqa: E402
+from devtools.stack import free_port, start_services, stop_services, web_command  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
@@ -227,12 +226,6 @@ class Processes:
                 proc.kill()
                 proc.wait()
         self.running.clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def manage(*args: str) -> str:
@@ -527,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         base = f"http://127.0.0.1:{port}"
         web_log = out_dir / "web.log"
         web = processes.start(
-            [str(BIN / "gunicorn"), "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", workers, "--no-control-socket"],
+            web_command(str(port), access_log=False),
             web_log,
         )
         processes.start(

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "registry",
     "sessions_app",
     "api",
+    "adminui",
 ]
 
 MIDDLEWARE = [
@@ -105,6 +106,8 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# Where registry.bundle_cache keeps canonical content bytes (by content hash).
+BUNDLE_CACHE_URL = env_str("BUNDLE_CACHE_URL", REDIS_URL)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

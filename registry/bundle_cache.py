@@ -3,11 +3,17 @@
 Versions are immutable, so an entry can never be stale; the cache only saves the database
 from shipping up to 1 MiB per fetch. It is shared (Redis) so that the drain worker can drop
 a drained version's bytes for every web process at once. Redis being away is not an error:
-the bytes come from the database, which always holds them."""
+the bytes come from the database, which always holds them.
 
+It talks to Redis through one long-lived redis-py client per process (redis-py's pool is
+fork-safe) rather than Django's cache API, which builds a new client object on every call:
+this is the hot path."""
+
+import functools
 import logging
 
-from django.core.cache import cache
+import redis
+from django.conf import settings
 
 from registry.models import BundleVersion
 
@@ -15,31 +21,43 @@ logger = logging.getLogger(__name__)
 TTL_SECONDS = 7 * 24 * 3600
 
 
+@functools.cache
+def _client_for(url: str) -> redis.Redis:
+    # Short timeouts and no retries: a slow cache must not slow the fetch it exists to speed up.
+    return redis.Redis.from_url(url, socket_connect_timeout=0.25, socket_timeout=0.25, retry_on_timeout=False)
+
+
+def _client() -> redis.Redis:
+    return _client_for(settings.BUNDLE_CACHE_URL)
+
+
 def _key(content_hash: str) -> str:
-    return f"content:{content_hash}"
+    return f"registry:content:{content_hash}"
 
 
 def content_bytes(*, version_id: int, content_hash: str) -> bytes:
     try:
-        data = cache.get(_key(content_hash))
-    except Exception:  # the cache is an accelerator; never fail a fetch because of it
+        data = _client().get(_key(content_hash))
+    except redis.RedisError:  # the cache is an accelerator; never fail a fetch because of it
         logger.warning("bundle cache unavailable on get", exc_info=True)
         data = None
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
         try:
-            cache.set(_key(content_hash), data, timeout=TTL_SECONDS)
-        except Exception:
+            _client().set(_key(content_hash), data, ex=TTL_SECONDS)
+        except redis.RedisError:
             logger.warning("bundle cache unavailable on set", exc_info=True)
     return data
 
 
 def is_cached(content_hash: str) -> bool:
-    return cache.get(_key(content_hash)) is not None
+    return bool(_client().exists(_key(content_hash)))
 
 
 def drop(content_hash: str) -> None:
+    """Drop the bytes of a drained or revoked version. If another bundle has a version with the
+    same content, its next fetch simply reloads them from the database."""
     try:
-        cache.delete(_key(content_hash))
-    except Exception:
+        _client().delete(_key(content_hash))
+    except redis.RedisError:
         logger.warning("bundle cache unavailable on drop", exc_info=True)

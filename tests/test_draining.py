@@ -157,7 +157,7 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent
     celery_app.amqp._producer_pool = None
     try:
         caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
-        with override_settings(CACHES=caches):
+        with override_settings(CACHES=caches, BUNDLE_CACHE_URL=dead):
             began = time.monotonic()
             with django_capture_on_commit_callbacks(execute=True):
                 session, _ = session_start(bundle=bundle, actor=agent.actor)
