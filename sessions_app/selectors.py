@@ -12,7 +12,6 @@ from registry.selectors import label_targets
 from sessions_app.models import Session
 from sessions_app.services import session_renew
 
-
 # The hot path reads session, version and bundle in one statement, as raw SQL: Django's query
 # compiler costs more than the query itself here (measured: about a third of a fetch).
 _PINNED_SQL = """
