@@ -1,4 +1,6 @@
+import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from access.models import ROLE_RANK, Role
 
@@ -8,14 +10,44 @@ class Actor:
     """Who performs an action: an API key, a person in the admin, or a system process.
 
     Services take an Actor so that the API, the admin and management commands apply the same
-    rules; `name` is what authorship and history fields record."""
+    rules; `name` is what authorship and history fields record. `scopes` are bundle-name
+    patterns (`support-*`); empty means every bundle."""
 
     name: str
     role: str
     api_key_id: int | None = None
+    scopes: tuple[str, ...] = ()
 
     def has_role(self, role: str) -> bool:
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
 
+    def may_see_bundle(self, name: str) -> bool:
+        return not self.scopes or any(fnmatchcase(name, pattern) for pattern in self.scopes)
+
+    def scope_regex(self) -> str | None:
+        """The scopes as one PostgreSQL regular expression (None: no restriction), so that lists
+        are filtered in the database. Patterns know only `*` and `?`."""
+        if not self.scopes:
+            return None
+        parts = ["".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in p) for p in self.scopes]
+        return "^(" + "|".join(parts) + ")$"
+
 
 SYSTEM = Actor(name="system", role=Role.ADMIN)
+
+
+def actor_for_user(user) -> Actor:
+    """The Actor for a person signed in to the admin, so the admin calls services with the
+    same role checks as the API. Superusers are admins; then the group "Ops" gives ops and
+    "Prompt engineers" gives publisher; any other staff user only reads (agent)."""
+    if user.is_superuser:
+        role = Role.ADMIN
+    else:
+        groups = set(user.groups.values_list("name", flat=True))
+        if "Ops" in groups:
+            role = Role.OPS
+        elif "Prompt engineers" in groups:
+            role = Role.PUBLISHER
+        else:
+            role = Role.AGENT
+    return Actor(name=f"user:{user.username}", role=role)

@@ -1,44 +1,149 @@
+"""API keys: create, authenticate, revoke, rotate. Keys look like `pr_<43 url-safe chars>`
+(256 random bits); only the SHA-256 of the secret is stored, so a leaked database leaks no key."""
+
 import hashlib
 import hmac
+import json
+import re
 import secrets
+from datetime import datetime, timedelta
+from typing import Any
 
+from django.db import connection, transaction
 from django.utils import timezone
 
+from access.actors import Actor
 from access.models import ApiKey, Role
-from registry.errors import InvalidContent
+from audit.services import audit_record
+from registry.errors import Forbidden, InvalidContent
 
 KEY_PREFIX = "pr_"
+SCOPE_RE = re.compile(r"^[a-z0-9*?][a-z0-9._*?-]{0,99}$")
+# last_used_at is written at most this often per key, not on every request.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def api_key_create(*, name: str, role: str) -> tuple[ApiKey, str]:
-    """Create a key and return it with its secret, which is not stored and cannot be shown again."""
+def _validate(*, name: Any, role: Any, scopes: Any, expires_at: Any) -> tuple[str, str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        errors["name"] = ["A name of 1 to 100 characters is required."]
     if role not in Role.values:
-        raise InvalidContent(f"Unknown role {role!r}.", {"role": [f"Choose one of {', '.join(Role.values)}."]})
-    if not name.strip():
-        raise InvalidContent("A key needs a name.", {"name": ["This field is required."]})
+        errors["role"] = [f"Choose one of {', '.join(Role.values)}."]
+    scopes = list(scopes or [])
+    bad = [s for s in scopes if not isinstance(s, str) or not SCOPE_RE.match(s)]
+    if bad:
+        errors["scopes"] = [f"Not a bundle-name pattern: {s!r} (use a-z 0-9 . _ - and the wildcards * ?)." for s in bad]
+    if expires_at is not None and (not isinstance(expires_at, datetime) or expires_at <= timezone.now()):
+        errors["expires_at"] = ["Must be a time in the future."]
+    if errors:
+        raise InvalidContent("The key is not valid; see details.", errors)
+    return name, role, scopes
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    name: Any,
+    role: Any,
+    actor: Actor,
+    scopes: Any = None,
+    expires_at: datetime | None = None,
+    rotated_from: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is not stored and cannot be shown again."""
+    if not actor.has_role(Role.ADMIN):
+        raise Forbidden("Managing API keys needs the admin role.")
+    name, role, scopes = _validate(name=name, role=role, scopes=scopes, expires_at=expires_at)
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(name=name, role=role, prefix=secret[:10], secret_hash=hash_secret(secret))
+    key = ApiKey.objects.create(
+        name=name,
+        role=role,
+        scopes=scopes,
+        prefix=secret[:10],
+        secret_hash=hash_secret(secret),
+        expires_at=expires_at,
+        created_by=actor.name,
+        rotated_from=rotated_from,
+    )
+    audit_record(
+        actor=actor,
+        action="key.rotated" if rotated_from else "key.created",
+        target_type="api_key",
+        target=f"{key.name} ({key.prefix})",
+        data={"key_id": key.pk, "role": role, "scopes": scopes, "rotated_from": rotated_from and rotated_from.pk},
+    )
     return key, secret
 
 
-def api_key_authenticate(*, secret: str) -> ApiKey | None:
-    """The active key whose secret this is, or None."""
-    if not secret.startswith(KEY_PREFIX):
+# Look a key up by its prefix (not secret on its own), then compare the stored hash in
+# constant time, so response timing says nothing about how close a guess was.
+_AUTH_SQL = """
+SELECT id, name, role, scopes, last_used_at, secret_hash FROM access_apikey
+WHERE prefix = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+"""
+
+
+def api_key_authenticate(*, secret: str) -> Actor | None:
+    """The Actor of the working key whose secret this is, or None.
+
+    No cache: a revoked or expired key fails on its very next request. Raw SQL because every
+    request, the pinned-bundle fetch included, pays for it."""
+    if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
         return None
     digest = hash_secret(secret)
-    key = ApiKey.objects.filter(secret_hash=digest, revoked_at__isnull=True).first()
-    # The lookup is by the digest already; compare in constant time anyway so that no later
-    # change to the lookup can turn this into a timing oracle.
-    if key is None or not hmac.compare_digest(key.secret_hash, digest):
+    with connection.cursor() as cursor:
+        cursor.execute(_AUTH_SQL, [secret[:10]])
+        rows = cursor.fetchall()
+    match = next((row for row in rows if hmac.compare_digest(row[5], digest)), None)
+    if match is None:
         return None
-    return key
+    key_id, name, role, scopes, last_used, _ = match
+    now = timezone.now()
+    if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    if isinstance(scopes, str):
+        scopes = json.loads(scopes)
+    return Actor(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()))
 
 
-def api_key_revoke(*, key: ApiKey) -> None:
+@transaction.atomic
+def api_key_revoke(*, key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
+    if not actor.has_role(Role.ADMIN):
+        raise Forbidden("Managing API keys needs the admin role.")
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit_record(
+            actor=actor,
+            action="key.revoked",
+            target_type="api_key",
+            target=f"{key.name} ({key.prefix})",
+            reason=reason,
+            data={"key_id": key.pk},
+        )
+    return key
+
+
+@transaction.atomic
+def api_key_rotate(*, key: ApiKey, actor: Actor, grace: timedelta = timedelta(0)) -> tuple[ApiKey, str]:
+    """Replace a key with a new one of the same name, role and scopes. The old key stops at
+    once, or after `grace` so that deployments can switch over (it then simply expires)."""
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if key.revoked_at is not None:
+        raise InvalidContent("A revoked key cannot be rotated.", {"key": ["Revoked."]})
+    new_key, secret = api_key_create(
+        name=key.name, role=key.role, scopes=key.scopes, actor=actor, expires_at=key.expires_at, rotated_from=key
+    )
+    if grace > timedelta(0):
+        until = timezone.now() + grace
+        if key.expires_at is None or key.expires_at > until:
+            key.expires_at = until
+            key.save(update_fields=["expires_at"])
+    else:
+        api_key_revoke(key=key, actor=actor, reason=f"rotated to {new_key.prefix}")
+    return new_key, secret

@@ -18,10 +18,10 @@ class ApiKeyAuthentication(BaseAuthentication):
             secret = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("The API key is not valid.") from None
-        key = api_key_authenticate(secret=secret)
-        if key is None:
-            raise AuthenticationFailed("The API key is not valid, or was revoked.")
-        return (None, key.as_actor())
+        actor = api_key_authenticate(secret=secret)
+        if actor is None:
+            raise AuthenticationFailed("The API key is not valid: it is unknown, expired or revoked.")
+        return (None, actor)
 
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) when no key was sent.

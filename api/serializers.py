@@ -59,6 +59,18 @@ class StrictInput(serializers.Serializer):
 class BundleIn(StrictInput):
     name = IdentifierField(max_length=100)
     description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+    when_to_use = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+
+
+class AuditQuery(serializers.Serializer):
+    """Filters of GET /api/v1/audit/ (query parameters; all optional)."""
+
+    action = serializers.CharField(required=False, max_length=64)
+    actor = serializers.CharField(required=False, max_length=200)
+    target_type = serializers.CharField(required=False, max_length=32)
+    target = serializers.CharField(required=False, max_length=300)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
 
 
 class VersionIn(StrictInput):
@@ -91,6 +103,7 @@ class SessionIn(StrictInput):
 class BundleOut(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
+    when_to_use = serializers.CharField()
     labels = serializers.SerializerMethodField()
     latest_version = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -143,3 +156,26 @@ class SessionOut(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
     external_id = serializers.CharField(allow_null=True)
+
+
+class CatalogEntryOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    when_to_use = serializers.CharField()
+    labels = serializers.SerializerMethodField()
+
+    def get_labels(self, bundle) -> dict[str, int]:
+        return bundle_label_map(bundle)
+
+
+class AuditEventOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    target_type = serializers.CharField()
+    target = serializers.CharField()
+    reason = serializers.CharField()
+    data = serializers.DictField()
+    request_id = serializers.CharField()
+    client_ip = serializers.CharField(allow_null=True)

@@ -12,6 +12,8 @@ urlpatterns = [
     path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/rollback/", views.LabelRollbackApi.as_view()),
+    path("catalog/", views.CatalogApi.as_view()),
+    path("audit/", views.AuditApi.as_view()),
     path("sessions/", views.SessionListApi.as_view()),
     path("sessions/<uuid:session_id>/", views.SessionDetailApi.as_view()),
     path("sessions/<uuid:session_id>/bundle/", views.SessionBundleApi.as_view()),

@@ -9,8 +9,11 @@ from rest_framework.views import APIView
 from access.models import Role
 from api.pagination import Cursor
 from api.serializers import (
+    AuditEventOut,
+    AuditQuery,
     BundleIn,
     BundleOut,
+    CatalogEntryOut,
     LabelIn,
     LabelMoveOut,
     LabelOut,
@@ -21,6 +24,7 @@ from api.serializers import (
     VersionIn,
     VersionOut,
 )
+from audit import selectors as audit_selectors
 from registry import selectors as registry_selectors
 from registry import services as registry_services
 from registry.errors import NotFound
@@ -71,22 +75,24 @@ class BundleListApi(BaseApi):
 
     @extend_schema(responses=BundleOut(many=True))
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, registry_selectors.bundles_with_labels(), BundleOut, "name")
+        return _paginate(self, request, registry_selectors.bundles_with_labels(actor=request.auth), BundleOut, "name")
 
     @extend_schema(request=BundleIn, responses={201: BundleOut})
     def post(self, request: Request) -> Response:
         data = _valid(BundleIn, request)
-        bundle = registry_services.bundle_create(name=data["name"], description=data["description"], actor=request.auth)
-        bundle = registry_selectors.bundles_with_labels().get(pk=bundle.pk)
+        bundle = registry_services.bundle_create(
+            name=data["name"], description=data["description"], when_to_use=data["when_to_use"], actor=request.auth
+        )
+        bundle = registry_selectors.bundles_with_labels(actor=request.auth).get(pk=bundle.pk)
         return Response(BundleOut(bundle).data, status=201)
 
 
 class BundleDetailApi(BaseApi):
     @extend_schema(responses=BundleOut)
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundles_with_labels().filter(name=name).first()
+        bundle = registry_selectors.bundles_with_labels(actor=request.auth).filter(name=name).first()
         if bundle is None:
-            registry_selectors.bundle_get(name=name)  # raises the contract's 404
+            registry_selectors.bundle_get(name=name, actor=request.auth)  # raises the contract's 404
         return Response(BundleOut(bundle).data)
 
 
@@ -95,12 +101,12 @@ class VersionListApi(BaseApi):
 
     @extend_schema(responses=VersionOut(many=True))
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number")
 
     @extend_schema(request=VersionIn, responses={201: VersionOut, 200: VersionOut})
     def post(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(VersionIn, request)
         result = registry_services.version_publish(
             bundle=bundle, content=data["content"], message=data["message"], actor=request.auth
@@ -114,7 +120,7 @@ class VersionListApi(BaseApi):
 class VersionDetailApi(BaseApi):
     @extend_schema(responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")})
     def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         version = registry_selectors.version_get(bundle=bundle, number=number)
         if _etag_matches(request, version.content_hash):
             return _not_modified(version.content_hash)
@@ -128,7 +134,7 @@ class VersionRevokeApi(BaseApi):
 
     @extend_schema(request=RevokeIn, responses=VersionOut)
     def post(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         version = registry_selectors.version_get(bundle=bundle, number=number)
         data = _valid(RevokeIn, request)
         registry_services.version_revoke(version=version, actor=request.auth, reason=data["reason"])
@@ -138,7 +144,7 @@ class VersionRevokeApi(BaseApi):
 class LabelListApi(BaseApi):
     @extend_schema(responses=LabelOut(many=True))
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         labels = bundle.labels.select_related("version")
         return _paginate(self, request, labels, LabelOut, "name")
 
@@ -148,12 +154,12 @@ class LabelDetailApi(BaseApi):
 
     @extend_schema(responses=LabelOut)
     def get(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         return Response(LabelOut(registry_selectors.label_get(bundle=bundle, name=label)).data)
 
     @extend_schema(request=LabelIn, responses={200: LabelOut, 201: LabelOut})
     def put(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(LabelIn, request)
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])
         moved, created = registry_services.label_move(
@@ -165,7 +171,7 @@ class LabelDetailApi(BaseApi):
 class LabelHistoryApi(BaseApi):
     @extend_schema(responses=LabelMoveOut(many=True))
     def get(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         found = registry_selectors.label_get(bundle=bundle, name=label)
         return _paginate(self, request, registry_selectors.label_history(found), LabelMoveOut, "-history_id")
 
@@ -175,7 +181,7 @@ class LabelRollbackApi(BaseApi):
 
     @extend_schema(request=RollbackIn, responses=LabelOut)
     def post(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name)
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(RollbackIn, request)
         to_version = None
         if data.get("to_version") is not None:
@@ -190,7 +196,7 @@ class SessionListApi(BaseApi):
     @extend_schema(request=SessionIn, responses={201: SessionOut, 200: SessionOut})
     def post(self, request: Request) -> Response:
         data = _valid(SessionIn, request)
-        bundle = registry_selectors.bundle_get(name=data["bundle"])
+        bundle = registry_selectors.bundle_get(name=data["bundle"], actor=request.auth)
         version = None
         if data.get("version") is not None:
             version = registry_selectors.version_get(bundle=bundle, number=data["version"])
@@ -243,3 +249,21 @@ class SessionEndApi(BaseApi):
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(session_id=session_id, actor=request.auth)
         return Response(SessionOut(session_services.session_end(session=session, actor=request.auth)).data)
+
+
+class CatalogApi(BaseApi):
+    """What this key may start sessions on, derived from the key alone (the client never says who it is)."""
+
+    @extend_schema(responses=CatalogEntryOut(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginate(self, request, registry_selectors.catalog(actor=request.auth), CatalogEntryOut, "name")
+
+
+class AuditApi(BaseApi):
+    roles = {"GET": Role.OPS}
+
+    @extend_schema(parameters=[AuditQuery], responses=AuditEventOut(many=True))
+    def get(self, request: Request) -> Response:
+        query = AuditQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return _paginate(self, request, audit_selectors.audit_events(**query.validated_data), AuditEventOut, "-id")

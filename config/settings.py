@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "simple_history",
     "access",
+    "audit",
     "registry",
     "sessions_app",
     "api",
@@ -64,6 +65,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "audit.context.RequestContextMiddleware",
     "api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -13,6 +13,8 @@ class Bundle(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True, default="")
+    # Shown in the capability catalog: when an agent should pick this bundle (a sentence or two).
+    when_to_use = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
 

@@ -2,23 +2,41 @@
 
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
+from access.actors import Actor
 from registry.errors import NotFound
 from registry.models import Bundle, BundleVersion, Label
 from sessions_app.models import SessionStatus
 
 
-def bundle_get(*, name: str) -> Bundle:
-    bundle = Bundle.objects.filter(name=name).first()
+def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
+    """The bundles `actor` may see: all, or those its key's scope patterns match.
+    None (the admin, commands) means no key scope applies."""
+    bundles = Bundle.objects.all()
+    pattern = actor.scope_regex() if actor is not None else None
+    return bundles if pattern is None else bundles.filter(name__regex=pattern)
+
+
+def bundle_get(*, name: str, actor: Actor | None = None) -> Bundle:
+    """A bundle by name; 404 alike for one that does not exist and one outside the key's scope,
+    so a scoped key cannot learn that other bundles exist."""
+    bundle = bundles_visible(actor).filter(name=name).first()
     if bundle is None:
         raise NotFound(f"No bundle named {name!r}.")
     return bundle
 
 
-def bundles_with_labels() -> QuerySet[Bundle]:
-    """Bundles with `latest_version` annotated and labels (with their versions) prefetched."""
-    return Bundle.objects.annotate(latest_version=Max("versions__number")).prefetch_related(
-        Prefetch("labels", queryset=Label.objects.select_related("version").order_by("name"))
+def bundles_with_labels(*, actor: Actor | None = None) -> QuerySet[Bundle]:
+    """Visible bundles with `latest_version` annotated and labels (with versions) prefetched."""
+    return (
+        bundles_visible(actor)
+        .annotate(latest_version=Max("versions__number"))
+        .prefetch_related(Prefetch("labels", queryset=Label.objects.select_related("version").order_by("name")))
     )
+
+
+def catalog(*, actor: Actor) -> QuerySet[Bundle]:
+    """What this identity can start sessions on: visible bundles that have at least one label."""
+    return bundles_with_labels(actor=actor).filter(labels__isnull=False).distinct()
 
 
 def bundle_label_map(bundle: Bundle) -> dict[str, int]:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
+from audit.services import audit_record
 from registry import bundle_cache, events
 from registry.canonical import canonicalise
 from registry.errors import Conflict, Forbidden, InvalidContent, NotFound
@@ -51,21 +52,43 @@ def _require_role(actor: Actor, role: str, doing: str) -> None:
         raise Forbidden(f"{doing} needs the {role} role.")
 
 
-def bundle_create(*, name: Any, description: Any = "", actor: Actor) -> Bundle:
+def _text_field(field: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_MESSAGE_CHARS:
+        raise InvalidContent(f"The {field} is not valid.", {field: ["Must be a string of at most 10000 characters."]})
+    return value
+
+
+def bundle_create(*, name: Any, actor: Actor, description: Any = "", when_to_use: Any = "") -> Bundle:
     _require_role(actor, Role.PUBLISHER, "Creating a bundle")
     if not isinstance(name, str) or not re.fullmatch(BUNDLE_NAME_RE, name):
         raise InvalidContent("The bundle name is not valid.", {"name": [f"Must match {BUNDLE_NAME_RE}."]})
-    if description is None:
-        description = ""
-    if not isinstance(description, str) or len(description) > MAX_MESSAGE_CHARS:
-        raise InvalidContent(
-            "The description is not valid.", {"description": ["Must be a string of at most 10000 characters."]}
-        )
+    if not actor.may_see_bundle(name):
+        # The same answer whether or not the name exists: scope must not reveal other bundles.
+        raise Forbidden(f"Your key may only create bundles matching {', '.join(actor.scopes)}.")
+    description = _text_field("description", description)
+    when_to_use = _text_field("when_to_use", when_to_use)
     try:
         with transaction.atomic():
-            return Bundle.objects.create(name=name, description=description, created_by=actor.name)
+            bundle = Bundle.objects.create(
+                name=name, description=description, when_to_use=when_to_use, created_by=actor.name
+            )
+            audit_record(actor=actor, action="bundle.created", target_type="bundle", target=name)
+            return bundle
     except IntegrityError:
         raise Conflict(f"A bundle named {name!r} already exists.", {"name": [name]}) from None
+
+
+@transaction.atomic
+def bundle_update(*, bundle: Bundle, actor: Actor, description: Any, when_to_use: Any) -> Bundle:
+    """Change what a bundle says about itself (its name and versions never change)."""
+    _require_role(actor, Role.PUBLISHER, "Editing a bundle")
+    bundle.description = _text_field("description", description)
+    bundle.when_to_use = _text_field("when_to_use", when_to_use)
+    bundle.save(update_fields=["description", "when_to_use"])
+    audit_record(actor=actor, action="bundle.updated", target_type="bundle", target=bundle.name)
+    return bundle
 
 
 @transaction.atomic
@@ -91,6 +114,14 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
         message=message,
         author=actor.name,
     )
+    audit_record(
+        actor=actor,
+        action="version.published",
+        target_type="version",
+        target=f"{bundle.name}@{version.number}",
+        reason=message,
+        data={"number": version.number, "content_hash": digest},
+    )
     return PublishResult(version, True)
 
 
@@ -106,7 +137,9 @@ def _lock_versions(*ids: int) -> dict[int, BundleVersion]:
     return {v.pk: v for v in BundleVersion.objects.select_for_update(of=("self",)).filter(pk__in=wanted).order_by("pk")}
 
 
-def _move_locked(*, label: Label, version: BundleVersion, actor: Actor, reason: str) -> Label:
+def _move_locked(
+    *, label: Label, version: BundleVersion, actor: Actor, reason: str, action: str = "label.moved"
+) -> Label:
     """Move a label whose row this transaction has locked. Takes the version locks itself."""
     old_id = label.version_id
     locked = _lock_versions(old_id, version.pk)
@@ -122,6 +155,14 @@ def _move_locked(*, label: Label, version: BundleVersion, actor: Actor, reason: 
     label._change_reason = reason  # recorded by django-simple-history
     label.save()
     sessions_services.version_release(version=locked[old_id])
+    audit_record(
+        actor=actor,
+        action=action,
+        target_type="label",
+        target=f"{label.bundle.name}:{label.name}",
+        reason=reason,
+        data={"from_version": locked[old_id].number, "to_version": target.number},
+    )
     return label
 
 
@@ -173,6 +214,14 @@ def _label_create(*, bundle: Bundle, name: str, version: BundleVersion, actor: A
     )
     label._change_reason = reason
     label.save()  # a concurrent first move of the same name fails here; label_move retries
+    audit_record(
+        actor=actor,
+        action="label.created",
+        target_type="label",
+        target=f"{bundle.name}:{name}",
+        reason=reason,
+        data={"to_version": target.number, "protected": protected},
+    )
     return label
 
 
@@ -202,7 +251,7 @@ def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | Non
                 )
         if target.pk == label.version_id:
             raise Conflict(f"The label {name!r} already targets version {target.number}.")
-        return _move_locked(label=label, version=target, actor=actor, reason=reason)
+        return _move_locked(label=label, version=target, actor=actor, reason=reason, action="label.rolled_back")
 
 
 @transaction.atomic
@@ -224,6 +273,14 @@ def version_revoke(*, version: BundleVersion, actor: Actor, reason: Any) -> Bund
     version.revoke_reason = reason
     version.save(update_fields=["state", "revoked_at", "revoke_reason"])
     digest, bundle_name, number = version.content_hash, version.bundle.name, version.number
+    audit_record(
+        actor=actor,
+        action="version.revoked",
+        target_type="version",
+        target=f"{bundle_name}@{number}",
+        reason=reason,
+        data={"number": number, "content_hash": digest},
+    )
 
     def after_commit() -> None:
         bundle_cache.drop(digest)

@@ -23,17 +23,21 @@ WHERE s.id = %s
 """
 
 
-def _visible_to(session: Session | None, actor: Actor) -> bool:
-    """The key that started a session sees it, and ops and above; to anyone else it does not
-    exist (404), so session ids cannot be probed."""
-    return session is not None and (session.api_key_id == actor.api_key_id or actor.has_role(Role.OPS))
+def _visible_to(session: Session | None, bundle_name: str, actor: Actor) -> bool:
+    """The key that started a session sees it, and ops and above, within their key's bundle
+    scope; to anyone else it does not exist (404), so session ids cannot be probed."""
+    return (
+        session is not None
+        and (session.api_key_id == actor.api_key_id or actor.has_role(Role.OPS))
+        and actor.may_see_bundle(bundle_name)
+    )
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:
     session = (
         Session.objects.select_related("bundle", "version").defer("version__canonical").filter(pk=session_id).first()
     )
-    if not _visible_to(session, actor):
+    if not _visible_to(session, session.bundle.name if session else "", actor):
         raise NotFound(f"No session {session_id}.")
     return session
 
@@ -43,7 +47,7 @@ def session_for_fetch(*, session_id: Any, actor: Actor, force_renew: bool = Fals
     bundle), then a lease renewal that writes only every quarter-TTL unless forced.
     Raises 410s for ended, expired and revoked."""
     session = next(iter(Session.objects.raw(_PINNED_SQL, [session_id])), None)
-    if not _visible_to(session, actor):
+    if not _visible_to(session, session.b_name if session else "", actor):
         raise NotFound(f"No session {session_id}.")
     session.bundle = Bundle(id=session.bundle_id, name=session.b_name)
     session.version = BundleVersion(

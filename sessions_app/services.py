@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
+from audit.services import audit_record
 from registry import bundle_cache, events
 from registry.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded, VersionRevoked
 from registry.models import Bundle, BundleVersion, Label, VersionState
@@ -249,6 +250,14 @@ def session_end(*, session: Session, actor: Actor) -> Session:
         if ended:
             version_id = session.version_id
             transaction.on_commit(lambda: _request_drain(version_id))
+            if session.api_key_id != actor.api_key_id:
+                audit_record(
+                    actor=actor,
+                    action="session.ended_by_ops",
+                    target_type="session",
+                    target=str(session.pk),
+                    data={"bundle_id": session.bundle_id, "version_id": version_id},
+                )
     session.refresh_from_db()
     return session
 

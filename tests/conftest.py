@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
 from registry.models import Bundle, BundleVersion
@@ -67,7 +68,7 @@ class Api:
 
 
 def make_api(role: str, name: str | None = None) -> Api:
-    key, secret = api_key_create(name=name or f"test-{role}", role=role)
+    key, secret = api_key_create(name=name or f"test-{role}", role=role, actor=SYSTEM)
     return Api(secret, key.as_actor())
 
 

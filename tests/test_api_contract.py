@@ -20,7 +20,7 @@ from tests.conftest import content, make_api
 
 HistoricalLabel = Label.history.model
 
-BUNDLE_FIELDS = {"name", "description", "labels", "latest_version", "created_at"}
+BUNDLE_FIELDS = {"name", "description", "when_to_use", "labels", "latest_version", "created_at"}
 VERSION_FIELDS = {
     "number",
     "content_hash",
@@ -104,6 +104,7 @@ def test_it_creates_a_bundle_and_returns_it(publisher):
     assert data == {
         "name": "billing.v2_x-1",
         "description": "Billing agent",
+        "when_to_use": "",
         "labels": {},
         "latest_version": None,
         "created_at": data["created_at"],
@@ -129,10 +130,11 @@ def test_it_lists_bundles_with_their_labels_and_latest_version(ops, bundle, v1, 
     assert data["next"] is None
     assert [set(b) for b in data["results"]] == [BUNDLE_FIELDS, BUNDLE_FIELDS]
     assert [{k: v for k, v in b.items() if k != "created_at"} for b in data["results"]] == [
-        {"name": "billing", "description": "", "labels": {}, "latest_version": None},
+        {"name": "billing", "description": "", "when_to_use": "", "labels": {}, "latest_version": None},
         {
             "name": "refunds",
             "description": "Refund agent",
+            "when_to_use": "",
             "labels": {"production": 1, "staging": 2},
             "latest_version": 2,
         },
@@ -767,6 +769,9 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/bundle/": {"get"},
     "/api/v1/sessions/{session_id}/heartbeat/": {"post"},
     "/api/v1/sessions/{session_id}/end/": {"post"},
+    # Beyond the contract page (issue 4): the capability catalog and the audit log.
+    "/api/v1/catalog/": {"get"},
+    "/api/v1/audit/": {"get"},
 }
 
 

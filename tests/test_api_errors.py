@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.utils import timezone
 from rest_framework.exceptions import APIException
 
+from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_revoke
 from api.errors import exception_handler
@@ -353,7 +354,7 @@ def test_it_answers_a_revoked_key_with_401(db, production):
     from access.models import ApiKey
 
     api = make_api(Role.OPS, "leaked")
-    api_key_revoke(key=ApiKey.objects.get(pk=api.actor.api_key_id))
+    api_key_revoke(key=ApiKey.objects.get(pk=api.actor.api_key_id), actor=SYSTEM)
     with nothing_written():
         response = api.post("/api/v1/sessions/", {"bundle": "refunds"})
     assert_error(response, 401, "not_authenticated", details={})

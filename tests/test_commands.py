@@ -17,8 +17,8 @@ def test_create_api_key_prints_the_secret_alone_on_the_last_line_and_stores_only
     key = ApiKey.objects.get(name="ci-bot")
     assert key.role == "publisher"
     assert key.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
-    assert secret not in {getattr(key, f.attname) for f in ApiKey._meta.fields}
-    assert api_key_authenticate(secret=secret) == key
+    assert all(secret not in str(getattr(key, f.attname)) for f in ApiKey._meta.fields)
+    assert api_key_authenticate(secret=secret).api_key_id == key.pk
     assert api_key_authenticate(secret=secret + "x") is None
 
 

@@ -87,7 +87,7 @@ def test_the_admin_refuses_forged_change_and_delete_posts(client, v1):
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
     client.force_login(admin)
     base = f"/admin/registry/bundleversion/{v1.pk}"
-    assert client.get(f"{base}/change/").status_code == 200  # readable
+    assert client.get(f"{base}/change/", follow=True).status_code == 200  # readable
     forged = client.post(f"{base}/change/", {"message": "forged", "content_hash": "0" * 64, "number": 7})
     assert forged.status_code == 403
     assert client.post(f"{base}/delete/", {"post": "yes"}).status_code == 403

@@ -20,6 +20,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
 from registry.canonical import canonical_bytes
@@ -82,8 +83,8 @@ class Harness:
 
 
 def _setup():
-    ops_key, _ = api_key_create(name="race-ops", role=Role.OPS)
-    agent_key, _ = api_key_create(name="race-agent", role=Role.AGENT)
+    ops_key, _ = api_key_create(name="race-ops", role=Role.OPS, actor=SYSTEM)
+    agent_key, _ = api_key_create(name="race-agent", role=Role.AGENT, actor=SYSTEM)
     ops, agent = ops_key.as_actor(), agent_key.as_actor()
     bundle = bundle_create(name="race", actor=ops)
     versions = [

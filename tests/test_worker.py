@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
 from config.celery import app as celery_app
@@ -111,8 +112,8 @@ def _wait_for(predicate, seconds: float) -> float:
 
 
 def test_the_readme_scenario_over_http_with_a_real_worker(live_server, worker):
-    ops = Http(f"{live_server.url}/api/v1", api_key_create(name="ops", role=Role.OPS)[1])
-    agent = Http(f"{live_server.url}/api/v1", api_key_create(name="agent", role=Role.AGENT)[1])
+    ops = Http(f"{live_server.url}/api/v1", api_key_create(name="ops", role=Role.OPS, actor=SYSTEM)[1])
+    agent = Http(f"{live_server.url}/api/v1", api_key_create(name="agent", role=Role.AGENT, actor=SYSTEM)[1])
     doc = {"system_prompt": "Call `process_refund` for refunds.", "tools": []}
 
     ops.json("POST", "/bundles/", {"name": "refunds", "description": "demo"}, expect=201)

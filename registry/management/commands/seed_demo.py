@@ -47,8 +47,8 @@ class Command(BaseCommand):
         exports = []
         for role in Role.values:
             for old in ApiKey.objects.filter(name=f"demo-{role}", revoked_at__isnull=True):
-                api_key_revoke(key=old)
-            _, secret = api_key_create(name=f"demo-{role}", role=role)
+                api_key_revoke(key=old, actor=SYSTEM, reason="demo keys are new each run")
+            _, secret = api_key_create(name=f"demo-{role}", role=role, actor=SYSTEM)
             exports.append(f"export {role.upper()}_KEY={secret}")
         if env_file:
             Path(env_file).write_text("\n".join(exports) + "\n")
