@@ -492,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.setdefault("DJANGO_SECURE", "0")  # plain HTTP on 127.0.0.1, as make run
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
     embedded_db = not os.environ.get("DATABASE_URL")
     workers = os.environ.get("WEB_CONCURRENCY", "4")  # what `make run` uses

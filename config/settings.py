@@ -44,7 +44,29 @@ def env_bool(name: str, default: bool) -> bool:
 DEV_SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY if DEBUG else None)
+if SECRET_KEY == DEV_SECRET_KEY and not DEBUG:
+    raise ImproperlyConfigured("Refusing to start with the development secret key: set DJANGO_SECRET_KEY.")
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+
+# Deployment hardening, on unless DJANGO_SECURE=0 (which `make run` and the tests set: they
+# serve plain HTTP on loopback). These settings pass `manage.py check --deploy`.
+SECURE = env_bool("DJANGO_SECURE", not DEBUG)
+if SECURE and len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY is too short for production: use 50 or more random characters.")
+SECURE_SSL_REDIRECT = SECURE
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # probes speak plain HTTP inside the network
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000) if SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+if env_bool("DJANGO_BEHIND_PROXY", False):
+    # Only behind a proxy that sets X-Forwarded-Proto itself; otherwise clients could forge it.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,6 +77,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_ratelimit",
     "simple_history",
     "access",
     "audit",
@@ -149,17 +173,34 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.KeyRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "api.pagination.Cursor",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
 }
 
+# Per-key request budgets (django-ratelimit syntax, e.g. "6000/m"; empty disables). Reads
+# include the pinned-bundle fetch, which agents call every turn.
+API_THROTTLE_RATES = {
+    "read": env_str("API_THROTTLE_READ", "6000/m"),
+    "write": env_str("API_THROTTLE_WRITE", "600/m"),
+}
+ADMIN_LOGIN_RATE = env_str("ADMIN_LOGIN_RATE", "10/m")  # POSTs to the admin login, per client address
+RATELIMIT_USE_CACHE = "default"
+# django-ratelimit lists the built-in Redis backend as unofficial; it counts with atomic
+# INCR like the backends it lists, which is all it needs.
+SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Prompt registry API",
     "DESCRIPTION": "Versioned prompt bundles, labels and sessions pinned at start.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI's files are served from this package, not a CDN: the docs page works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 

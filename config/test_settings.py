@@ -3,6 +3,7 @@
 import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
+os.environ.setdefault("DJANGO_SECURE", "0")  # the test client speaks plain HTTP
 
 from config.settings import *  # noqa: E402,F403
 

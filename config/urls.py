@@ -1,9 +1,11 @@
+from django.conf import settings
 from django.contrib import admin
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from access.ratelimit import seconds_until_allowed
 from api.errors import error_response
 from config.celery import app as celery_app
 
@@ -39,9 +41,23 @@ def server_error(request: HttpRequest) -> JsonResponse:
     return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
 
+def rate_limited_login(request: HttpRequest):
+    """The admin login, with failed-password guessing limited per client address."""
+    if request.method == "POST":
+        wait = seconds_until_allowed(
+            request, group="admin-login", key=request.META.get("REMOTE_ADDR", ""), rate=settings.ADMIN_LOGIN_RATE
+        )
+        if wait is not None:
+            response = HttpResponse("Too many sign-in attempts; try again in a minute.", status=429)
+            response["Retry-After"] = str(wait)
+            return response
+    return admin.site.login(request)
+
+
 urlpatterns = [
     path("healthz", healthz),
     path("readyz", readyz),
+    path("admin/login/", rate_limited_login),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -113,6 +113,7 @@ def _secret_key() -> str:
 def run() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", _secret_key())
+    os.environ.setdefault("DJANGO_SECURE", "0")  # plain HTTP on 127.0.0.1; production keeps the default
     handles = start_services("run")
     port = os.environ.get("PORT", "8000")
     _manage("migrate", "--no-input", "-v", "0")
