@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint format bench clean
+.PHONY: run test fuzz lint format bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m devtools.stack test $(ARGS)
+
+# schemathesis against the OpenAPI document, as every role; FUZZ_EXAMPLES per operation.
+fuzz: $(VENV)/.installed
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} $(PY) -m devtools.stack test -m fuzz tests/fuzz $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

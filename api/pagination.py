@@ -1,4 +1,6 @@
 from django.core.exceptions import FieldDoesNotExist, ValidationError
+from drf_spectacular.utils import inline_serializer
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -48,3 +50,11 @@ class Cursor(CursorPagination):
             "required": ["results", "next"],
             "properties": {"results": schema, "next": {"type": "string", "format": "uri", "nullable": True}},
         }
+
+
+def paginated(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """The documented shape of a list answer (for @extend_schema on APIViews)."""
+    return inline_serializer(
+        name=f"Paginated{serializer_class.__name__.removesuffix('Out')}List",
+        fields={"results": serializer_class(many=True), "next": serializers.URLField(allow_null=True)},
+    )
