@@ -68,6 +68,10 @@ UNADDRESSED = [  # endpoints that name no bundle: the same for scoped and unscop
 ]
 
 
+def _ids(endpoints: list) -> list[str]:
+    return [f"{method} {path}" for method, path, *_ in endpoints]
+
+
 def _world(role: str, scoped: bool) -> tuple[Api, dict[str, dict[str, str]]]:
     """Two bundles (support-a in the scope, billing-b outside it), each with v1..v3,
     production v1 -> v2 (so it can roll back), staging -> v1, and sessions of the caller and
@@ -100,7 +104,7 @@ def _call(api: Api, method: str, path: str, body, values: dict[str, str]):
 
 @pytest.mark.parametrize("scoped", [False, True], ids=["unscoped", "in-scope"])
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize(("method", "path", "body", "expected"), ENDPOINTS, ids=[f"{e[0]} {e[1]}" for e in ENDPOINTS])
+@pytest.mark.parametrize(("method", "path", "body", "expected"), ENDPOINTS, ids=_ids(ENDPOINTS))
 def test_in_scope_and_unscoped_keys_get_the_role_status(db, scoped, role, method, path, body, expected):
     caller, values = _world(role, scoped)
     response = _call(caller, method, path, body, values["support-a"])
@@ -108,7 +112,7 @@ def test_in_scope_and_unscoped_keys_get_the_role_status(db, scoped, role, method
 
 
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize(("method", "path", "body", "expected"), ENDPOINTS, ids=[f"{e[0]} {e[1]}" for e in ENDPOINTS])
+@pytest.mark.parametrize(("method", "path", "body", "expected"), ENDPOINTS, ids=_ids(ENDPOINTS))
 def test_out_of_scope_answers_exactly_like_not_existing(db, role, method, path, body, expected):
     caller, values = _world(role, scoped=True)
     outside = _call(caller, method, path, body, values["billing-b"])
