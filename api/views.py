@@ -73,7 +73,7 @@ def _paginate(view: APIView, request: Request, queryset, serializer_class, order
 class BundleListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(responses=paginated(BundleOut))
+    @extend_schema(operation_id="bundles_list", responses=paginated(BundleOut))
     def get(self, request: Request) -> Response:
         return _paginate(self, request, registry_selectors.bundles_with_labels(actor=request.auth), BundleOut, "name")
 
@@ -99,7 +99,7 @@ class BundleDetailApi(BaseApi):
 class VersionListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(responses=paginated(VersionOut))
+    @extend_schema(operation_id="versions_list", responses=paginated(VersionOut))
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number")
@@ -142,7 +142,7 @@ class VersionRevokeApi(BaseApi):
 
 
 class LabelListApi(BaseApi):
-    @extend_schema(responses=paginated(LabelOut))
+    @extend_schema(operation_id="labels_list", responses=paginated(LabelOut))
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         labels = bundle.labels.select_related("version")
@@ -169,7 +169,7 @@ class LabelDetailApi(BaseApi):
 
 
 class LabelHistoryApi(BaseApi):
-    @extend_schema(responses=paginated(LabelMoveOut))
+    @extend_schema(operation_id="label_history_list", responses=paginated(LabelMoveOut))
     def get(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         found = registry_selectors.label_get(bundle=bundle, name=label)
@@ -254,7 +254,7 @@ class SessionEndApi(BaseApi):
 class CatalogApi(BaseApi):
     """What this key may start sessions on, derived from the key alone (the client never says who it is)."""
 
-    @extend_schema(responses=paginated(CatalogEntryOut))
+    @extend_schema(operation_id="catalog_list", responses=paginated(CatalogEntryOut))
     def get(self, request: Request) -> Response:
         return _paginate(self, request, registry_selectors.catalog(actor=request.auth), CatalogEntryOut, "name")
 
@@ -262,7 +262,7 @@ class CatalogApi(BaseApi):
 class AuditApi(BaseApi):
     roles = {"GET": Role.OPS}
 
-    @extend_schema(parameters=[AuditQuery], responses=paginated(AuditEventOut))
+    @extend_schema(operation_id="audit_list", parameters=[AuditQuery], responses=paginated(AuditEventOut))
     def get(self, request: Request) -> Response:
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)

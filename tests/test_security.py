@@ -310,3 +310,47 @@ def test_security_headers_are_set(db, client, bundle):
     assert response["X-Frame-Options"] == "DENY"
     assert response["Referrer-Policy"] == "same-origin"
     assert response["X-Request-ID"]
+
+
+# --- keys in the admin ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def superuser_client(client, db):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+    return client
+
+
+def test_the_admin_creates_a_key_and_shows_its_secret_once(superuser_client):
+    response = superuser_client.post(
+        "/admin/access/apikey/add/", {"name": "ui-key", "role": "agent", "scopes_text": "support-*, billing-?"}
+    )
+    assert response.status_code == 200
+    secret = response.content.decode().split('<code id="secret"')[1].split(">")[1].split("<")[0]
+    key = ApiKey.objects.get(name="ui-key")
+    assert key.scopes == ["support-*", "billing-?"] and key.created_by == "user:root"
+    assert api_key_authenticate(secret=secret).api_key_id == key.pk
+    listing = superuser_client.get("/admin/access/apikey/").content.decode()
+    assert "ui-key" in listing and secret not in listing
+
+
+def test_the_admin_revokes_and_rotates_keys(superuser_client):
+    api, key = make(Role.AGENT, name="to-rotate")
+    rotated = superuser_client.post("/admin/access/apikey/", {"action": "rotate_keys", "_selected_action": [key.pk]})
+    secret = rotated.content.decode().split('<code id="secret"')[1].split(">")[1].split("<")[0]
+    assert api_key_authenticate(secret=api.secret) is None
+    new = api_key_authenticate(secret=secret)
+    assert new is not None
+    superuser_client.post("/admin/access/apikey/", {"action": "revoke_keys", "_selected_action": [new.api_key_id]})
+    assert api_key_authenticate(secret=secret) is None
+
+
+def test_staff_who_are_not_superusers_cannot_see_keys(client, db):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_user("ops", password="pw", is_staff=True))
+    assert client.get("/admin/access/apikey/").status_code == 403
+    assert client.post("/admin/access/apikey/add/", {"name": "x", "role": "admin"}).status_code == 403
+    assert not ApiKey.objects.filter(name="x").exists()
