@@ -129,6 +129,10 @@ DATABASES = {
         env_str("DATABASE_URL"), conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
     )
 }
+# Bounded work: no statement runs longer than this (a runaway query is cancelled, not queued behind).
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
+    f"-c statement_timeout={env_int('DB_STATEMENT_TIMEOUT_MS', 15000)}"
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
