@@ -98,8 +98,8 @@ def normalise_content(content: Any) -> dict[str, Any]:
     return doc
 
 
-def canonicalise(content: Any) -> tuple[bytes, str]:
-    """Return (canonical bytes, content hash) for a content document, validating it first."""
+def canonicalise(content: Any) -> tuple[dict[str, Any], bytes, str]:
+    """Return (normalised document, canonical bytes, content hash), validating it first."""
     doc = normalise_content(content)
     try:
         data = canonical_bytes(doc)
@@ -112,4 +112,4 @@ def canonicalise(content: Any) -> tuple[bytes, str]:
             "The canonical content is larger than 1 MiB.",
             {"content": [f"Canonical content is {len(data)} bytes; the limit is {MAX_CANONICAL_BYTES}."]},
         )
-    return data, content_hash(data)
+    return doc, data, content_hash(data)

@@ -6,6 +6,8 @@ from simple_history.models import HistoricalRecords
 BUNDLE_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,99}$"
 LABEL_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 PROTECTED_ON_CREATE = {"production"}
+# Labels created with these names require backward compatibility (see registry.contracts).
+COMPATIBLE_ON_CREATE = {"production"}
 
 
 class Bundle(models.Model):
@@ -68,6 +70,13 @@ class BundleVersion(models.Model):
         return f"{self.bundle_id}@{self.number}"
 
 
+class Compatibility(models.TextChoices):
+    # Like a schema registry's compatibility mode: BACKWARD refuses moves to a version that is
+    # `major` against the current target, unless the move says allow_breaking with a reason.
+    NONE = "none"
+    BACKWARD = "backward"
+
+
 class Label(models.Model):
     """A movable pointer (production, staging, ...) to one version of its bundle.
 
@@ -81,6 +90,10 @@ class Label(models.Model):
         BundleVersion, on_delete=models.PROTECT, related_name="+", null=True, blank=True
     )
     protected = models.BooleanField(default=False)
+    compatibility = models.CharField(max_length=16, choices=Compatibility.choices, default=Compatibility.NONE)
+    # What the compatibility policy made of the latest move (passed, overridden, not applied);
+    # tracked by the history like every other field, so each move keeps its own note.
+    move_note = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200)
     history = HistoricalRecords()

@@ -4,8 +4,9 @@ Lock order, shared with sessions_app.services so that nothing can deadlock:
 label row first, then version rows in ascending id order. See sessions_app.services for
 why this makes session start, label moves and drains safe against each other."""
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -16,13 +17,16 @@ from access.models import Role
 from audit.services import audit_record
 from registry import bundle_cache, events
 from registry.canonical import canonicalise
+from registry.contracts import check_content, diff_contents
 from registry.errors import Conflict, Forbidden, InvalidContent, NotFound
 from registry.models import (
     BUNDLE_NAME_RE,
+    COMPATIBLE_ON_CREATE,
     LABEL_NAME_RE,
     PROTECTED_ON_CREATE,
     Bundle,
     BundleVersion,
+    Compatibility,
     Label,
     VersionState,
 )
@@ -97,7 +101,14 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
     canonical content (created=False), so that publishing is idempotent."""
     _require_role(actor, Role.PUBLISHER, "Publishing a version")
     message = _require_text("message", message)
-    canonical, digest = canonicalise(content)
+    doc, canonical, digest = canonicalise(content)
+    existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
+    if existing is not None:
+        return PublishResult(existing, False)  # already published (and checked) once
+    # The contract checks run before the lock below: they can take a while on large schemas.
+    # "Previous" is the latest version when we read it; a publish racing in between can only
+    # change which stale tool names are warned about.
+    warnings = _check_contract(doc, previous=_latest_content(bundle))
     # The bundle row lock serialises publishers of one bundle: numbers stay gapless and two
     # identical publishes cannot both insert. NO KEY: session and label inserts, whose foreign
     # keys take KEY SHARE on the bundle, need not wait for a publish.
@@ -120,9 +131,30 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
         target_type="version",
         target=f"{bundle.name}@{version.number}",
         reason=message,
-        data={"number": version.number, "content_hash": digest},
+        data={"number": version.number, "content_hash": digest, "warnings": len(warnings)},
     )
-    return PublishResult(version, True)
+    return PublishResult(version, True, warnings)
+
+
+def _content_of(version: BundleVersion) -> dict[str, Any]:
+    return json.loads(bytes(version.canonical))
+
+
+def _latest_content(bundle: Bundle) -> dict[str, Any] | None:
+    latest = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
+    return _content_of(latest) if latest else None
+
+
+def _check_contract(doc: dict[str, Any], *, previous: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Refuse a bundle inconsistent with itself (InvalidContent naming each place); return the
+    warnings. Paths get the request's `content.` prefix, like the document's own errors."""
+    result = check_content(doc, previous)
+    if result.errors:
+        details: dict[str, list[str]] = {}
+        for finding in result.errors:
+            details.setdefault(f"content.{finding.path}", []).append(finding.message)
+        raise InvalidContent("The bundle contradicts itself; see details for each place.", details)
+    return [{"path": f"content.{w.path}", "message": w.message} for w in result.warnings]
 
 
 def _check_may_move(*, label_name: str, protected: bool, actor: Actor) -> None:
@@ -137,8 +169,36 @@ def _lock_versions(*ids: int) -> dict[int, BundleVersion]:
     return {v.pk: v for v in BundleVersion.objects.select_for_update(of=("self",)).filter(pk__in=wanted).order_by("pk")}
 
 
+def _compatibility_note(*, label: Label, current: BundleVersion, target: BundleVersion, allow_breaking: bool) -> str:
+    """Apply the label's compatibility policy to a move; returns the note the history keeps.
+
+    A move back to a version this label targeted before is exempt: that state was already
+    live under this label, and ops must be able to undo at once."""
+    if label.compatibility != Compatibility.BACKWARD:
+        return ""
+    if label.history.filter(version_id=target.pk).exists():
+        return f"compatibility check not applied: version {target.number} was this label's target before (rollback)"
+    diff = diff_contents(_content_of(current), _content_of(target))
+    if diff.level != "major":
+        return f"compatibility check passed: {diff.level} against version {current.number}"
+    breaking = [asdict(change) for change in diff.changes if change.level == "major"]
+    if not allow_breaking:
+        raise Conflict(
+            f"Version {target.number} breaks agents on {label.name!r} (major against version {current.number}); "
+            'fix it, or send "allow_breaking": true with a reason.',
+            {"level": "major", "changes": breaking},
+        )
+    return f"breaking change allowed (allow_breaking): {len(breaking)} major change(s) against version {current.number}"
+
+
 def _move_locked(
-    *, label: Label, version: BundleVersion, actor: Actor, reason: str, action: str = "label.moved"
+    *,
+    label: Label,
+    version: BundleVersion,
+    actor: Actor,
+    reason: str,
+    action: str = "label.moved",
+    allow_breaking: bool = False,
 ) -> Label:
     """Move a label whose row this transaction has locked. Takes the version locks itself."""
     old_id = label.version_id
@@ -146,6 +206,9 @@ def _move_locked(
     target = locked[version.pk]
     if target.state == VersionState.REVOKED:
         raise Conflict(f"Version {target.number} is revoked; a label cannot point at it.")
+    label.move_note = _compatibility_note(
+        label=label, current=locked[old_id], target=target, allow_breaking=allow_breaking
+    )
     sessions_services.version_make_live(version=target)
     now = timezone.now()
     label.previous_version_id = old_id
@@ -161,7 +224,7 @@ def _move_locked(
         target_type="label",
         target=f"{label.bundle.name}:{label.name}",
         reason=reason,
-        data={"from_version": locked[old_id].number, "to_version": target.number},
+        data={"from_version": locked[old_id].number, "to_version": target.number, "note": label.move_note},
     )
     return label
 
@@ -170,11 +233,26 @@ def _lock_label(*, bundle: Bundle, name: str) -> Label | None:
     return Label.objects.select_for_update(of=("self",)).filter(bundle=bundle, name=name).first()
 
 
-def label_move(*, bundle: Bundle, name: Any, version: BundleVersion, actor: Actor, reason: Any) -> tuple[Label, bool]:
+def label_move(
+    *,
+    bundle: Bundle,
+    name: Any,
+    version: BundleVersion,
+    actor: Actor,
+    reason: Any,
+    allow_breaking: bool = False,
+    compatibility: str | None = None,
+) -> tuple[Label, bool]:
     """Point label `name` at `version`, creating the label if needed; returns (label, created).
 
     The version it leaves starts draining (or is drained at once, with no active session)
-    in the same transaction when no other label still targets it."""
+    in the same transaction when no other label still targets it. A label that requires
+    compatibility refuses a `major` move unless allow_breaking (see _compatibility_note);
+    `compatibility` sets the label's policy ("none" or "backward")."""
+    if compatibility is not None and compatibility not in Compatibility.values:
+        raise InvalidContent(
+            "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
+        )
     if not isinstance(name, str) or not re.fullmatch(LABEL_NAME_RE, name):
         raise InvalidContent("The label name is not valid.", {"label": [f"Must match {LABEL_NAME_RE}."]})
     reason = _require_text("reason", reason)
@@ -185,11 +263,28 @@ def label_move(*, bundle: Bundle, name: Any, version: BundleVersion, actor: Acto
             with transaction.atomic():
                 label = _lock_label(bundle=bundle, name=name)
                 if label is None:
-                    return _label_create(bundle=bundle, name=name, version=version, actor=actor, reason=reason), True
+                    created = _label_create(
+                        bundle=bundle,
+                        name=name,
+                        version=version,
+                        actor=actor,
+                        reason=reason,
+                        compatibility=compatibility,
+                    )
+                    return created, True
                 _check_may_move(label_name=name, protected=label.protected, actor=actor)
+                if compatibility is not None:
+                    label.compatibility = compatibility  # saved with the move, or below
                 if label.version_id == version.pk:
-                    return label, False  # already there: nothing moved, nothing recorded
-                return _move_locked(label=label, version=version, actor=actor, reason=reason), False
+                    if compatibility is not None:
+                        label._change_reason = reason
+                        label.move_note = f"compatibility set to {compatibility}"
+                        label.save()
+                    return label, False  # not moved
+                moved = _move_locked(
+                    label=label, version=version, actor=actor, reason=reason, allow_breaking=allow_breaking
+                )
+                return moved, False
         except IntegrityError:
             # Two first moves of a new label raced on its unique name; the loser retries as a move.
             if attempt == 1:
@@ -197,8 +292,12 @@ def label_move(*, bundle: Bundle, name: Any, version: BundleVersion, actor: Acto
     raise AssertionError("unreachable")
 
 
-def _label_create(*, bundle: Bundle, name: str, version: BundleVersion, actor: Actor, reason: str) -> Label:
+def _label_create(
+    *, bundle: Bundle, name: str, version: BundleVersion, actor: Actor, reason: str, compatibility: str | None
+) -> Label:
     protected = name in PROTECTED_ON_CREATE
+    if compatibility is None:
+        compatibility = Compatibility.BACKWARD if name in COMPATIBLE_ON_CREATE else Compatibility.NONE
     _check_may_move(label_name=name, protected=protected, actor=actor)
     target = _lock_versions(version.pk)[version.pk]
     if target.state == VersionState.REVOKED:
@@ -209,6 +308,7 @@ def _label_create(*, bundle: Bundle, name: str, version: BundleVersion, actor: A
         name=name,
         version=target,
         protected=protected,
+        compatibility=compatibility,
         updated_at=timezone.now(),
         updated_by=actor.name,
     )
@@ -246,11 +346,12 @@ def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | Non
                 raise NotFound("That version does not belong to this bundle.")
             if not label.history.filter(version_id=target.pk).exists():
                 raise Conflict(
-                    f"The label {name!r} never targeted version {target.number}; move it with PUT instead.",
+                    f"The label {name!r} never targeted version {target.number}; move the label to it instead.",
                     {"to_version": [target.number]},
                 )
         if target.pk == label.version_id:
             raise Conflict(f"The label {name!r} already targets version {target.number}.")
+        # Always a version this label targeted before, so the compatibility check does not apply.
         return _move_locked(label=label, version=target, actor=actor, reason=reason, action="label.rolled_back")
 
 

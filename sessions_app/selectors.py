@@ -26,11 +26,10 @@ WHERE s.id = %s
 def _visible_to(session: Session | None, bundle_name: str, actor: Actor) -> bool:
     """The key that started a session sees it, and ops and above, within their key's bundle
     scope; to anyone else it does not exist (404), so session ids cannot be probed."""
-    return (
-        session is not None
-        and (session.api_key_id == actor.api_key_id or actor.has_role(Role.OPS))
-        and actor.may_see_bundle(bundle_name)
-    )
+    if session is None or not actor.may_see_bundle(bundle_name):
+        return False
+    owns = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    return owns or actor.has_role(Role.OPS)
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:

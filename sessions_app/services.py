@@ -250,7 +250,7 @@ def session_end(*, session: Session, actor: Actor) -> Session:
         if ended:
             version_id = session.version_id
             transaction.on_commit(lambda: _request_drain(version_id))
-            if session.api_key_id != actor.api_key_id:
+            if actor.api_key_id is None or session.api_key_id != actor.api_key_id:
                 audit_record(
                     actor=actor,
                     action="session.ended_by_ops",
@@ -272,7 +272,9 @@ def _request_drain(version_id: int) -> None:
 
 
 def _check_owner(*, session: Session, actor: Actor) -> None:
-    if session.api_key_id != actor.api_key_id and not actor.has_role(Role.OPS):
+    # Ownership needs a key on both sides: two keyless actors (people in the admin) share nothing.
+    owns = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    if not owns and not actor.has_role(Role.OPS):
         raise Forbidden("Only the key that started a session, or ops, may change it.")
 
 

@@ -9,7 +9,7 @@ from tests.conftest import content
 
 
 def test_it_fills_defaults_sorts_keys_and_uses_compact_separators():
-    data, digest = canonicalise({"system_prompt": 'Hé, "you"', "model": {"b": 1, "a": [2, {"z": 0, "y": 1}]}})
+    _, data, digest = canonicalise({"system_prompt": 'Hé, "you"', "model": {"b": 1, "a": [2, {"z": 0, "y": 1}]}})
     assert (
         data
         == (
@@ -28,7 +28,7 @@ def test_it_gives_the_same_bytes_for_the_same_document_written_differently():
 
 
 def test_it_keeps_non_ascii_unescaped():
-    data, _ = canonicalise({"system_prompt": "日本語 ✓"})
+    _, data, _ = canonicalise({"system_prompt": "日本語 ✓"})
     assert "日本語 ✓".encode() in data
 
 

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AdminUiConfig(AppConfig):
+    name = "adminui"
+    verbose_name = "Admin UI"

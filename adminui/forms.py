@@ -1,0 +1,178 @@
+"""Forms of the admin UI. They parse what a person typed; the rules themselves (names,
+content, reasons, roles) live in the services, whose errors `add_domain_error` puts back
+next to the field they are about, with everything typed kept."""
+
+import json
+from typing import Any
+
+from django import forms
+
+from registry.canonical import DEFAULTS
+from registry.errors import DomainError, InvalidContent
+
+CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
+JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata")
+
+
+def add_domain_error(
+    form: forms.Form, exc: DomainError, *, field_map: dict[str, str] | None = None, default: str | None = None
+) -> None:
+    """Attach a service's error to the form: each InvalidContent path to the field it names
+    ("content.tools[0].name" -> tools, shown as "tools[0].name: ..."), other errors to the
+    field their details name, else to `default` (None: the whole form)."""
+    field_map = field_map or {}
+
+    def target(path: str) -> str | None:
+        if path in field_map:
+            return field_map[path]
+        key = path.removeprefix("content.")
+        head = key.split(".")[0].split("[")[0]
+        return head if head in form.fields else None
+
+    if isinstance(exc, InvalidContent) and exc.details:
+        for path, messages in exc.details.items():
+            where = target(path)
+            for message in messages if isinstance(messages, list) else [messages]:
+                key = path.removeprefix("content.")
+                # Say where inside the field, unless the path is the field itself.
+                text = f"{key}: {message}" if where is None or key != where else str(message)
+                form.add_error(where, text)
+        return
+    for path in exc.details:
+        where = target(path)
+        if where is not None:
+            form.add_error(where, exc.message)
+            return
+    form.add_error(default, exc.message)
+
+
+class BundleCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=200,
+        help_text="Lowercase letters, digits, dot, dash and underscore; starts with a letter or digit.",
+    )
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+class JsonField(forms.CharField):
+    """A textarea holding JSON. Empty means the content document's default for the field."""
+
+    def __init__(self, *, default: Any, **kwargs: Any) -> None:
+        self.default = default
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("strip", False)
+        kwargs.setdefault("widget", forms.Textarea(attrs={**CODE, "rows": 8}))
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> Any:
+        text = super().clean(value)
+        if not text.strip():
+            return self.default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"This is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.", code="json"
+            ) from None
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class VersionForm(forms.Form):
+    system_prompt = forms.CharField(
+        required=False,  # the service says what is wrong with an empty prompt, with the other content errors
+        strip=False,
+        widget=forms.Textarea(attrs={**CODE, "rows": 18, "class": "adminui-code adminui-prompt"}),
+    )
+    tools = JsonField(
+        default=DEFAULTS["tools"],
+        help_text='A JSON list of {"name", "description", "input_schema"} objects.',
+        widget=forms.Textarea(attrs={**CODE, "rows": 14}),
+    )
+    guardrails = JsonField(default=DEFAULTS["guardrails"], help_text="A JSON object.")
+    output_schema = JsonField(default=DEFAULTS["output_schema"], help_text="A JSON Schema object, or null.")
+    model = JsonField(default=DEFAULTS["model"], help_text="A JSON object: model name, temperature, ...")
+    metadata = JsonField(default=DEFAULTS["metadata"], help_text="A JSON object.")
+    message = forms.CharField(
+        label="Change message",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What changed and why; shown in the history.",
+        error_messages={"required": "Say what changed: a change message is required."},
+    )
+
+    @classmethod
+    def initial_from(cls, content: dict[str, Any]) -> dict[str, str]:
+        initial = {"system_prompt": content.get("system_prompt", "")}
+        for name in JSON_FIELDS:
+            initial[name] = pretty_json(content.get(name, DEFAULTS[name]))
+        return initial
+
+    def content(self) -> dict[str, Any]:
+        """The content document from the fields that parsed (call after is_valid())."""
+        doc = {"system_prompt": self.cleaned_data.get("system_prompt", "")}
+        for name in JSON_FIELDS:
+            if name in self.cleaned_data:
+                doc[name] = self.cleaned_data[name]
+        return doc
+
+
+class MoveForm(forms.Form):
+    """Step one of a label move: which label, which version, why."""
+
+    # A CharField shown as a select of the labels this person may move: a forged name is not
+    # stopped here but by the service, which is the one place that rule lives.
+    label = forms.CharField(required=False, widget=forms.Select, help_text="Only the labels you may move are offered.")
+    new_label = forms.CharField(
+        required=False,
+        max_length=50,
+        label="or a new label",
+        help_text="Lowercase letters, digits, dash and underscore.",
+    )
+    version = forms.TypedChoiceField(coerce=int)
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Recorded in the label's history.",
+        error_messages={"required": "Say why: a reason is required for every move."},
+    )
+
+    def __init__(self, *args: Any, labels: list[str], versions: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["label"].widget.choices = [("", "(a new label, named below)")] + [(n, n) for n in labels]
+        self.fields["version"].choices = versions
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        label, new_label = data.get("label"), (data.get("new_label") or "").strip()
+        if label and new_label:
+            self.add_error("new_label", "Pick an existing label or name a new one, not both.")
+        elif not label and not new_label:
+            self.add_error("label", "Pick the label to move, or name a new one.")
+        data["name"] = label or new_label
+        return data
+
+
+class RollbackForm(forms.Form):
+    version = forms.TypedChoiceField(coerce=int, help_text="Versions this label targeted before.")
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Recorded in the label's history.",
+        error_messages={"required": "Say why: a reason is required for a rollback."},
+    )
+
+    def __init__(self, *args: Any, versions: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["version"].choices = versions
+
+
+class SessionSearchForm(forms.Form):
+    bundle = forms.ChoiceField(required=False)
+    version = forms.IntegerField(required=False, min_value=1)
+    status = forms.ChoiceField(required=False)
+    q = forms.CharField(required=False, label="External id or session id")
+
+    def __init__(self, *args: Any, bundles: list[str], statuses: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["bundle"].choices = [("", "any bundle")] + [(b, b) for b in bundles]
+        self.fields["status"].choices = [("", "any status")] + statuses

@@ -1,0 +1,252 @@
+"""The admin UI in a real browser: headless Chromium (Debian's package) driven by Playwright
+against pytest-django's live server on 127.0.0.1. Each step saves a screenshot under
+test-output/<test name>/.
+
+Without /usr/bin/chromium these tests are reported as skipped, with the reason; Playwright
+cannot download a browser of its own here (`.ci/run` installs Debian's chromium)."""
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls that the fixtures
+# and steps make from the same thread are still plain synchronous calls.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+import pytest  # noqa: E402
+from django.apps import apps  # noqa: E402
+from django.contrib.auth.models import Group, User  # noqa: E402
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from access.actors import SYSTEM, Actor  # noqa: E402
+from access.models import Role  # noqa: E402
+from adminui.groups import OPS, PROMPT_ENGINEERS, groups_sync  # noqa: E402
+from registry.models import Bundle, BundleVersion, Label, VersionState  # noqa: E402
+from registry.services import bundle_create, label_move, version_publish  # noqa: E402
+from sessions_app.models import Session, SessionStatus  # noqa: E402
+from sessions_app.services import session_start  # noqa: E402
+from tests.conftest import content  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+OUTPUT = Path(__file__).resolve().parent.parent / "test-output"
+PASSWORD = "correct-horse-battery"
+AGENT = Actor(name="agent:browser-test", role=Role.AGENT)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run browser tests"
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def base_url(live_server) -> str:
+    # The live server binds "localhost" as IPv4; name the address itself.
+    return live_server.url.replace("localhost", "127.0.0.1")
+
+
+class Shots:
+    """Numbered full-page screenshots in test-output/<test name>/."""
+
+    def __init__(self, name: str) -> None:
+        self.dir = OUTPUT / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for old in self.dir.glob("*.png"):
+            old.unlink()
+        self.n = 0
+
+    def __call__(self, page: Page, step: str) -> None:
+        self.n += 1
+        page.screenshot(path=str(self.dir / f"{self.n:02d}-{step}.png"), full_page=True)
+
+
+@pytest.fixture
+def shot(request) -> Shots:
+    return Shots(request.node.name)
+
+
+@pytest.fixture
+def refunds(transactional_db) -> Bundle:
+    """refunds: v1 with tool process_refund, production -> v1."""
+    groups_sync(apps=apps)  # earlier transactional tests flush the groups the migration made
+    bundle = bundle_create(name="refunds", description="Refund agent", actor=SYSTEM)
+    v1 = version_publish(bundle=bundle, content=content(), message="first version", actor=SYSTEM).version
+    label_move(bundle=bundle, name="production", version=v1, actor=SYSTEM, reason="first release")
+    return bundle
+
+
+def person(username: str, group: str) -> User:
+    user = User.objects.create_user(username=username, password=PASSWORD, is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def log_in(page: Page, base_url: str, username: str) -> None:
+    page.goto(f"{base_url}/admin/login/?next=/admin/registry/bundle/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("h1")).to_have_text("Bundles")
+
+
+def open_link(page: Page, name: str) -> None:
+    page.get_by_role("link", name=name, exact=True).first.click()
+
+
+def test_a_prompt_engineer_writes_v2_with_a_tool_renamed_sees_the_diff_and_is_not_offered_production(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    person("pat", PROMPT_ENGINEERS)
+    log_in(page, base_url, "pat")
+    shot(page, "bundles")
+
+    open_link(page, "refunds")
+    expect(page.locator("#labels tr[data-label=production]")).to_contain_text("v1")
+    shot(page, "bundle-overview")
+
+    page.click("#write-version")
+    prompt, tools = page.locator("#id_system_prompt"), page.locator("#id_tools")
+    expect(prompt).to_have_value(re.compile("process_refund"))  # prefilled from v1
+    shot(page, "new-version-form")
+
+    # A typo in the JSON: the error shows next to tools, and the typed text stays.
+    renamed_tools = tools.input_value().replace("process_refund", "issue_refund")
+    broken = renamed_tools.replace('"description"', '"description",', 1)
+    tools.fill(broken)
+    prompt.fill(prompt.input_value().replace("process_refund", "issue_refund"))
+    page.fill("#id_message", "Rename the refund tool to issue_refund")
+    page.click("#save-version")
+    expect(page.locator("#errors-tools")).to_contain_text("This is not valid JSON")
+    expect(page.locator("#id_tools")).to_have_value(broken)
+    expect(page.locator("#id_message")).to_have_value("Rename the refund tool to issue_refund")
+    shot(page, "json-error-next-to-tools")
+
+    page.locator("#id_tools").fill(renamed_tools)
+    page.click("#save-version")
+    expect(page.locator("h1")).to_have_text("refunds v2")
+    expect(page.locator("#facts")).to_contain_text("user:pat")
+    expect(page.locator("#changes")).to_contain_text("Tool issue_refund added")
+    expect(page.locator("#classification")).to_contain_text("Contract check: major change")
+    shot(page, "version-2")
+    assert BundleVersion.objects.get(bundle=refunds, number=2).author == "user:pat"
+
+    page.click("#diff-previous")
+    expect(page.locator("#tool-changes tr.tool-removed")).to_contain_text("process_refund")
+    expect(page.locator("#tool-changes tr.tool-added")).to_contain_text("issue_refund")
+    expect(page.locator("#prompt-diff .word-ins")).to_have_text("issue_refund")
+    shot(page, "diff-v1-v2")
+
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/")
+    expect(page.locator("#labels tr[data-label=production] [data-action=move]")).to_have_count(0)
+    page.click("#move-label")
+    options = page.locator("#id_label option").all_inner_texts()
+    assert "production" not in options
+    expect(page.locator("#protected-note")).to_contain_text("production")
+    shot(page, "move-form-without-production")
+
+    # Typing the address by hand is refused too.
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/move/?label=production&version=2")
+    expect(page.locator(".adminui-refusal")).to_contain_text("protected")
+    shot(page, "production-refused")
+    assert Label.objects.get(bundle=refunds, name="production").version.number == 1
+
+
+def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both_moves(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    renamed = content("You are a refund agent. Call `issue_refund` after checking the order.")
+    renamed["tools"][0]["name"] = "issue_refund"
+    version_publish(bundle=refunds, content=renamed, message="Rename the refund tool", actor=SYSTEM)
+    session_start(bundle=refunds, actor=AGENT, external_id="chat-on-v1")  # pinned to v1 via production
+    person("olga", OPS)
+    log_in(page, base_url, "olga")
+
+    open_link(page, "refunds")
+    page.click("#labels tr[data-label=production] [data-action=move]")
+    page.select_option("#id_version", "2")
+    page.fill("#id_reason", "Ship the tool rename")
+    shot(page, "move-form")
+    page.click("#review")
+    expect(page.locator("#becomes-live")).to_contain_text("v2 becomes live")
+    expect(page.locator("#starts-draining")).to_contain_text("v1 starts draining")
+    expect(page.locator("#starts-draining")).to_contain_text("1 active session")
+    expect(page.locator("#classification")).to_contain_text("major")
+    assert Label.objects.get(bundle=refunds, name="production").version.number == 1  # nothing moved yet
+    shot(page, "move-confirm")
+
+    page.click("#confirm")
+    expect(page.locator(".messagelist")).to_contain_text("Moved production: it now targets v2")
+    expect(page.locator("#versions tr[data-version='1']")).to_contain_text("draining")
+    shot(page, "moved")
+
+    page.goto(f"{base_url}/admin/registry/bundle/drain/?bundle=refunds")
+    v1_row = page.locator("tr[data-version='1']")
+    expect(v1_row).to_have_attribute("data-state", "draining")
+    expect(v1_row.locator("td.sessions")).to_have_text("1")
+    shot(page, "drain-dashboard")
+    # The page refreshes itself: a second session pinned to v1 shows up without a reload.
+    v1 = BundleVersion.objects.get(bundle=refunds, number=1)
+    session_start(bundle=refunds, actor=AGENT, version=v1)
+    expect(page.locator("tr[data-version='1'] td.sessions")).to_have_text("2", timeout=10_000)
+    shot(page, "drain-dashboard-refreshed")
+
+    # Ops look at the sessions behind that number and end one of them.
+    page.locator("tr[data-version='1'] td.sessions a").click()
+    expect(page.locator("#sessions tbody tr")).to_have_count(2)
+    page.fill("#id_q", "chat-on-v1")
+    page.click("#session-search input[type=submit]")
+    expect(page.locator("#sessions tbody tr")).to_have_count(1)
+    shot(page, "sessions-search")
+    page.locator("#sessions tbody tr a").first.click()
+    expect(page.locator("#facts")).to_contain_text("v1")
+    expect(page.locator("#facts")).to_contain_text("chat-on-v1")
+    shot(page, "session-detail")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#end-session")
+    expect(page.locator("#facts")).to_contain_text("ended")
+    assert Session.objects.get(external_id="chat-on-v1").status == SessionStatus.ENDED
+
+    open_link(page, "refunds")
+    page.click("#labels tr[data-label=production] [data-action=rollback]")
+    expect(page.locator("#id_version")).to_have_value("1")
+    page.fill("#id_reason", "v2 confuses the model")
+    page.click("#review")
+    expect(page.locator("#becomes-live")).to_contain_text("v1 becomes live")
+    expect(page.locator("#starts-draining")).to_contain_text("drained at once")
+    shot(page, "rollback-confirm")
+    page.click("#confirm")
+    expect(page.locator("#labels tr[data-label=production]")).to_contain_text("v1")
+    shot(page, "rolled-back")
+    assert BundleVersion.objects.get(bundle=refunds, number=1).state == VersionState.LIVE
+
+    open_link(page, "History")
+    moves = page.locator("#moves tbody tr")
+    expect(moves).to_have_count(3)
+    expect(moves.nth(0)).to_contain_text("v2 confuses the model")
+    expect(moves.nth(0)).to_contain_text("user:olga")
+    expect(moves.nth(1)).to_contain_text("Ship the tool rename")
+    expect(moves.nth(1)).to_contain_text("user:olga")
+    shot(page, "history")
+    moves.nth(1).locator("a.diff-link").click()
+    expect(page.locator("h1")).to_have_text("refunds: v1 → v2")
+    expect(page.locator("#tool-changes")).to_contain_text("issue_refund")
+    shot(page, "diff-from-history")

@@ -1,0 +1,607 @@
+"""The admin UI's pages through the Django test client, on real PostgreSQL: what each group
+is offered, what the server refuses anyway, validation errors next to their fields, and the
+confirmation step before any label moves."""
+
+import json
+import re
+from html import unescape
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+from django.urls import reverse
+
+from access.actors import actor_for_user
+from access.models import Role
+from adminui.diffing import side_by_side, tool_changes
+from adminui.groups import GROUP_PERMISSIONS, OPS, PROMPT_ENGINEERS
+from registry.models import Bundle, BundleVersion, Label, VersionState
+from registry.services import label_move, version_publish
+from sessions_app.models import Session, SessionStatus
+from sessions_app.services import session_start
+from tests.conftest import content
+
+
+def make_user(username: str, group: str | None = None, **flags) -> User:
+    user = User.objects.create_user(username=username, password="pw", is_staff=True, **flags)
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def client_for(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def engineer(db) -> Client:
+    return client_for(make_user("pat", PROMPT_ENGINEERS))
+
+
+@pytest.fixture
+def ops_user(db) -> Client:
+    return client_for(make_user("olga", OPS))
+
+
+@pytest.fixture
+def reader(db) -> Client:
+    """Staff in no group, with the view permissions only: an agent, who reads."""
+    user = make_user("rita")
+    codenames = ["view_bundle", "view_bundleversion", "view_label", "view_session"]
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return client_for(user)
+
+
+def text(response) -> str:
+    return unescape(response.content.decode())
+
+
+def words(response) -> str:
+    """The page as a person reads it: tags dropped, whitespace collapsed."""
+    flat = " ".join(unescape(re.sub(r"<[^>]+>", " ", response.content.decode())).split())
+    return re.sub(r" ([.,:;])", r"\1", flat)
+
+
+def main_part(response) -> str:
+    return response.content.decode().split('id="content-main"')[1].split("<footer")[0]
+
+
+def field_errors(response, field: str) -> list[str]:
+    """The messages shown in the error list next to `field` (see _form_fields.html)."""
+    match = re.search(rf'<ul class="errorlist" id="errors-{field}">(.*?)</ul>', response.content.decode(), re.S)
+    return [unescape(m) for m in re.findall(r"<li>(.*?)</li>", match.group(1), re.S)] if match else []
+
+
+def u(name: str, *args, query: str = "") -> str:
+    return reverse(f"admin:{name}", args=args) + (f"?{query}" if query else "")
+
+
+def renamed_tool_content() -> dict:
+    doc = content("You are a refund agent. Call `issue_refund` after checking the order.")
+    doc["tools"][0]["name"] = "issue_refund"
+    return doc
+
+
+@pytest.fixture
+def v2_renamed(bundle, ops, v1) -> BundleVersion:
+    return version_publish(
+        bundle=bundle, content=renamed_tool_content(), message="rename tool", actor=ops.actor
+    ).version
+
+
+@pytest.fixture
+def session_on_v1(bundle, production, agent) -> Session:
+    session, _ = session_start(bundle=bundle, actor=agent.actor, external_id="chat-42")
+    return session
+
+
+# --- groups and roles -----------------------------------------------------------------------
+
+
+def test_it_creates_both_groups_with_their_permissions_on_migrate(db):
+    for name, wanted in GROUP_PERMISSIONS.items():
+        group = Group.objects.get(name=name)
+        held = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.all()}
+        assert held == set(wanted)
+    assert "sessions_app.change_session" in GROUP_PERMISSIONS[OPS]
+    assert "sessions_app.change_session" not in GROUP_PERMISSIONS[PROMPT_ENGINEERS]
+
+
+def test_it_maps_users_to_actors_by_group(db):
+    assert actor_for_user(make_user("a", is_superuser=True)).role == Role.ADMIN
+    assert actor_for_user(make_user("b", OPS)).role == Role.OPS
+    assert actor_for_user(make_user("c", PROMPT_ENGINEERS)).role == Role.PUBLISHER
+    plain = actor_for_user(make_user("d"))
+    assert plain.role == Role.AGENT
+    assert plain.name == "user:d"
+
+
+def test_it_sends_anonymous_people_to_the_login_page(db, bundle):
+    response = Client().get(u("registry_bundle_changelist"))
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_it_refuses_staff_without_permissions_in_words(db, bundle):
+    response = client_for(make_user("nobody")).get(u("adminui_bundle", "refunds"))
+    assert response.status_code == 403
+    assert "ask an admin to add you to a group" in text(response)
+
+
+# --- bundles --------------------------------------------------------------------------------
+
+
+def test_it_lists_bundles_with_label_targets_states_latest_and_active_sessions(
+    engineer, bundle, v2_renamed, production, session_on_v1
+):
+    response = engineer.get(u("registry_bundle_changelist"))
+    assert response.status_code == 200
+    row = re.search(r'<tr data-bundle="refunds">(.*?)</tr>', response.content.decode(), re.S).group(1)
+    assert "production" in row and "v1" in row and "state-live" in row
+    assert ">v2<" in row  # latest version
+    assert re.search(r"status=active\">1</a>", row)
+    assert "Create a bundle" in text(response)
+
+
+def test_it_does_not_offer_bundle_creation_to_readers(reader, bundle):
+    response = reader.get(u("registry_bundle_changelist"))
+    assert response.status_code == 200
+    assert "Create a bundle" not in text(response)
+    assert reader.get(u("registry_bundle_add")).status_code == 403
+
+
+def test_it_creates_a_bundle_through_the_service(engineer):
+    response = engineer.post(u("registry_bundle_add"), {"name": "billing", "description": "Billing agent"})
+    assert response.status_code == 302
+    assert response["Location"] == u("adminui_version_new", "billing")
+    assert Bundle.objects.get(name="billing").created_by == "user:pat"
+
+
+def test_it_shows_a_bad_bundle_name_next_to_the_name_and_keeps_it(engineer, bundle):
+    response = engineer.post(u("registry_bundle_add"), {"name": "Not Valid!", "description": "typed"})
+    assert response.status_code == 400
+    assert any("Must match" in e for e in field_errors(response, "name"))
+    assert 'value="Not Valid!"' in response.content.decode()
+    response = engineer.post(u("registry_bundle_add"), {"name": "refunds", "description": ""})
+    assert response.status_code == 409
+    assert field_errors(response, "name") == ["A bundle named 'refunds' already exists."]
+
+
+def test_it_refuses_a_forged_bundle_creation_by_a_reader(reader):
+    response = reader.post(u("registry_bundle_add"), {"name": "sneaky", "description": ""})
+    assert response.status_code == 403
+    assert not Bundle.objects.filter(name="sneaky").exists()
+
+
+def test_it_redirects_the_stock_bundle_page_and_refuses_its_post(ops_user, bundle):
+    change = reverse("admin:registry_bundle_change", args=[bundle.pk])
+    assert ops_user.get(change)["Location"] == u("adminui_bundle", "refunds")
+    assert ops_user.post(change, {"name": "renamed", "description": "x"}).status_code == 403
+    assert ops_user.post(reverse("admin:registry_bundle_delete", args=[bundle.pk]), {"post": "yes"}).status_code == 403
+    assert Bundle.objects.get(pk=bundle.pk).name == "refunds"
+
+
+def test_it_offers_production_moves_only_to_ops(engineer, ops_user, bundle, v2_renamed, production):
+    page = text(engineer.get(u("adminui_bundle", "refunds")))
+    assert 'data-action="move"' not in page
+    assert 'data-action="rollback"' not in page
+    assert "Write a new version" in page
+    page = text(ops_user.get(u("adminui_bundle", "refunds")))
+    assert 'data-action="move"' in page
+
+
+# --- writing a version ----------------------------------------------------------------------
+
+
+def test_it_prefills_the_new_version_form_from_the_latest_or_a_chosen_version(engineer, bundle, v1, v2_renamed):
+    page = text(engineer.get(u("adminui_version_new", "refunds")))
+    assert "issue_refund" in page and "process_refund" not in page
+    assert re.search(r'<textarea name="system_prompt"[^>]*class="adminui-code adminui-prompt"', page)
+    page = text(engineer.get(u("adminui_version_new", "refunds", query="from=1")))
+    assert "process_refund" in page
+
+
+def version_post(**overrides) -> dict:
+    doc = content("A new prompt.")
+    data = {
+        "system_prompt": doc["system_prompt"],
+        "tools": json.dumps(doc["tools"], indent=2),
+        "guardrails": "{}",
+        "output_schema": "null",
+        "model": json.dumps(doc["model"]),
+        "metadata": "{}",
+        "message": "new prompt",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_it_shows_bad_json_in_tools_next_to_tools_and_keeps_the_typed_text(engineer, bundle, v1):
+    typed = '[{"name": "lookup", "description": "x",, }]'
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(tools=typed, model="{nope"))
+    assert response.status_code == 200
+    assert field_errors(response, "tools") == [
+        "This is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 40."
+    ]
+    assert field_errors(response, "model")[0].startswith("This is not valid JSON")
+    assert typed in text(response)
+    assert "Nothing was saved" in text(response)
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_shows_content_errors_by_path_next_to_their_fields(engineer, bundle, v1):
+    tools = json.dumps([{"name": "bad name", "description": "x", "input_schema": {}}])
+    response = engineer.post(
+        u("adminui_version_new", "refunds"), version_post(tools=tools, system_prompt="", guardrails="[]")
+    )
+    assert response.status_code == 400
+    assert field_errors(response, "tools") == ["tools[0].name: Must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$."]
+    assert field_errors(response, "system_prompt") == ["Must be 1 to 200000 characters long."]
+    assert field_errors(response, "guardrails") == ["Must be a JSON object."]
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_requires_a_change_message_and_reports_content_errors_with_it(engineer, bundle, v1):
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(message="  ", metadata="[1]"))
+    assert field_errors(response, "message") == ["Say what changed: a change message is required."]
+    assert field_errors(response, "metadata") == ["Must be a JSON object."]
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_says_identical_content_exists_and_links_to_it(engineer, bundle, v1):
+    doc = content()
+    response = engineer.post(
+        u("adminui_version_new", "refunds"),
+        version_post(system_prompt=doc["system_prompt"], tools=json.dumps(doc["tools"]), message="same again"),
+    )
+    assert response.status_code == 200
+    page = text(response)
+    assert "identical to" in page
+    assert f'href="{u("adminui_version", "refunds", 1)}"' in page
+    assert "same again" in page  # what was typed is kept
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_saves_a_new_version_through_the_service(engineer, bundle, v1):
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post())
+    assert response.status_code == 302
+    assert response["Location"] == u("adminui_version", "refunds", 2)
+    version = BundleVersion.objects.get(bundle=bundle, number=2)
+    assert version.author == "user:pat"
+    assert version.message == "new prompt"
+    page = words(engineer.get(response["Location"]))
+    assert "Saved version 2 of refunds." in page
+    assert "Contract check against v1: a patch change" in page
+    assert json.loads(bytes(version.canonical))["system_prompt"] == "A new prompt."
+
+
+def test_it_refuses_a_forged_version_post_by_a_reader(reader, bundle, v1):
+    assert reader.get(u("adminui_version_new", "refunds")).status_code == 403
+    response = reader.post(u("adminui_version_new", "refunds"), version_post())
+    assert response.status_code == 403
+    assert "Publishing a version needs the publisher role" in text(response)
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+# --- reading a version ----------------------------------------------------------------------
+
+
+def test_it_shows_a_version_read_only_with_its_facts(reader, bundle, v1, v2_renamed, production, session_on_v1):
+    response = reader.get(u("adminui_version", "refunds", 1))
+    assert response.status_code == 200
+    page = text(response)
+    assert "You are a refund agent. Call `process_refund` after checking the order." in page
+    assert '"name": "process_refund"' in page  # pretty-printed JSON
+    assert v1.content_hash in page
+    assert "key:test-ops" in page and "v1" in page
+    assert 'class="state state-live"' in page
+    assert re.search(r"status=active\">1</a>", page)
+    assert '<span class="label-name protected">production</span>' in page
+    main = main_part(response)
+    assert "<textarea" not in main and "<form" not in main and "<input" not in main
+    assert "deletelink" not in main and "Delete" not in main
+    assert "New version from this one" not in page  # a reader may not publish
+
+
+def test_it_refuses_forged_posts_to_the_stock_version_change_and_delete_pages(ops_user, bundle, v1):
+    change = reverse("admin:registry_bundleversion_change", args=[v1.pk])
+    assert ops_user.get(change)["Location"] == u("adminui_version", "refunds", 1)
+    response = ops_user.post(change, {"message": "rewritten", "author": "mallory", "content_hash": "0" * 64})
+    assert response.status_code == 403
+    response = ops_user.post(reverse("admin:registry_bundleversion_delete", args=[v1.pk]), {"post": "yes"})
+    assert response.status_code == 403
+    v1_now = BundleVersion.objects.get(pk=v1.pk)
+    assert (v1_now.message, v1_now.author, v1_now.content_hash) == (v1.message, v1.author, v1.content_hash)
+
+
+def test_it_refuses_forged_posts_to_stock_label_and_session_pages(
+    ops_user, bundle, v1, v2_renamed, production, session_on_v1
+):
+    label_change = reverse("admin:registry_label_change", args=[production.pk])
+    assert ops_user.post(label_change, {"version": v2_renamed.pk, "name": "production"}).status_code == 403
+    assert (
+        ops_user.post(reverse("admin:registry_label_delete", args=[production.pk]), {"post": "yes"}).status_code == 403
+    )
+    # No simple-history "revert" page: it would save a posted form around label_move.
+    ops_user.post(f"{label_change.removesuffix('change/')}history/1/", {"version": v2_renamed.pk})
+    assert Label.objects.get(pk=production.pk).version_id == v1.pk
+    session_change = reverse("admin:sessions_app_session_change", args=[session_on_v1.pk])
+    assert ops_user.get(session_change)["Location"] == u("adminui_session", session_on_v1.pk)
+    assert ops_user.post(session_change, {"status": "ended"}).status_code == 403
+    assert Session.objects.get(pk=session_on_v1.pk).status == SessionStatus.ACTIVE
+
+
+def test_it_answers_unknown_bundles_and_versions_with_an_admin_404(reader, bundle, v1):
+    response = reader.get(u("adminui_version", "refunds", 9))
+    assert response.status_code == 404
+    assert "has no version 9" in text(response)
+    assert reader.get(u("adminui_bundle", "nope")).status_code == 404
+
+
+# --- diff -----------------------------------------------------------------------------------
+
+
+def test_it_diffs_against_the_version_before_by_default(reader, bundle, v1, v2_renamed):
+    response = reader.get(u("adminui_diff", "refunds"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert re.search(r'<tr class="tool-removed"><td><code>process_refund</code>', page)
+    assert re.search(r'<tr class="tool-added"><td><code>issue_refund</code>', page)
+    assert "probably renamed from process_refund" in page
+    # registry.contracts' classification of the same change.
+    assert "Contract check: major change" in words(response)
+    assert "was renamed to `issue_refund`" in unescape(page)
+    # The prompt line is paired, and only the changed word is marked on each side.
+    assert '<span class="word-del">process_refund</span>' in page
+    assert '<span class="word-ins">issue_refund</span>' in page
+    explicit = reader.get(u("adminui_diff", "refunds", query="old=1&new=2")).content.decode()
+    assert explicit.split('id="prompt-diff"')[1] == page.split('id="prompt-diff"')[1]
+
+
+def test_it_diffs_any_two_versions_and_names_the_changed_tool_fields(reader, bundle, v1, v2_renamed, ops):
+    doc = content("Third.")
+    doc["tools"][0]["description"] = "Refund an order, fully or partly."
+    doc["tools"][0]["input_schema"]["properties"]["amount"] = {"type": "integer"}
+    version_publish(bundle=bundle, content=doc, message="v3", actor=ops.actor)
+    response = reader.get(u("adminui_diff", "refunds", query="old=1&new=3"))
+    page = response.content.decode()
+    assert re.search(
+        r'<tr class="tool-changed"><td><code>process_refund</code>'
+        r".*?description, input_schema\.properties\.amount\.type",
+        page,
+        re.S,
+    )
+    same = reader.get(u("adminui_diff", "refunds", query="old=2&new=2"))
+    assert "have the same content" in text(same)
+
+
+def test_side_by_side_pairs_replaced_lines_and_marks_words():
+    rows = side_by_side("one two three\nkeep", "one 2 three\nkeep\nadded")
+    assert [r.kind for r in rows] == ["replace", "equal", "insert"]
+    assert '<span class="word-del">two</span>' in rows[0].left
+    assert '<span class="word-ins">2</span>' in rows[0].right
+    assert rows[2].left_no is None and rows[2].right_no == 3
+    assert "<b>" not in side_by_side("<b>", "<i>")[0].left  # escaped
+    assert side_by_side("<b>", "<b>")[0].left == "&lt;b&gt;"
+
+
+def test_tool_changes_lists_added_removed_and_changed_fields():
+    old = [{"name": "a", "description": "x", "input_schema": {}}, {"name": "b", "description": "y", "input_schema": {}}]
+    new = [{"name": "a", "description": "z", "input_schema": {}}, {"name": "c", "description": "q", "input_schema": {}}]
+    changes = {(c.name, c.kind): c for c in tool_changes(old, new)}
+    assert set(changes) == {("a", "changed"), ("b", "removed"), ("c", "added")}
+    assert changes[("a", "changed")].fields == ["description"]
+    assert changes[("c", "added")].note == ""
+
+
+# --- moving labels --------------------------------------------------------------------------
+
+
+def test_it_does_not_offer_production_to_a_prompt_engineer(engineer, bundle, v1, v2_renamed, production):
+    page = engineer.get(u("adminui_move", "refunds")).content.decode()
+    assert '<option value="production"' not in page
+    assert "production (protected: only the Ops group may move it)" in unescape(page)
+    response = engineer.get(u("adminui_move", "refunds", query="label=production&version=2"))
+    assert response.status_code == 403
+
+
+def test_it_refuses_a_forged_production_move_by_a_prompt_engineer(engineer, bundle, v1, v2_renamed, production):
+    form = {"label": "production", "version": "2", "reason": "sneak", "confirm": "yes", "expected_from": "1"}
+    response = engineer.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 403
+    assert field_errors(response, "label") == ["The label 'production' is protected: only ops may move it."]
+    assert Label.objects.get(pk=production.pk).version_id == v1.pk
+    # Nor may a prompt engineer create production on a bundle that has none.
+    Label.objects.filter(pk=production.pk).delete()
+    form = {
+        "label": "",
+        "new_label": "production",
+        "version": "2",
+        "reason": "sneak",
+        "confirm": "yes",
+        "expected_from": "",
+    }
+    response = engineer.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 403
+    assert not Label.objects.filter(bundle=bundle, name="production").exists()
+
+
+def test_it_shows_the_consequence_and_moves_nothing_before_confirm(
+    ops_user, bundle, v1, v2_renamed, production, session_on_v1
+):
+    response = ops_user.post(
+        u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "ship the rename"}
+    )
+    assert response.status_code == 200
+    page = words(response)
+    assert "production moves from v1 to v2" in page
+    assert "v2 becomes live" in page
+    assert "v1 starts draining: 1 active session is still pinned to it" in page
+    assert "ship the rename" in page
+    assert "What changes for agents on production (v1 → v2) Contract check: major change" in page
+    assert Label.objects.get(pk=production.pk).version_id == v1.pk
+    assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.LIVE
+
+
+def test_it_moves_production_for_ops_on_confirm(ops_user, bundle, v1, v2_renamed, production, session_on_v1):
+    form = {"label": "production", "version": "2", "reason": "ship the rename", "confirm": "yes", "expected_from": "1"}
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 302
+    label = Label.objects.get(pk=production.pk)
+    assert label.version_id == v2_renamed.pk
+    assert label.updated_by == "user:olga"
+    assert label.history.first().history_change_reason == "ship the rename"
+    assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.DRAINING
+    page = text(ops_user.get(response["Location"]))
+    assert "Moved production: it now targets v2. v1 is draining with 1 active session." in page
+
+
+def test_it_asks_again_when_the_label_moved_after_the_confirm_page(ops_user, bundle, v1, v2_renamed, production, ops):
+    v3 = version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=v3, actor=ops.actor, reason="someone else")
+    form = {"label": "production", "version": "2", "reason": "mine", "confirm": "yes", "expected_from": "1"}
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 200
+    assert "The label moved since you reviewed it" in text(response)
+    assert "production moves from v3 to v2" in words(response)
+    assert Label.objects.get(pk=production.pk).version_id == v3.pk
+
+
+def test_it_requires_a_reason_for_a_move(ops_user, bundle, v1, v2_renamed, production):
+    response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": ""})
+    assert field_errors(response, "reason") == ["Say why: a reason is required for every move."]
+    response = ops_user.post(
+        u("adminui_move", "refunds"),
+        {"label": "production", "version": "2", "reason": "   ", "confirm": "yes", "expected_from": "1"},
+    )
+    assert field_errors(response, "reason") == ["Say why: a reason is required for every move."]
+    assert Label.objects.get(pk=production.pk).version_id == v1.pk
+
+
+def test_a_prompt_engineer_creates_and_moves_an_unprotected_label(engineer, bundle, v1, v2_renamed, production):
+    form = {
+        "label": "",
+        "new_label": "staging",
+        "version": "2",
+        "reason": "try it",
+        "confirm": "yes",
+        "expected_from": "",
+    }
+    assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
+    staging = Label.objects.get(bundle=bundle, name="staging")
+    assert (staging.version_id, staging.protected, staging.updated_by) == (v2_renamed.pk, False, "user:pat")
+    page = engineer.get(u("adminui_move", "refunds")).content.decode()
+    assert '<option value="staging"' in page
+    form = {"label": "staging", "version": "1", "reason": "back", "confirm": "yes", "expected_from": "2"}
+    assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
+    assert Label.objects.get(pk=staging.pk).version_id == v1.pk
+
+
+def test_it_says_when_the_label_already_targets_the_version(ops_user, bundle, v1, production):
+    response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "1", "reason": "noop"})
+    assert field_errors(response, "version") == ["production already targets v1: there is nothing to move."]
+
+
+# --- rollback -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def production_on_v2(bundle, v1, v2_renamed, production, ops):
+    label_move(bundle=bundle, name="production", version=v2_renamed, actor=ops.actor, reason="ship v2")
+    return Label.objects.get(pk=production.pk)
+
+
+def test_it_rolls_back_for_ops_after_confirm(ops_user, bundle, v1, production_on_v2):
+    page = ops_user.get(u("adminui_rollback", "refunds", "production")).content.decode()
+    assert re.search(r'<option value="1" selected>v1 \(drained\)', page)
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1", "reason": "v2 confuses"})
+    assert "production moves from v2 to v1" in words(response)
+    assert Label.objects.get(pk=production_on_v2.pk).version_id != v1.pk
+    form = {"version": "1", "reason": "v2 confuses", "confirm": "yes", "expected_from": "2"}
+    assert ops_user.post(u("adminui_rollback", "refunds", "production"), form).status_code == 302
+    label = Label.objects.get(pk=production_on_v2.pk)
+    assert label.version_id == v1.pk
+    assert label.history.first().history_change_reason == "v2 confuses"
+
+
+def test_it_refuses_rollback_to_a_prompt_engineer(engineer, bundle, v1, production_on_v2):
+    assert engineer.get(u("adminui_rollback", "refunds", "production")).status_code == 403
+    form = {"version": "1", "reason": "sneak", "confirm": "yes", "expected_from": "2"}
+    response = engineer.post(u("adminui_rollback", "refunds", "production"), form)
+    assert response.status_code == 403
+    assert "Rolling back needs the ops role" in text(response)
+    assert Label.objects.get(pk=production_on_v2.pk).version.number == 2
+
+
+def test_it_refuses_a_rollback_to_a_version_the_label_never_had(ops_user, bundle, v1, production_on_v2, ops):
+    version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor)
+    form = {"version": "3", "reason": "x", "confirm": "yes", "expected_from": "2"}
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
+    assert response.status_code == 409
+    assert field_errors(response, "version") == [
+        "The label 'production' never targeted version 3; move it with PUT instead."
+    ]
+
+
+# --- history, drain, sessions ---------------------------------------------------------------
+
+
+def test_it_shows_every_move_with_who_when_from_to_why_and_a_diff_link(reader, bundle, v1, production_on_v2):
+    response = reader.get(u("adminui_history", "refunds"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    rows = re.findall(r'<tr data-label="production" data-to="(\d)">(.*?)</tr>', page, re.S)
+    assert [to for to, _ in rows] == ["2", "1"]
+    newest = unescape(rows[0][1])
+    assert "ship v2" in newest and "key:test-ops" in newest and ">v1<" in newest
+    assert f'href="{u("adminui_diff", "refunds", query="old=1&amp;new=2")}"' in rows[0][1]
+    assert "created" in rows[1][1] and "first release" in rows[1][1]
+    assert "rename tool" in page  # each version's message
+
+
+def test_the_drain_dashboard_shows_draining_versions_with_their_sessions(
+    reader, bundle, v1, session_on_v1, production_on_v2, ops
+):
+    version_publish(bundle=bundle, content=content("never released"), message="v3", actor=ops.actor)
+    page = reader.get(u("adminui_drain")).content.decode()
+    v1_row = re.search(r'<tr data-version="1" data-state="draining">(.*?)</tr>', page, re.S).group(1)
+    assert ">1</a>" in v1_row
+    assert re.search(r'class="draining-since">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d<', v1_row)
+    assert 'data-version="3"' not in page  # unreleased
+    assert "drain.js" in page
+    data = reader.get(u("adminui_drain_json")).json()
+    versions = {v["number"]: v for v in data["bundles"][0]["versions"]}
+    assert versions[1]["state"] == "draining" and versions[1]["active_sessions"] == 1
+    assert versions[2]["labels"] == ["production"]
+    assert 3 not in versions
+
+
+def test_it_searches_sessions_by_bundle_version_status_and_external_id(reader, bundle, v1, session_on_v1, agent):
+    other, _ = session_start(bundle=bundle, actor=agent.actor, external_id="other-chat")
+    url = u("sessions_app_session_changelist")
+    assert str(session_on_v1.pk) in reader.get(url, {"q": "chat-42"}).content.decode()
+    assert str(other.pk) not in reader.get(url, {"q": "chat-42"}).content.decode()
+    assert str(other.pk) in reader.get(url, {"q": str(other.pk)}).content.decode()
+    assert str(other.pk) in reader.get(url, {"bundle": "refunds", "version": 1, "status": "active"}).content.decode()
+    assert "No session matches" in text(reader.get(url, {"version": 2}))
+    assert "No session matches" in text(reader.get(url, {"status": "ended"}))
+
+
+def test_it_shows_a_session_with_its_pinned_version_and_lease(reader, bundle, v1, session_on_v1):
+    page = text(reader.get(u("adminui_session", session_on_v1.pk)))
+    assert "chat-42" in page and "v1" in page and "1800 s" in page and "left)" in page
+    assert "End this session" not in page
+
+
+def test_ops_end_a_session_and_prompt_engineers_cannot(engineer, ops_user, bundle, v1, session_on_v1):
+    assert "End this session" not in text(engineer.get(u("adminui_session", session_on_v1.pk)))
+    response = engineer.post(u("adminui_session_end", session_on_v1.pk))
+    assert response.status_code == 403
+    assert Session.objects.get(pk=session_on_v1.pk).status == SessionStatus.ACTIVE
+    assert "End this session" in text(ops_user.get(u("adminui_session", session_on_v1.pk)))
+    assert ops_user.get(u("adminui_session_end", session_on_v1.pk)).status_code == 405
+    response = ops_user.post(u("adminui_session_end", session_on_v1.pk))
+    assert response.status_code == 302
+    assert Session.objects.get(pk=session_on_v1.pk).status == SessionStatus.ENDED
