@@ -137,9 +137,12 @@ class MoveForm(forms.Form):
         error_messages={"required": "Say why: a reason is required for every move."},
     )
 
-    def __init__(self, *args: Any, labels: list[str], versions: list[tuple[int, str]], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, labels: list[tuple[str, str]], versions: list[tuple[int, str]], **kwargs: Any
+    ) -> None:
+        """`labels`: (name, text shown) of the labels offered."""
         super().__init__(*args, **kwargs)
-        self.fields["label"].widget.choices = [("", "(a new label, named below)")] + [(n, n) for n in labels]
+        self.fields["label"].widget.choices = [("", "(a new label, named below)"), *labels]
         self.fields["version"].choices = versions
 
     def clean(self) -> dict[str, Any]:

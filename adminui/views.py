@@ -29,6 +29,7 @@ from access.actors import Actor, actor_for_user
 from access.models import Role
 from adminui.diffing import content_diff, pretty
 from adminui.forms import (
+    JSON_FIELDS,
     BundleCreateForm,
     MoveForm,
     RollbackForm,
@@ -36,11 +37,11 @@ from adminui.forms import (
     VersionForm,
     add_domain_error,
 )
-from adminui.moves import may_move, movable_labels, move_consequence
+from adminui.moves import classify, compatibility_check, may_move, movable_labels, move_consequence
 from registry import services as registry_services
 from registry.canonical import normalise_content
-from registry.contracts import Diff, diff_contents
-from registry.errors import DomainError, Forbidden, InvalidContent, NotFound
+from registry.contracts import check_content
+from registry.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import bundle_get, versions_of
 from sessions_app import services as sessions_services
@@ -240,22 +241,18 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
                     version = result.version
                     messages.success(request, f"Saved version {version.number} of {bundle.name}.")
                     if latest is not None:
-                        check = _classify(content_of(latest), content_of(version))
+                        check = classify(content_of(latest), content_of(version))
                         messages.info(
                             request,
                             f"Contract check against v{latest.number}: a {check.level} change "
                             f"({len(check.changes)} change{'s' if len(check.changes) != 1 else ''}, listed below).",
                         )
                     for warning in result.warnings:
-                        messages.warning(request, f"{warning.get('path', '')}: {warning.get('message', '')}")
+                        where = str(warning.get("path", "")).removeprefix("content.")
+                        messages.warning(request, f"Warning, {where}: {warning.get('message', '')}")
                     return HttpResponseRedirect(url("adminui_version", bundle.name, version.number))
         else:
-            # Show the content's own problems with the JSON ones, all at once: the same
-            # validator version_publish runs, on the fields that did parse.
-            try:
-                normalise_content(form.content())
-            except InvalidContent as exc:
-                add_domain_error(form, exc)
+            _precheck(form, latest)
     else:
         _need_role(actor, Role.PUBLISHER, "Writing a version")
         initial = VersionForm.initial_from(content_of(source) if source else {"system_prompt": ""})
@@ -272,6 +269,25 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
         identical=identical,
         version_choices=_version_choices(bundle, exclude_revoked=False),
     )
+
+
+def _precheck(form: VersionForm, latest: BundleVersion | None) -> None:
+    """When the form has errors (bad JSON, no message), show the content's own problems with
+    them, all at once: the validator version_publish runs on the fields that did parse and,
+    when every JSON field parsed, its contract checks against the latest version too."""
+    try:
+        doc = normalise_content(form.content())
+    except InvalidContent as exc:
+        add_domain_error(form, exc)
+        return
+    if any(name in form.errors for name in JSON_FIELDS):
+        return  # a field that did not parse would be checked as empty: its errors would mislead
+    result = check_content(doc, content_of(latest) if latest else None)
+    if result.errors:
+        details: dict[str, list[str]] = {}
+        for finding in result.errors:
+            details.setdefault(f"content.{finding.path}", []).append(finding.message)
+        add_domain_error(form, InvalidContent("The bundle contradicts itself.", details))
 
 
 def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, number: int) -> HttpResponse:
@@ -296,16 +312,11 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         ],
         previous=previous,
         changes=changes,
-        classification=_classify(content_of(previous), content) if previous else None,
+        classification=classify(content_of(previous), content) if previous else None,
         labels=labels,
         can_publish=actor.has_role(Role.PUBLISHER),
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
     )
-
-
-def _classify(old: dict[str, Any], new: dict[str, Any]) -> Diff:
-    """The contract classification of a change (patch / minor / major, with each change)."""
-    return diff_contents(old, new)
 
 
 def version_diff(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
@@ -332,7 +343,7 @@ def version_diff(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Ht
         old=old,
         new=new,
         diff=content_diff(old_content, new_content),
-        classification=_classify(old_content, new_content) if old else None,
+        classification=classify(old_content, new_content) if old else None,
         version_choices=_version_choices(bundle, exclude_revoked=False),
     )
 
@@ -346,21 +357,82 @@ def _label_number(bundle: Bundle, name: str) -> str:
     return "" if number is None else str(number)
 
 
+def _allow_breaking(request: HttpRequest) -> bool:
+    return request.POST.get("allow_breaking") in ("yes", "on", "true", "1")
+
+
+def _confirm_page(
+    request: HttpRequest,
+    model_admin: ModelAdmin,
+    bundle: Bundle,
+    *,
+    label_name: str,
+    target: BundleVersion,
+    title: str,
+    hidden: list[tuple[str, str]],
+    action: str,
+    back: str,
+    reason: str,
+    rollback: bool = False,
+    refusal: Conflict | None = None,
+) -> HttpResponse:
+    """Step 2: what the move would do now, and what the label's compatibility policy makes of
+    it (registry.services applies the same rule when the move is confirmed)."""
+    actor = actor_for_user(request.user)
+    consequence = move_consequence(bundle=bundle, label_name=label_name, target=target)
+    check = compatibility_check(bundle=bundle, consequence=consequence)
+    return _render(
+        request,
+        model_admin,
+        "adminui/move_confirm.html",
+        title,
+        status=refusal.status if refusal else 200,
+        bundle=bundle,
+        consequence=consequence,
+        check=check,
+        classification=check.diff,
+        # The checkbox is offered to whoever may make this move: for a protected label, ops.
+        can_allow_breaking=may_move(actor, protected=consequence.protected),
+        rollback=rollback,
+        refusal=refusal.message if refusal else "",
+        refused_changes=_changes_in_words(refusal.details.get("changes")) if refusal else [],
+        # The confirm was for another state of the label: show the new consequence first.
+        stale=refusal is None and request.POST.get("confirm") == "yes",
+        hidden=hidden,
+        expected_from=_label_number(bundle, label_name),
+        action=action,
+        back=back,
+        reason=reason,
+    )
+
+
+def _changes_in_words(changes: Any) -> list[dict[str, str]]:
+    """The breaking changes of a refused move (the Conflict's details), as the page lists them."""
+    if not isinstance(changes, list):
+        return []
+    return [
+        {"level": str(c.get("level", "")), "message": str(c.get("message", "")), "path": str(c.get("path", ""))}
+        for c in changes
+        if isinstance(c, dict)
+    ]
+
+
 def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
     """Step 1 (form) -> step 2 (confirmation stating the consequence) -> the move."""
     actor = _need_view(request, model_admin)
     bundle = _bundle(name)
     offered = movable_labels(actor, bundle)
+    choices = [(label.name, f"{label.name} (compatibility: {label.compatibility})") for label in offered]
     versions = _version_choices(bundle)
     if request.method != "POST":
         _need_role(actor, Role.PUBLISHER, "Moving a label")
         initial = {"label": request.GET.get("label", ""), "version": request.GET.get("version", "")}
-        if initial["label"] and initial["label"] not in offered:
+        if initial["label"] and initial["label"] not in {label.name for label in offered}:
             raise PermissionDenied(f"You may not move the label {initial['label']!r}: it is protected (Ops only).")
-        form = MoveForm(initial=initial, labels=offered, versions=versions)
+        form = MoveForm(initial=initial, labels=choices, versions=versions)
         return _move_form(request, model_admin, bundle, form)
 
-    form = MoveForm(request.POST, labels=offered, versions=versions)
+    form = MoveForm(request.POST, labels=choices, versions=versions)
     if not form.is_valid():
         return _move_form(request, model_admin, bundle, form)
     label_name = form.cleaned_data["name"]
@@ -368,48 +440,49 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
     reason = form.cleaned_data["reason"]
     field = "label" if form.cleaned_data.get("label") else "new_label"
 
-    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != _label_number(bundle, label_name):
-        consequence = move_consequence(bundle=bundle, label_name=label_name, target=target)
-        if consequence.already_there:
-            form.add_error("version", f"{label_name} already targets v{target.number}: there is nothing to move.")
-            return _move_form(request, model_admin, bundle, form)
-        return _render(
+    def confirm_page(refusal: Conflict | None = None) -> HttpResponse:
+        return _confirm_page(
             request,
             model_admin,
-            "adminui/move_confirm.html",
-            f"Confirm: move {label_name} to v{target.number}",
-            bundle=bundle,
-            consequence=consequence,
-            classification=_move_classification(consequence),
-            # The confirm was for another state of the label: show the new consequence first.
-            stale=request.POST.get("confirm") == "yes",
+            bundle,
+            label_name=label_name,
+            target=target,
+            title=f"Confirm: move {label_name} to v{target.number}",
             hidden=[(k, request.POST.get(k, "")) for k in ("label", "new_label", "version", "reason")],
-            expected_from=_label_number(bundle, label_name),
             action=url("adminui_move", bundle.name),
             back=url("adminui_move", bundle.name, query=f"label={label_name}&version={target.number}"),
             reason=reason,
+            refusal=refusal,
         )
+
+    current = _label_number(bundle, label_name)
+    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
+        if current == str(target.number):
+            form.add_error("version", f"{label_name} already targets v{target.number}: there is nothing to move.")
+            return _move_form(request, model_admin, bundle, form)
+        return confirm_page()
     try:
         label, created = registry_services.label_move(
-            bundle=bundle, name=label_name, version=target, actor=actor, reason=reason
+            bundle=bundle,
+            name=label_name,
+            version=target,
+            actor=actor,
+            reason=reason,
+            allow_breaking=_allow_breaking(request),
         )
+    except Conflict as exc:
+        if exc.details.get("changes"):
+            return confirm_page(exc)  # a breaking move: the same page, with the refusal and the changes
+        add_domain_error(form, exc, field_map={"label": field}, default="version")  # a revoked target, say
+        return _move_form(request, model_admin, bundle, form, status=exc.status)
     except DomainError as exc:
-        # Forbidden is about the label; a Conflict (a revoked target, say) about the version.
+        # Forbidden is about the label; anything else about the version.
         add_domain_error(
             form, exc, field_map={"label": field}, default=field if isinstance(exc, Forbidden) else "version"
         )
         return _move_form(request, model_admin, bundle, form, status=exc.status)
     _report_move(request, label, created)
     return HttpResponseRedirect(url("adminui_bundle", bundle.name))
-
-
-def _move_classification(consequence: Any) -> Diff | None:
-    """What the move changes for agents on this label: the contract diff from its current target."""
-    if consequence.current is None or consequence.already_there:
-        return None
-    current = BundleVersion.objects.get(pk=consequence.current.pk)
-    target = BundleVersion.objects.get(pk=consequence.target.pk)
-    return _classify(content_of(current), content_of(target))
 
 
 def _move_form(
@@ -483,22 +556,18 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
     target = _version(bundle, form.cleaned_data["version"])
     reason = form.cleaned_data["reason"]
     if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != _label_number(bundle, label):
-        consequence = move_consequence(bundle=bundle, label_name=label, target=target)
-        return _render(
+        return _confirm_page(
             request,
             model_admin,
-            "adminui/move_confirm.html",
-            f"Confirm: roll {label} back to v{target.number}",
-            bundle=bundle,
-            consequence=consequence,
-            classification=_move_classification(consequence),
-            rollback=True,
-            stale=request.POST.get("confirm") == "yes",
+            bundle,
+            label_name=label,
+            target=target,
+            title=f"Confirm: roll {label} back to v{target.number}",
             hidden=[(k, request.POST.get(k, "")) for k in ("version", "reason")],
-            expected_from=_label_number(bundle, label),
             action=url("adminui_rollback", bundle.name, label),
             back=url("adminui_rollback", bundle.name, label),
             reason=reason,
+            rollback=True,
         )
     try:
         moved = registry_services.label_rollback(
@@ -520,6 +589,11 @@ def bundle_history(request: HttpRequest, model_admin: ModelAdmin, name: str) -> 
         .defer("version__canonical", "previous_version__canonical")
         .order_by("-history_date", "-history_id")
     )
+    # A history row that kept the label's target (its compatibility was set, say) is no move.
+    before: dict[int, int] = {}
+    for m in sorted(moves, key=lambda m: m.history_id):
+        m.moved = m.history_type != "+" and before.get(m.id) != m.version_id
+        before[m.id] = m.version_id
     versions = list(versions_of(bundle).defer("canonical").order_by("-number"))
     return _render(
         request,

@@ -5,6 +5,8 @@ from collections.abc import Mapping
 
 from rest_framework import serializers
 
+from registry.contracts import LEVELS
+from registry.models import Compatibility
 from registry.selectors import bundle_label_map
 
 
@@ -78,9 +80,20 @@ class VersionIn(StrictInput):
     message = StrictCharField(max_length=10000)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """true or false and nothing else (DRF's would take "yes", 1 and "on")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class LabelIn(StrictInput):
     version = StrictIntegerField(min_value=1)
     reason = StrictCharField(max_length=10000)
+    allow_breaking = StrictBooleanField(required=False, default=False)
+    compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
 
 
 class RollbackIn(StrictInput):
@@ -128,10 +141,42 @@ class VersionOut(serializers.Serializer):
         return json.loads(bytes(version.canonical))
 
 
+class PublishWarningOut(serializers.Serializer):
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
+class PublishOut(VersionOut):
+    """A publish answer: the version, and what the contract checks warn about."""
+
+    warnings = PublishWarningOut(many=True)
+
+
+class ChangeOut(serializers.Serializer):
+    level = serializers.ChoiceField(choices=LEVELS)
+    kind = serializers.CharField()
+    path = serializers.CharField()
+    message = serializers.CharField()
+    tool = serializers.CharField(allow_null=True)
+
+
+class DiffOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    from_version = serializers.IntegerField()
+    to_version = serializers.IntegerField()
+    level = serializers.ChoiceField(choices=LEVELS)
+    changes = ChangeOut(many=True)
+
+
+class DiffQuery(serializers.Serializer):
+    against = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+
+
 class LabelOut(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.IntegerField(source="version.number")
     protected = serializers.BooleanField()
+    compatibility = serializers.CharField()
     updated_at = serializers.DateTimeField()
     updated_by = serializers.CharField()
 
@@ -142,6 +187,7 @@ class LabelMoveOut(serializers.Serializer):
     by = serializers.CharField(source="updated_by")
     reason = serializers.CharField(source="history_change_reason", allow_null=True)
     at = serializers.DateTimeField(source="history_date")
+    note = serializers.CharField(source="move_note")
 
 
 class SessionOut(serializers.Serializer):

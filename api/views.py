@@ -1,5 +1,7 @@
 """Thin REST views: parse, call one service or selector, render. No rules live here."""
 
+from dataclasses import asdict
+
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -14,9 +16,12 @@ from api.serializers import (
     BundleIn,
     BundleOut,
     CatalogEntryOut,
+    DiffOut,
+    DiffQuery,
     LabelIn,
     LabelMoveOut,
     LabelOut,
+    PublishOut,
     RevokeIn,
     RollbackIn,
     SessionIn,
@@ -27,7 +32,7 @@ from api.serializers import (
 from audit import selectors as audit_selectors
 from registry import selectors as registry_selectors
 from registry import services as registry_services
-from registry.errors import NotFound
+from registry.errors import InvalidContent, NotFound
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
 
@@ -104,7 +109,7 @@ class VersionListApi(BaseApi):
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number")
 
-    @extend_schema(request=VersionIn, responses={201: VersionOut, 200: VersionOut})
+    @extend_schema(request=VersionIn, responses={201: PublishOut, 200: PublishOut})
     def post(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(VersionIn, request)
@@ -112,7 +117,8 @@ class VersionListApi(BaseApi):
             bundle=bundle, content=data["content"], message=data["message"], actor=request.auth
         )
         version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
-        response = Response(VersionOut(version).data, status=201 if result.created else 200)
+        version.warnings = result.warnings
+        response = Response(PublishOut(version).data, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
         return response
 
@@ -127,6 +133,25 @@ class VersionDetailApi(BaseApi):
         response = Response(VersionOut(version).data)
         response["ETag"] = f'"{version.content_hash}"'
         return response
+
+
+class VersionDiffApi(BaseApi):
+    """How version `number` differs from `against` (default: the version before it)."""
+
+    @extend_schema(parameters=[DiffQuery], responses=DiffOut)
+    def get(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        query = DiffQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        new = registry_selectors.version_get(bundle=bundle, number=number)
+        against = query.validated_data.get("against", number - 1)
+        if against < 1:
+            raise InvalidContent("Version 1 has no version before it.", {"against": ["Give ?against=<number>."]})
+        old = registry_selectors.version_get(bundle=bundle, number=against)
+        diff = registry_selectors.version_diff(old=old, new=new)
+        return Response(
+            DiffOut({"bundle": bundle.name, "from_version": old.number, "to_version": new.number, **asdict(diff)}).data
+        )
 
 
 class VersionRevokeApi(BaseApi):
@@ -163,7 +188,13 @@ class LabelDetailApi(BaseApi):
         data = _valid(LabelIn, request)
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])
         moved, created = registry_services.label_move(
-            bundle=bundle, name=label, version=version, actor=request.auth, reason=data["reason"]
+            bundle=bundle,
+            name=label,
+            version=version,
+            actor=request.auth,
+            reason=data["reason"],
+            allow_breaking=data["allow_breaking"],
+            compatibility=data.get("compatibility"),
         )
         return Response(LabelOut(moved).data, status=201 if created else 200)
 

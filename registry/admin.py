@@ -103,7 +103,8 @@ class LabelAdmin(admin.ModelAdmin):
     a POSTed form for anyone with view permission, which would move a label around
     label_move (no reason, no role check, no drain). History is the adminui history page."""
 
-    list_display = ["bundle", "name", "version", "protected", "updated_at", "updated_by"]
+    list_display = ["bundle", "name", "version", "protected", "compatibility", "updated_at", "updated_by"]
+    list_filter = ["compatibility", "protected"]
     list_select_related = ["bundle", "version"]
 
     def get_queryset(self, request):

@@ -1,8 +1,11 @@
 """Reads of bundles, versions and labels."""
 
+import json
+
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from access.actors import Actor
+from registry.contracts import Diff, diff_contents
 from registry.errors import NotFound
 from registry.models import Bundle, BundleVersion, Label
 from sessions_app.models import SessionStatus
@@ -72,3 +75,8 @@ def label_get(*, bundle: Bundle, name: str) -> Label:
 def label_history(label: Label) -> QuerySet:
     """Every move of a label, newest first, with the numbers of the versions it moved between."""
     return label.history.select_related("version", "previous_version").order_by("-history_id")
+
+
+def version_diff(*, old: BundleVersion, new: BundleVersion) -> Diff:
+    """The classified changes from `old` to `new` (registry.contracts), read from stored bytes."""
+    return diff_contents(json.loads(bytes(old.canonical)), json.loads(bytes(new.canonical)))

@@ -140,6 +140,18 @@ def test_a_prompt_engineer_writes_v2_with_a_tool_renamed_sees_the_diff_and_is_no
     expect(page.locator("#id_message")).to_have_value("Rename the refund tool to issue_refund")
     shot(page, "json-error-next-to-tools")
 
+    # Valid JSON, but the prompt now names a tool the bundle does not have: refused, next to the prompt.
+    original_tools = broken.replace('"description",', '"description"', 1).replace("issue_refund", "process_refund")
+    page.locator("#id_tools").fill(original_tools)
+    page.click("#save-version")
+    expect(page.locator("#errors-system_prompt")).to_contain_text(
+        "The prompt references `issue_refund` (line 1, column 30), but the bundle has no tool of that name "
+        "(did you mean `process_refund`?)"
+    )
+    expect(page.locator("#errors-tools")).to_have_count(0)
+    shot(page, "prompt-names-a-missing-tool")
+    assert BundleVersion.objects.filter(bundle=refunds).count() == 1
+
     page.locator("#id_tools").fill(renamed_tools)
     page.click("#save-version")
     expect(page.locator("h1")).to_have_text("refunds v2")
@@ -189,10 +201,26 @@ def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both
     expect(page.locator("#becomes-live")).to_contain_text("v2 becomes live")
     expect(page.locator("#starts-draining")).to_contain_text("v1 starts draining")
     expect(page.locator("#starts-draining")).to_contain_text("1 active session")
-    expect(page.locator("#classification")).to_contain_text("major")
+    expect(page.locator("#compatibility")).to_contain_text(
+        "production requires backward compatibility, and v2 is a major change against v1"
+    )
+    expect(page.locator("#compatibility")).to_contain_text("refused unless you tick")
+    expect(page.locator("#classification li").first).to_contain_text("was renamed to `issue_refund`")
+    expect(page.locator("#allow-breaking")).not_to_be_checked()
     assert Label.objects.get(bundle=refunds, name="production").version.number == 1  # nothing moved yet
     shot(page, "move-confirm")
 
+    # Without the checkbox the move is refused, with the breaking change in words.
+    page.click("#confirm")
+    expect(page.locator("#refusal")).to_contain_text("Nothing moved")
+    expect(page.locator("#refused-changes")).to_contain_text(
+        "Tool `process_refund` was renamed to `issue_refund`; agents that call the old name will fail."
+    )
+    assert Label.objects.get(bundle=refunds, name="production").version.number == 1
+    shot(page, "move-refused")
+
+    page.check("#allow-breaking")
+    shot(page, "move-confirm-allow-breaking")
     page.click("#confirm")
     expect(page.locator(".messagelist")).to_contain_text("Moved production: it now targets v2")
     expect(page.locator("#versions tr[data-version='1']")).to_contain_text("draining")
@@ -232,6 +260,8 @@ def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both
     page.click("#review")
     expect(page.locator("#becomes-live")).to_contain_text("v1 becomes live")
     expect(page.locator("#starts-draining")).to_contain_text("drained at once")
+    expect(page.locator("#rollback-exempt")).to_contain_text("The compatibility check does not apply to this move.")
+    expect(page.locator("#allow-breaking")).to_have_count(0)
     shot(page, "rollback-confirm")
     page.click("#confirm")
     expect(page.locator("#labels tr[data-label=production]")).to_contain_text("v1")
@@ -243,8 +273,14 @@ def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both
     expect(moves).to_have_count(3)
     expect(moves.nth(0)).to_contain_text("v2 confuses the model")
     expect(moves.nth(0)).to_contain_text("user:olga")
+    expect(moves.nth(0).locator("td.note")).to_have_text(
+        "compatibility check not applied: version 1 was this label's target before (rollback)"
+    )
     expect(moves.nth(1)).to_contain_text("Ship the tool rename")
     expect(moves.nth(1)).to_contain_text("user:olga")
+    expect(moves.nth(1).locator("td.note")).to_have_text(
+        "breaking change allowed (allow_breaking): 1 major change(s) against version 1"
+    )
     shot(page, "history")
     moves.nth(1).locator("a.diff-link").click()
     expect(page.locator("h1")).to_have_text("refunds: v1 → v2")

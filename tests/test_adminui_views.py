@@ -91,6 +91,20 @@ def v2_renamed(bundle, ops, v1) -> BundleVersion:
     ).version
 
 
+def compatible_content() -> dict:
+    """v1 with an optional parameter added and the prompt reworded: `minor` against v1."""
+    doc = content("You are a refund agent. Call `process_refund` after checking the order; give a reason.")
+    doc["tools"][0]["input_schema"]["properties"]["reason"] = {"type": "string"}
+    return doc
+
+
+@pytest.fixture
+def v2_compatible(bundle, ops, v1) -> BundleVersion:
+    return version_publish(
+        bundle=bundle, content=compatible_content(), message="optional reason", actor=ops.actor
+    ).version
+
+
 @pytest.fixture
 def session_on_v1(bundle, production, agent) -> Session:
     session, _ = session_start(bundle=bundle, actor=agent.actor, external_id="chat-42")
@@ -143,6 +157,22 @@ def test_it_lists_bundles_with_label_targets_states_latest_and_active_sessions(
     assert ">v2<" in row  # latest version
     assert re.search(r"status=active\">1</a>", row)
     assert "Create a bundle" in text(response)
+
+
+def test_label_pages_show_each_labels_compatibility(engineer, bundle, v1, production, ops):
+    label_move(bundle=bundle, name="staging", version=v1, actor=ops.actor, reason="r")
+    listing = engineer.get(u("registry_bundle_changelist")).content.decode()
+    row = re.search(r'<tr data-bundle="refunds">(.*?)</tr>', listing, re.S).group(1)
+    lines = re.findall(r'<div class="label-line">(.*?)</div>', row, re.S)
+    assert ["compatibility: backward" in line for line in lines] == [True, False]
+    assert "compatibility: none" in lines[1]
+    overview = engineer.get(u("adminui_bundle", "refunds")).content.decode()
+    cells = dict(re.findall(r'<tr data-label="(\w+)">.*?<td class="compatibility">(.*?)</td>', overview, re.S))
+    assert "compatibility: backward" in cells["production"] and "compatibility: none" in cells["staging"]
+    detail = words(engineer.get(u("adminui_version", "refunds", 1)))
+    assert "production compatibility: backward staging compatibility: none" in detail
+    move = engineer.get(u("adminui_move", "refunds")).content.decode()
+    assert '<option value="staging">staging (compatibility: none)</option>' in move
 
 
 def test_it_does_not_offer_bundle_creation_to_readers(reader, bundle):
@@ -248,6 +278,97 @@ def test_it_requires_a_change_message_and_reports_content_errors_with_it(enginee
     assert field_errors(response, "message") == ["Say what changed: a change message is required."]
     assert field_errors(response, "metadata") == ["Must be a JSON object."]
     assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+# Issue 5's failure modes at publish time: refused, with the exact place and what to do.
+
+
+def test_it_refuses_a_prompt_that_names_a_missing_tool_next_to_the_prompt(engineer, bundle, v1):
+    prompt = "You are a refund agent. Call `issue_refund` after checking the order, then {{tool:notify}}."
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(system_prompt=prompt))
+    assert response.status_code == 400
+    assert field_errors(response, "system_prompt") == [
+        "The prompt references `issue_refund` (line 1, column 30), but the bundle has no tool of that name "
+        "(did you mean `process_refund`?); fix the name or add the tool (if it is not a tool, list it in "
+        "metadata.not_tools).",
+        "The prompt references `{{tool:notify}}` (line 1, column 76), but the bundle has no tool of that name; "
+        "fix the name or add the tool.",
+    ]
+    assert field_errors(response, "tools") == []
+    assert prompt in text(response)  # what was typed is kept
+    assert "Nothing was saved" in text(response)
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_refuses_an_invalid_input_schema_with_its_exact_path(engineer, bundle, v1):
+    tools = content()["tools"]
+    tools[0]["input_schema"]["properties"]["amount"]["type"] = "strnig"
+    typed = json.dumps(tools, indent=2)
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(tools=typed))
+    assert response.status_code == 400
+    assert field_errors(response, "tools") == [
+        "tools[0].input_schema.properties.amount.type: `type` must be one of array, boolean, integer, null, "
+        'number, object or string, or a list of them; got "strnig".'
+    ]
+    assert typed in text(response)
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_refuses_guardrails_that_name_a_missing_tool_next_to_guardrails(engineer, bundle, v1):
+    guardrails = {"default": "allow", "rules": [{"tool": "issue_refund", "effect": "confirm"}]}
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(guardrails=json.dumps(guardrails)))
+    assert response.status_code == 400
+    assert field_errors(response, "guardrails") == [
+        "guardrails.rules[0].tool: The bundle has no tool `issue_refund` (did you mean `process_refund`?); "
+        "fix the name."
+    ]
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_it_shows_output_schema_and_metadata_contract_errors_next_to_their_fields(engineer, bundle, v1):
+    response = engineer.post(
+        u("adminui_version_new", "refunds"),
+        version_post(output_schema='{"type": "objekt"}', metadata='{"not_tools": "snake_case"}'),
+    )
+    assert response.status_code == 400
+    assert field_errors(response, "output_schema") == [
+        "output_schema.type: `type` must be one of array, boolean, integer, null, number, object or string, "
+        'or a list of them; got "objekt".'
+    ]
+    assert field_errors(response, "metadata") == [
+        "metadata.not_tools: Must be a list of names the prompt uses that are not tools."
+    ]
+
+
+def test_it_reports_contract_errors_together_with_a_missing_message(engineer, bundle, v1):
+    response = engineer.post(
+        u("adminui_version_new", "refunds"), version_post(message="", system_prompt="Call `issue_refund`.")
+    )
+    assert field_errors(response, "message") == ["Say what changed: a change message is required."]
+    assert field_errors(response, "system_prompt")[0].startswith("The prompt references `issue_refund`")
+    # A field that did not parse is not checked as if it were empty: no misleading errors.
+    response = engineer.post(
+        u("adminui_version_new", "refunds"), version_post(message="", tools="[oops", system_prompt="Call `x_y`.")
+    )
+    assert field_errors(response, "tools")[0].startswith("This is not valid JSON")
+    assert field_errors(response, "system_prompt") == []
+
+
+def test_it_shows_the_warnings_and_the_classification_after_saving(engineer, bundle, v1):
+    doc = renamed_tool_content()
+    doc["system_prompt"] += " Never call process_refund twice."
+    response = engineer.post(
+        u("adminui_version_new", "refunds"),
+        version_post(system_prompt=doc["system_prompt"], tools=json.dumps(doc["tools"]), message="rename"),
+    )
+    assert response.status_code == 302
+    page = words(engineer.get(response["Location"]))
+    assert "Contract check against v1: a major change (2 changes, listed below)." in page
+    assert (
+        "Warning, system_prompt: The prompt still mentions `process_refund` (line 1, column 82), which this "
+        "version renames to `issue_refund`; reword it so the model does not try to call the old name." in page
+    )
+    assert "Contract check: major change major Tool `process_refund` was renamed to `issue_refund`" in page
 
 
 def test_it_says_identical_content_exists_and_links_to_it(engineer, bundle, v1):
@@ -445,17 +566,165 @@ def test_it_shows_the_consequence_and_moves_nothing_before_confirm(
     assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.LIVE
 
 
-def test_it_moves_production_for_ops_on_confirm(ops_user, bundle, v1, v2_renamed, production, session_on_v1):
+def classification_items(response) -> list[str]:
+    block = re.search(r'<div class="adminui-classification[^>]*id="classification">(.*?)</div>', text(response), re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", li).split()) for li in re.findall(r"<li>(.*?)</li>", block.group(1), re.S)]
+
+
+def test_the_confirm_page_states_a_major_move_and_offers_ops_the_override(ops_user, bundle, v1, v2_renamed, production):
+    response = ops_user.post(
+        u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "ship the rename"}
+    )
+    page = words(response)
+    assert (
+        "production requires backward compatibility, and v2 is a major change against v1, its current target: "
+        "1 breaking change, listed first below." in page
+    )
+    assert "The move will be refused unless you tick “Allow this breaking change” below." in page
+    # The changes, most severe first, in words and with their paths.
+    items = classification_items(response)
+    assert items[0] == (
+        "major Tool `process_refund` was renamed to `issue_refund`; agents that call the old name will fail. "
+        "tools[process_refund].name"
+    )
+    assert items[1].startswith("patch The system prompt's wording changed")
+    html = response.content.decode()
+    assert '<input type="checkbox" name="allow_breaking" value="yes" id="allow-breaking">' in html
+    assert "Your reason, “ship the rename”, is recorded in the history with the override." in words(response)
+
+
+def test_a_compatible_move_passes_the_check_without_an_override(ops_user, bundle, v1, v2_compatible, production):
+    response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "r"})
+    page = words(response)
+    assert (
+        "production requires backward compatibility: v2 is a minor change against v1, its current target, "
+        "so the check passes." in page
+    )
+    assert classification_items(response)[0].startswith("minor Parameter `reason` of tool `process_refund`")
+    assert "allow_breaking" not in response.content.decode()
+
+
+def test_it_moves_production_for_ops_on_confirm(ops_user, bundle, v1, v2_compatible, production, session_on_v1):
+    form = {"label": "production", "version": "2", "reason": "ship the reason", "confirm": "yes", "expected_from": "1"}
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 302
+    label = Label.objects.get(pk=production.pk)
+    assert label.version_id == v2_compatible.pk
+    assert label.updated_by == "user:olga"
+    assert label.history.first().history_change_reason == "ship the reason"
+    assert label.history.first().move_note == "compatibility check passed: minor against version 1"
+    assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.DRAINING
+    page = text(ops_user.get(response["Location"]))
+    assert "Moved production: it now targets v2. v1 is draining with 1 active session." in page
+
+
+def test_it_refuses_a_breaking_production_move_without_the_override_and_says_why(
+    ops_user, bundle, v1, v2_renamed, production, session_on_v1
+):
     form = {"label": "production", "version": "2", "reason": "ship the rename", "confirm": "yes", "expected_from": "1"}
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 409
+    page = words(response)
+    assert (
+        "Nothing moved: production requires backward compatibility, and v2 is a major change against v1, "
+        "its current target." in page
+    )
+    refused = re.search(r'<ul id="refused-changes">(.*?)</ul>', text(response), re.S).group(1)
+    assert re.findall(r"<li>(.*?)</li>", refused) == [
+        "Tool `process_refund` was renamed to `issue_refund`; agents that call the old name will fail. "
+        "<code>tools[process_refund].name</code>"
+    ]
+    assert "or tick “Allow this breaking change” below and confirm again" in page
+    assert 'id="allow-breaking"' in response.content.decode()  # the same page, ready to confirm again
+    label = Label.objects.get(pk=production.pk)
+    assert label.version_id == v1.pk
+    assert label.history.count() == 1
+    assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.LIVE
+    assert BundleVersion.objects.get(pk=v2_renamed.pk).state == VersionState.UNRELEASED
+
+
+def test_ops_allow_a_breaking_production_move_and_the_history_records_it(
+    ops_user, bundle, v1, v2_renamed, production, session_on_v1
+):
+    form = {
+        "label": "production",
+        "version": "2",
+        "reason": "ship the rename, agents updated",
+        "confirm": "yes",
+        "expected_from": "1",
+        "allow_breaking": "yes",
+    }
     response = ops_user.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 302
     label = Label.objects.get(pk=production.pk)
     assert label.version_id == v2_renamed.pk
-    assert label.updated_by == "user:olga"
-    assert label.history.first().history_change_reason == "ship the rename"
+    newest = label.history.first()
+    assert newest.history_change_reason == "ship the rename, agents updated"
+    assert newest.move_note == "breaking change allowed (allow_breaking): 1 major change(s) against version 1"
     assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.DRAINING
-    page = text(ops_user.get(response["Location"]))
-    assert "Moved production: it now targets v2. v1 is draining with 1 active session." in page
+    history = ops_user.get(u("adminui_history", "refunds")).content.decode()
+    row = re.search(r'<tr data-label="production" data-to="2">(.*?)</tr>', history, re.S).group(1)
+    assert "breaking change allowed (allow_breaking): 1 major change(s) against version 1" in row
+    assert "ship the rename, agents updated" in unescape(row)
+
+
+def test_a_prompt_engineer_is_not_offered_the_override_and_a_forged_one_is_refused(
+    engineer, bundle, v1, v2_renamed, production
+):
+    # A forged step 1 for production reaches the confirm page, which offers no checkbox...
+    response = engineer.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "x"})
+    assert "allow_breaking" not in response.content.decode()
+    assert "The move will be refused unless someone who may move production allows the breaking change." in words(
+        response
+    )
+    # ...and a forged confirm that ticks it anyway is refused by the service.
+    form = {
+        "label": "production",
+        "version": "2",
+        "reason": "sneak",
+        "confirm": "yes",
+        "expected_from": "1",
+        "allow_breaking": "yes",
+    }
+    response = engineer.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 403
+    assert field_errors(response, "label") == ["The label 'production' is protected: only ops may move it."]
+    label = Label.objects.get(pk=production.pk)
+    assert (label.version_id, label.history.count()) == (v1.pk, 1)
+
+
+def test_an_unprotected_label_that_requires_compatibility_is_checked_for_prompt_engineers_too(
+    engineer, bundle, v1, v2_renamed, ops
+):
+    """The service lets whoever may move a label allow a breaking move of it; so does the page."""
+    label_move(bundle=bundle, name="canary", version=v1, actor=ops.actor, reason="r", compatibility="backward")
+    form = {"label": "canary", "version": "2", "reason": "try", "confirm": "yes", "expected_from": "1"}
+    response = engineer.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 409
+    assert 'id="allow-breaking"' in response.content.decode()
+    assert Label.objects.get(bundle=bundle, name="canary").version_id == v1.pk
+    response = engineer.post(u("adminui_move", "refunds"), {**form, "allow_breaking": "yes"})
+    assert response.status_code == 302
+    assert Label.objects.get(bundle=bundle, name="canary").version_id == v2_renamed.pk
+
+
+def test_a_label_without_compatibility_is_moved_unchecked(engineer, bundle, v1, v2_renamed, ops):
+    label_move(bundle=bundle, name="staging", version=v1, actor=ops.actor, reason="r")
+    response = engineer.post(u("adminui_move", "refunds"), {"label": "staging", "version": "2", "reason": "r"})
+    page = words(response)
+    assert "staging does not require compatibility (compatibility: none): the move is not checked." in page
+    assert "Contract check: major change" in page  # still shown, for information
+    assert "allow_breaking" not in response.content.decode()
+    form = {"label": "staging", "version": "2", "reason": "r", "confirm": "yes", "expected_from": "1"}
+    assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
+
+
+def test_a_new_production_label_says_it_will_require_compatibility(ops_user, bundle, v1):
+    response = ops_user.post(u("adminui_move", "refunds"), {"new_label": "production", "version": "1", "reason": "r"})
+    assert (
+        "Creating a label is not checked. production will be created with compatibility: backward: later moves "
+        "to a version that is major against its target will be refused" in words(response)
+    )
 
 
 def test_it_asks_again_when_the_label_moved_after_the_confirm_page(ops_user, bundle, v1, v2_renamed, production, ops):
@@ -509,7 +778,9 @@ def test_it_says_when_the_label_already_targets_the_version(ops_user, bundle, v1
 
 @pytest.fixture
 def production_on_v2(bundle, v1, v2_renamed, production, ops):
-    label_move(bundle=bundle, name="production", version=v2_renamed, actor=ops.actor, reason="ship v2")
+    label_move(
+        bundle=bundle, name="production", version=v2_renamed, actor=ops.actor, reason="ship v2", allow_breaking=True
+    )
     return Label.objects.get(pk=production.pk)
 
 
@@ -517,13 +788,36 @@ def test_it_rolls_back_for_ops_after_confirm(ops_user, bundle, v1, production_on
     page = ops_user.get(u("adminui_rollback", "refunds", "production")).content.decode()
     assert re.search(r'<option value="1" selected>v1 \(drained\)', page)
     response = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1", "reason": "v2 confuses"})
-    assert "production moves from v2 to v1" in words(response)
+    page = words(response)
+    assert "production moves from v2 to v1" in page
+    # v1 is major against v2 (the tool's old name comes back), but a rollback is exempt.
+    assert (
+        "The compatibility check does not apply to this move. production requires backward compatibility, but v1 "
+        "was this label's target before: the move returns to a state that was already live under production "
+        "(a rollback), and ops must be able to undo at once. The history records that the check was not applied."
+    ) in page
+    assert "Contract check: major change" in page
+    assert "allow_breaking" not in response.content.decode()
     assert Label.objects.get(pk=production_on_v2.pk).version_id != v1.pk
     form = {"version": "1", "reason": "v2 confuses", "confirm": "yes", "expected_from": "2"}
     assert ops_user.post(u("adminui_rollback", "refunds", "production"), form).status_code == 302
     label = Label.objects.get(pk=production_on_v2.pk)
     assert label.version_id == v1.pk
     assert label.history.first().history_change_reason == "v2 confuses"
+    assert label.history.first().move_note == (
+        "compatibility check not applied: version 1 was this label's target before (rollback)"
+    )
+
+
+def test_a_move_back_to_a_previous_target_is_exempt_too(ops_user, bundle, v1, production_on_v2):
+    response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "1", "reason": "back"})
+    assert "The compatibility check does not apply to this move." in words(response)
+    assert "allow_breaking" not in response.content.decode()
+    form = {"label": "production", "version": "1", "reason": "back", "confirm": "yes", "expected_from": "2"}
+    assert ops_user.post(u("adminui_move", "refunds"), form).status_code == 302
+    label = Label.objects.get(pk=production_on_v2.pk)
+    assert label.version_id == v1.pk
+    assert label.move_note == "compatibility check not applied: version 1 was this label's target before (rollback)"
 
 
 def test_it_refuses_rollback_to_a_prompt_engineer(engineer, bundle, v1, production_on_v2):
@@ -541,7 +835,7 @@ def test_it_refuses_a_rollback_to_a_version_the_label_never_had(ops_user, bundle
     response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
     assert response.status_code == 409
     assert field_errors(response, "version") == [
-        "The label 'production' never targeted version 3; move it with PUT instead."
+        "The label 'production' never targeted version 3; move the label to it instead."
     ]
 
 
@@ -556,9 +850,19 @@ def test_it_shows_every_move_with_who_when_from_to_why_and_a_diff_link(reader, b
     assert [to for to, _ in rows] == ["2", "1"]
     newest = unescape(rows[0][1])
     assert "ship v2" in newest and "key:test-ops" in newest and ">v1<" in newest
+    assert "breaking change allowed (allow_breaking): 1 major change(s) against version 1" in newest
     assert f'href="{u("adminui_diff", "refunds", query="old=1&amp;new=2")}"' in rows[0][1]
     assert "created" in rows[1][1] and "first release" in rows[1][1]
+    assert "compatibility: backward" in rows[1][1]
     assert "rename tool" in page  # each version's message
+
+
+def test_the_history_shows_a_compatibility_change_that_did_not_move_the_label(reader, bundle, v1, production, ops):
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="relax", compatibility="none")
+    page = reader.get(u("adminui_history", "refunds")).content.decode()
+    newest = re.findall(r'<tr data-label="production" data-to="1">(.*?)</tr>', page, re.S)[0]
+    assert "not moved" in newest and "compatibility set to none" in newest and "relax" in newest
+    assert "diff-link" not in newest
 
 
 def test_the_drain_dashboard_shows_draining_versions_with_their_sessions(

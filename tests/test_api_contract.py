@@ -32,8 +32,8 @@ VERSION_FIELDS = {
     "active_sessions",
     "drained_at",
 }
-LABEL_FIELDS = {"name", "version", "protected", "updated_at", "updated_by"}
-MOVE_FIELDS = {"from_version", "to_version", "by", "reason", "at"}
+LABEL_FIELDS = {"name", "version", "protected", "compatibility", "updated_at", "updated_by"}
+MOVE_FIELDS = {"from_version", "to_version", "by", "reason", "at", "note"}
 SESSION_FIELDS = {
     "id",
     "bundle",
@@ -176,8 +176,9 @@ def test_it_publishes_a_version_with_201_and_every_field(publisher, bundle):
     response = publisher.post("/api/v1/bundles/refunds/versions/", {"content": doc, "message": "first"})
     assert response.status_code == 201
     data = body(response)
-    assert set(data) == VERSION_FIELDS
+    assert set(data) == VERSION_FIELDS | {"warnings"}
     assert data == {
+        "warnings": [],
         "number": 1,
         "content_hash": digest_of(doc),
         "content": canonical_doc(doc),
@@ -303,8 +304,20 @@ def test_it_lists_labels_with_their_fields(agent, publisher, bundle, v1, v2, pro
     assert data["next"] is None
     assert all(set(label) == LABEL_FIELDS for label in data["results"])
     assert [{k: v for k, v in label.items() if k != "updated_at"} for label in data["results"]] == [
-        {"name": "production", "version": 1, "protected": True, "updated_by": "key:test-ops"},
-        {"name": "staging", "version": 2, "protected": False, "updated_by": "key:test-publisher"},
+        {
+            "name": "production",
+            "version": 1,
+            "protected": True,
+            "compatibility": "backward",
+            "updated_by": "key:test-ops",
+        },
+        {
+            "name": "staging",
+            "version": 2,
+            "protected": False,
+            "compatibility": "none",
+            "updated_by": "key:test-publisher",
+        },
     ]
     assert when(data["results"][0]["updated_at"]) == production.updated_at
     recent(data["results"][1]["updated_at"])
@@ -319,6 +332,7 @@ def test_it_creates_a_label_with_201_and_moves_it_with_200(publisher, bundle, v1
         "name": "staging",
         "version": 1,
         "protected": False,
+        "compatibility": "none",
         "updated_by": "key:test-publisher",
     }
     moved = publisher.put("/api/v1/bundles/refunds/labels/staging/", {"version": 2, "reason": "stage v2"})
@@ -380,6 +394,7 @@ def test_it_shows_one_label(agent, production):
         "name": "production",
         "version": 1,
         "protected": True,
+        "compatibility": "backward",
         "updated_by": "key:test-ops",
     }
 
@@ -394,10 +409,15 @@ def test_it_lists_label_history_newest_first(agent, ops, bundle, v1, v2, product
     assert data["next"] is None
     moves = data["results"]
     assert all(set(move) == MOVE_FIELDS for move in moves)
-    assert [{k: v for k, v in move.items() if k != "at"} for move in moves] == [
+    assert [{k: v for k, v in move.items() if k not in ("at", "note")} for move in moves] == [
         {"from_version": 2, "to_version": 1, "by": "key:test-ops", "reason": "v2 is broken"},
         {"from_version": 1, "to_version": 2, "by": "key:test-ops", "reason": "ship v2"},
         {"from_version": None, "to_version": 1, "by": "key:test-ops", "reason": "first release"},
+    ]
+    assert [move["note"].split(":")[0] for move in moves] == [
+        "compatibility check not applied",
+        "compatibility check passed",
+        "",
     ]
     times = [when(move["at"]) for move in moves]
     assert times == sorted(times, reverse=True)
@@ -771,6 +791,7 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/end/": {"post"},
     # Beyond the contract page (issue 4): the capability catalog and the audit log.
     "/api/v1/catalog/": {"get"},
+    "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     "/api/v1/audit/": {"get"},
 }
 

@@ -214,8 +214,13 @@ def test_every_state_change_is_audited_with_request_id_and_client_address(db, tw
     ]
     assert events[0].request_id == "req-123" and events[1].request_id not in ("", "req-123")
     assert all(e.client_ip == "127.0.0.1" and e.actor == "key:k-ops" for e in events)
-    assert events[4].reason == "ship" and events[4].data == {"from_version": 1, "to_version": 2}
-    assert set(events[1].data) == {"number", "content_hash"}
+    assert events[4].reason == "ship"
+    assert events[4].data == {
+        "from_version": 1,
+        "to_version": 2,
+        "note": "compatibility check passed: patch against version 1",
+    }
+    assert set(events[1].data) == {"number", "content_hash", "warnings"}
 
 
 def test_the_audit_log_is_append_only_in_the_database(db, two_bundles):

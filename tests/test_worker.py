@@ -114,7 +114,15 @@ def _wait_for(predicate, seconds: float) -> float:
 def test_the_readme_scenario_over_http_with_a_real_worker(live_server, worker):
     ops = Http(f"{live_server.url}/api/v1", api_key_create(name="ops", role=Role.OPS, actor=SYSTEM)[1])
     agent = Http(f"{live_server.url}/api/v1", api_key_create(name="agent", role=Role.AGENT, actor=SYSTEM)[1])
-    doc = {"system_prompt": "Call `process_refund` for refunds.", "tools": []}
+
+    def doc_with(tool: str) -> dict:
+        schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+        return {
+            "system_prompt": f"Refund orders with `{tool}`.",
+            "tools": [{"name": tool, "description": "Refund an order.", "input_schema": schema}],
+        }
+
+    doc = doc_with("process_refund")
 
     ops.json("POST", "/bundles/", {"name": "refunds", "description": "demo"}, expect=201)
     ops.json("POST", "/bundles/refunds/versions/", {"content": doc, "message": "v1"}, expect=201)
@@ -122,9 +130,11 @@ def test_the_readme_scenario_over_http_with_a_real_worker(live_server, worker):
     a = agent.json("POST", "/sessions/", {"bundle": "refunds"}, expect=201)
     a_bytes = agent.call("GET", f"/sessions/{a['id']}/bundle/")[1]
 
-    doc2 = {**doc, "system_prompt": "Call `issue_refund` for refunds."}
+    doc2 = doc_with("issue_refund")  # the tool renamed
     ops.json("POST", "/bundles/refunds/versions/", {"content": doc2, "message": "v2"}, expect=201)
-    ops.json("PUT", "/bundles/refunds/labels/production/", {"version": 2, "reason": "ship v2"})
+    # The rename is a breaking change: production requires compatibility, so say so explicitly.
+    ops.json("PUT", "/bundles/refunds/labels/production/", {"version": 2, "reason": "ship v2"}, expect=409)
+    ops.json("PUT", "/bundles/refunds/labels/production/", {"version": 2, "reason": "ship v2", "allow_breaking": True})
     b = agent.json("POST", "/sessions/", {"bundle": "refunds"}, expect=201)
     assert agent.call("GET", f"/sessions/{a['id']}/bundle/") == (200, a_bytes)
     assert json.loads(a_bytes)["version"] == 1

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('registry', '0003_ordering_without_join'),
+        ("registry", "0003_ordering_without_join"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='bundle',
-            name='when_to_use',
-            field=models.TextField(blank=True, default=''),
+            model_name="bundle",
+            name="when_to_use",
+            field=models.TextField(blank=True, default=""),
         ),
     ]

@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('registry', '0004_bundle_when_to_use'),
+        ("registry", "0004_bundle_when_to_use"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='historicallabel',
-            name='compatibility',
-            field=models.CharField(choices=[('none', 'None'), ('backward', 'Backward')], default='none', max_length=16),
+            model_name="historicallabel",
+            name="compatibility",
+            field=models.CharField(choices=[("none", "None"), ("backward", "Backward")], default="none", max_length=16),
         ),
         migrations.AddField(
-            model_name='historicallabel',
-            name='move_note',
-            field=models.TextField(blank=True, default=''),
+            model_name="historicallabel",
+            name="move_note",
+            field=models.TextField(blank=True, default=""),
         ),
         migrations.AddField(
-            model_name='label',
-            name='compatibility',
-            field=models.CharField(choices=[('none', 'None'), ('backward', 'Backward')], default='none', max_length=16),
+            model_name="label",
+            name="compatibility",
+            field=models.CharField(choices=[("none", "None"), ("backward", "Backward")], default="none", max_length=16),
         ),
         migrations.AddField(
-            model_name='label',
-            name='move_note',
-            field=models.TextField(blank=True, default=''),
+            model_name="label",
+            name="move_note",
+            field=models.TextField(blank=True, default=""),
         ),
     ]
