@@ -15,7 +15,6 @@ class KeyRateThrottle(BaseThrottle):
             return True
         kind = "read" if request.method in SAFE_METHODS else "write"
         self._wait = seconds_until_allowed(
-            request,
             group=f"api-{kind}",
             key=str(actor.api_key_id or actor.name),
             rate=settings.API_THROTTLE_RATES.get(kind),

@@ -179,10 +179,11 @@ def content_document() -> dict[str, Any]:
         "system_prompt": system_prompt,
         "tools": tools,
         "guardrails": {
-            "blocked_topics": ["medical advice", "legal advice", "competitor pricing"],
-            "max_refund_eur": 500,
-            "pii": {"redact": ["card_number", "iban", "password"], "log_redacted": True},
-            "max_tool_calls_per_turn": 4,
+            "default": "allow",
+            "rules": [
+                {"tool": "process_refund", "effect": "confirm", "reason": "Money leaves the company."},
+                {"tool": "escalate", "effect": "allow"},
+            ],
         },
         "output_schema": {
             "type": "object",
@@ -493,6 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.setdefault("DJANGO_SECURE", "0")  # plain HTTP on 127.0.0.1, as make run
+    # One key makes every request here: lift its budgets so that the run measures the service,
+    # while still paying the rate limiter's cost on every request.
+    os.environ.setdefault("API_THROTTLE_READ", "100000000/m")
+    os.environ.setdefault("API_THROTTLE_WRITE", "100000000/m")
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
     embedded_db = not os.environ.get("DATABASE_URL")
     workers = os.environ.get("WEB_CONCURRENCY", "4")  # what `make run` uses

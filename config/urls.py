@@ -45,7 +45,7 @@ def rate_limited_login(request: HttpRequest):
     """The admin login, with failed-password guessing limited per client address."""
     if request.method == "POST":
         wait = seconds_until_allowed(
-            request, group="admin-login", key=request.META.get("REMOTE_ADDR", ""), rate=settings.ADMIN_LOGIN_RATE
+            group="admin-login", key=request.META.get("REMOTE_ADDR", ""), rate=settings.ADMIN_LOGIN_RATE
         )
         if wait is not None:
             response = HttpResponse("Too many sign-in attempts; try again in a minute.", status=429)

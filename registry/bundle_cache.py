@@ -5,30 +5,23 @@ from shipping up to 1 MiB per fetch. It is shared (Redis) so that the drain work
 a drained version's bytes for every web process at once. Redis being away is not an error:
 the bytes come from the database, which always holds them.
 
-It talks to Redis through one long-lived redis-py client per process (redis-py's pool is
-fork-safe) rather than Django's cache API, which builds a new client object on every call:
-this is the hot path."""
+It talks to Redis through config.redis_client rather than Django's cache API: this is the
+hot path."""
 
-import functools
 import logging
 
 import redis
 from django.conf import settings
 
+from config.redis_client import redis_client
 from registry.models import BundleVersion
 
 logger = logging.getLogger(__name__)
 TTL_SECONDS = 7 * 24 * 3600
 
 
-@functools.cache
-def _client_for(url: str) -> redis.Redis:
-    # Short timeouts and no retries: a slow cache must not slow the fetch it exists to speed up.
-    return redis.Redis.from_url(url, socket_connect_timeout=0.25, socket_timeout=0.25, retry_on_timeout=False)
-
-
 def _client() -> redis.Redis:
-    return _client_for(settings.BUNDLE_CACHE_URL)
+    return redis_client(settings.BUNDLE_CACHE_URL)
 
 
 def _key(content_hash: str) -> str:

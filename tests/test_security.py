@@ -359,3 +359,21 @@ def test_staff_who_are_not_superusers_cannot_see_keys(client, db):
     assert client.get("/admin/access/apikey/").status_code == 403
     assert client.post("/admin/access/apikey/add/", {"name": "x", "role": "admin"}).status_code == 403
     assert not ApiKey.objects.filter(name="x").exists()
+
+
+def test_rate_limits_fail_open_when_redis_is_down(db, bundle):
+    api, _ = make(Role.AGENT)
+    with override_settings(REDIS_URL="redis://127.0.0.1:1/0", API_THROTTLE_RATES={"read": "1/m", "write": "1/m"}):
+        assert [api.get("/api/v1/bundles/").status_code for _ in range(3)] == [200, 200, 200]
+
+
+@pytest.mark.parametrize(("rate", "parsed"), [("600/m", (600, 60)), ("10/5m", (10, 300)), ("2/s", (2, 1))])
+def test_rates_parse(rate, parsed):
+    from access.ratelimit import parse_rate
+
+    assert parse_rate(rate) == parsed
+
+
+def test_a_malformed_rate_stops_the_process_at_start():
+    result = _manage("check", DJANGO_SECRET_KEY="x" * 60, DJANGO_SECURE="0", API_THROTTLE_READ="lots")
+    assert result.returncode != 0 and "access.E001" in result.stderr
