@@ -163,6 +163,13 @@ def _check_may_move(*, label_name: str, protected: bool, actor: Actor) -> None:
         raise Forbidden(f"The label {label_name!r} is protected: only ops may move it.")
 
 
+def _targetable(version: BundleVersion) -> BundleVersion:
+    """A locked version a label may point at: anything but revoked."""
+    if version.state == VersionState.REVOKED:
+        raise Conflict(f"Version {version.number} is revoked; a label cannot point at it.")
+    return version
+
+
 def _lock_versions(*ids: int) -> dict[int, BundleVersion]:
     # Ascending id order, the same in every service: two movers never wait on each other in a cycle.
     wanted = sorted(set(ids))
@@ -203,9 +210,7 @@ def _move_locked(
     """Move a label whose row this transaction has locked. Takes the version locks itself."""
     old_id = label.version_id
     locked = _lock_versions(old_id, version.pk)
-    target = locked[version.pk]
-    if target.state == VersionState.REVOKED:
-        raise Conflict(f"Version {target.number} is revoked; a label cannot point at it.")
+    target = _targetable(locked[version.pk])
     label.move_note = _compatibility_note(
         label=label, current=locked[old_id], target=target, allow_breaking=allow_breaking
     )
@@ -299,9 +304,7 @@ def _label_create(
     if compatibility is None:
         compatibility = Compatibility.BACKWARD if name in COMPATIBLE_ON_CREATE else Compatibility.NONE
     _check_may_move(label_name=name, protected=protected, actor=actor)
-    target = _lock_versions(version.pk)[version.pk]
-    if target.state == VersionState.REVOKED:
-        raise Conflict(f"Version {target.number} is revoked; a label cannot point at it.")
+    target = _targetable(_lock_versions(version.pk)[version.pk])
     sessions_services.version_make_live(version=target)
     label = Label(
         bundle=bundle,

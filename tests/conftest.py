@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
+from registry.canonical import canonical_bytes
 from registry.models import Bundle, BundleVersion
 from registry.services import bundle_create, label_move, version_publish
 
@@ -38,6 +39,19 @@ def content(prompt: str = "", **overrides: Any) -> dict[str, Any]:
         doc["system_prompt"] = prompt
     doc.update(overrides)
     return doc
+
+
+def pinned_body(version: BundleVersion) -> bytes:
+    """What GET /sessions/{id}/bundle/ must answer for a session pinned to `version`, computed
+    independently of the server: the canonical JSON of the envelope."""
+    return canonical_bytes(
+        {
+            "bundle": version.bundle.name,
+            "version": version.number,
+            "content_hash": version.content_hash,
+            "content": json.loads(bytes(version.canonical)),
+        }
+    )
 
 
 class Api:

@@ -16,7 +16,7 @@ from registry.canonical import canonical_bytes, normalise_content
 from registry.models import Bundle, BundleVersion, Label
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
-from tests.conftest import content, make_api
+from tests.conftest import content, make_api, pinned_body
 
 HistoricalLabel = Label.history.model
 
@@ -74,17 +74,6 @@ def canonical_doc(doc: dict[str, Any]) -> dict[str, Any]:
 
 def digest_of(doc: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_bytes(normalise_content(doc))).hexdigest()
-
-
-def pinned_bytes(version: BundleVersion) -> bytes:
-    return canonical_bytes(
-        {
-            "bundle": version.bundle.name,
-            "version": version.number,
-            "content_hash": version.content_hash,
-            "content": json.loads(bytes(version.canonical)),
-        }
-    )
 
 
 def start(api, **fields: Any) -> dict[str, Any]:
@@ -611,7 +600,7 @@ def test_it_serves_the_pinned_bundle_as_exact_canonical_bytes(agent, ops, bundle
     expected = canonical_bytes(
         {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash, "content": canonical_doc(content())}
     )
-    assert expected == pinned_bytes(v1)
+    assert expected == pinned_body(v1)
     first = agent.get(url)
     assert first.status_code == 200
     assert first["Content-Type"] == "application/json"
@@ -631,7 +620,7 @@ def test_it_serves_the_pinned_bundle_as_exact_canonical_bytes(agent, ops, bundle
     explicit = start(agent, version=1)
     assert agent.get(f"/api/v1/sessions/{explicit['id']}/bundle/").content == expected
     newer = start(agent)
-    assert agent.get(f"/api/v1/sessions/{newer['id']}/bundle/").content == pinned_bytes(v2)
+    assert agent.get(f"/api/v1/sessions/{newer['id']}/bundle/").content == pinned_body(v2)
 
 
 def test_it_keeps_non_ascii_content_unescaped_in_the_pinned_bundle(agent, ops, bundle, production):
@@ -640,7 +629,7 @@ def test_it_keeps_non_ascii_content_unescaped_in_the_pinned_bundle(agent, ops, b
     session = start(agent, version=version.number)
     raw = agent.get(f"/api/v1/sessions/{session['id']}/bundle/").content
     assert "Réponds en français ✓ 日本語".encode() in raw
-    assert raw == pinned_bytes(version)
+    assert raw == pinned_body(version)
     assert json.loads(raw)["content_hash"] == hashlib.sha256(bytes(version.canonical)).hexdigest()
 
 
@@ -659,7 +648,7 @@ def test_it_answers_a_stale_if_none_match_with_the_body(agent, v1, v2, productio
     session = start(agent)
     response = agent.get(f"/api/v1/sessions/{session['id']}/bundle/", HTTP_IF_NONE_MATCH=f'"{v2.content_hash}"')
     assert response.status_code == 200
-    assert response.content == pinned_bytes(v1)
+    assert response.content == pinned_body(v1)
 
 
 def test_it_renews_the_lease_on_heartbeat(agent, production):

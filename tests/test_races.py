@@ -9,7 +9,6 @@ Invariants:
    the start call (the old or the new target), never anything else.
 """
 
-import json
 import random
 import threading
 import time
@@ -23,14 +22,13 @@ from django.utils import timezone
 from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
-from registry.canonical import canonical_bytes
 from registry.errors import Conflict, SessionEnded
 from registry.models import BundleVersion, Label
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
 from sessions_app.services import session_end, session_expire_lapsed, session_start, version_drain
-from tests.conftest import content
+from tests.conftest import content, pinned_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,17 +91,7 @@ def _setup():
     ]
     for name, version in (("production", versions[0]), ("staging", versions[1])):
         label_move(bundle=bundle, name=name, version=version, actor=ops, reason="start")
-    expected = {
-        v.pk: canonical_bytes(
-            {
-                "bundle": "race",
-                "version": v.number,
-                "content_hash": v.content_hash,
-                "content": json.loads(bytes(v.canonical)),
-            }
-        )
-        for v in versions
-    }
+    expected = {v.pk: pinned_body(v) for v in versions}
     return bundle, versions, ops, agent, expected
 
 

@@ -1,46 +1,34 @@
 """Pinning and leases, through the service layer."""
 
-import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from registry.canonical import canonical_bytes
 from registry.errors import Conflict, NotFound, SessionEnded, VersionRevoked
 from registry.models import BundleVersion
 from registry.services import label_move, version_revoke
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
 from sessions_app.services import session_end, session_renew, session_start, sessions_sweep
+from tests.conftest import pinned_body
 
 
 def fetch(session, actor) -> bytes:
     return pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=actor))
 
 
-def expected_body(version: BundleVersion) -> bytes:
-    return canonical_bytes(
-        {
-            "bundle": version.bundle.name,
-            "version": version.number,
-            "content_hash": version.content_hash,
-            "content": json.loads(bytes(version.canonical)),
-        }
-    )
-
-
 def test_it_keeps_a_session_on_its_version_after_the_label_moves(bundle, production, v1, v2, agent, ops):
     a, created = session_start(bundle=bundle, actor=agent.actor)
     assert created and a.version_id == v1.pk and a.label == "production"
     first = fetch(a, agent.actor)
-    assert first == expected_body(v1)
+    assert first == pinned_body(v1)
 
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     b, _ = session_start(bundle=bundle, actor=agent.actor)
     assert b.version_id == v2.pk
     assert fetch(a, agent.actor) == first
-    assert fetch(b, agent.actor) == expected_body(v2)
+    assert fetch(b, agent.actor) == pinned_body(v2)
     assert BundleVersion.objects.get(pk=v1.pk).state == "draining"
 
 
