@@ -170,3 +170,20 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent
         celery_app.amqp._producer_pool = None
     assert json.loads(body)["version"] == 1
     assert elapsed < 3, f"took {elapsed:.1f}s with the broker down"
+
+
+def test_readyz_answers_503_naming_the_broker_when_it_is_down(client, db):
+    from config.celery import app as celery_app
+
+    assert client.get("/readyz").status_code == 200
+    saved = celery_app.conf.broker_url
+    celery_app.conf.broker_url = "redis://127.0.0.1:1/0"
+    celery_app._pool = None
+    try:
+        response = client.get("/readyz")
+    finally:
+        celery_app.conf.broker_url = saved
+        celery_app._pool = None
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"] == "ok"
+    assert response.json()["checks"]["broker"].startswith("error")
