@@ -24,13 +24,14 @@ class Actor:
     def may_see_bundle(self, name: str) -> bool:
         return not self.scopes or any(fnmatchcase(name, pattern) for pattern in self.scopes)
 
-    def scope_regex(self) -> str | None:
+    def scope_regex(self, *, then: str = "") -> str | None:
         """The scopes as one PostgreSQL regular expression (None: no restriction), so that lists
-        are filtered in the database. Patterns know only `*` and `?`."""
+        are filtered in the database; `then` is appended after the bundle name (a regex).
+        Patterns know only `*` and `?`."""
         if not self.scopes:
             return None
         parts = ["".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in p) for p in self.scopes]
-        return "^(" + "|".join(parts) + ")$"
+        return "^(" + "|".join(parts) + ")" + then + "$"
 
 
 SYSTEM = Actor(name="system", role=Role.ADMIN)

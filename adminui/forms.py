@@ -52,6 +52,16 @@ class BundleCreateForm(forms.Form):
         help_text="Lowercase letters, digits, dot, dash and underscore; starts with a letter or digit.",
     )
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    when_to_use = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="Shown to agents in the capability catalog: when to pick this bundle.",
+    )
+
+
+class BundleEditForm(forms.Form):
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    when_to_use = BundleCreateForm.base_fields["when_to_use"]
 
 
 class JsonField(forms.CharField):

@@ -31,6 +31,7 @@ from adminui.diffing import content_diff, pretty
 from adminui.forms import (
     JSON_FIELDS,
     BundleCreateForm,
+    BundleEditForm,
     MoveForm,
     RollbackForm,
     SessionSearchForm,
@@ -171,7 +172,10 @@ def bundle_add(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
         if form.is_valid():
             try:
                 bundle = registry_services.bundle_create(
-                    name=form.cleaned_data["name"], description=form.cleaned_data["description"], actor=actor
+                    name=form.cleaned_data["name"],
+                    description=form.cleaned_data["description"],
+                    when_to_use=form.cleaned_data["when_to_use"],
+                    actor=actor,
                 )
             except DomainError as exc:
                 add_domain_error(form, exc)
@@ -183,6 +187,36 @@ def bundle_add(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
         _need_role(actor, Role.PUBLISHER, "Creating a bundle")
         form = BundleCreateForm()
     return _render(request, model_admin, "adminui/bundle_add.html", "Create a bundle", status=status, form=form)
+
+
+def bundle_edit(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
+    """Edit what a bundle says about itself (description, when_to_use); through bundle_update."""
+    actor = _need_view(request, model_admin)
+    bundle = _bundle(name)
+    status = 200
+    if request.method == "POST":
+        form = BundleEditForm(request.POST)
+        if form.is_valid():
+            try:
+                registry_services.bundle_update(bundle=bundle, actor=actor, **form.cleaned_data)
+            except DomainError as exc:
+                add_domain_error(form, exc)
+                status = exc.status
+            else:
+                messages.success(request, f"Bundle {bundle.name} updated.")
+                return HttpResponseRedirect(url("adminui_bundle", bundle.name))
+    else:
+        _need_role(actor, Role.PUBLISHER, "Editing a bundle")
+        form = BundleEditForm(initial={"description": bundle.description, "when_to_use": bundle.when_to_use})
+    return _render(
+        request,
+        model_admin,
+        "adminui/bundle_add.html",
+        f"Edit {bundle.name}",
+        status=status,
+        form=form,
+        submit="Save",
+    )
 
 
 def bundle_overview(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:

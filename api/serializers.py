@@ -3,11 +3,13 @@
 import json
 from collections.abc import Mapping
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from registry.contracts import LEVELS
 from registry.models import Compatibility
 from registry.selectors import bundle_label_map
+from sessions_app.models import SessionStatus
 
 
 class StrictCharField(serializers.CharField):
@@ -99,6 +101,7 @@ class LabelIn(StrictInput):
 class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
     reason = StrictCharField(max_length=10000)
+    allow_breaking = StrictBooleanField(required=False, default=False)
 
 
 class RevokeIn(StrictInput):
@@ -196,12 +199,18 @@ class SessionOut(serializers.Serializer):
     version = serializers.IntegerField(source="version.number")
     content_hash = serializers.CharField(source="version.content_hash")
     label = serializers.CharField(allow_null=True)
-    status = serializers.CharField()
+    status = serializers.SerializerMethodField()
     started_at = serializers.DateTimeField()
     last_seen_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
     external_id = serializers.CharField(allow_null=True)
+
+    def get_status(self, session) -> str:
+        # A lease that ran out is expired now, even before the sweep writes it down.
+        if session.status == SessionStatus.ACTIVE and session.expires_at <= timezone.now():
+            return SessionStatus.EXPIRED
+        return session.status
 
 
 class CatalogEntryOut(serializers.Serializer):

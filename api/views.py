@@ -68,9 +68,13 @@ def _not_modified(content_hash: str) -> HttpResponse:
     return response
 
 
-def _paginate(view: APIView, request: Request, queryset, serializer_class, ordering: str) -> Response:
+def _paginate(
+    view: APIView, request: Request, queryset, serializer_class, ordering: str, max_page_size: int | None = None
+) -> Response:
     paginator = Cursor()
     paginator.ordering = ordering
+    if max_page_size is not None:
+        paginator.page_size = paginator.max_page_size = max_page_size
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
@@ -107,7 +111,8 @@ class VersionListApi(BaseApi):
     @extend_schema(operation_id="versions_list", responses=paginated(VersionOut))
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
-        return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number")
+        # Each version carries its content (up to 1 MiB): a smaller page bounds the answer.
+        return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number", 20)
 
     @extend_schema(request=VersionIn, responses={201: PublishOut, 200: PublishOut})
     def post(self, request: Request, name: str) -> Response:
@@ -218,7 +223,12 @@ class LabelRollbackApi(BaseApi):
         if data.get("to_version") is not None:
             to_version = registry_selectors.version_get(bundle=bundle, number=data["to_version"])
         moved = registry_services.label_rollback(
-            bundle=bundle, name=label, to_version=to_version, actor=request.auth, reason=data["reason"]
+            bundle=bundle,
+            name=label,
+            to_version=to_version,
+            actor=request.auth,
+            reason=data["reason"],
+            allow_breaking=data["allow_breaking"],
         )
         return Response(LabelOut(moved).data)
 
@@ -297,4 +307,5 @@ class AuditApi(BaseApi):
     def get(self, request: Request) -> Response:
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return _paginate(self, request, audit_selectors.audit_events(**query.validated_data), AuditEventOut, "-id")
+        events = audit_selectors.audit_events(actor_scope=request.auth, **query.validated_data)
+        return _paginate(self, request, events, AuditEventOut, "-id")

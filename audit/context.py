@@ -3,10 +3,13 @@
 Set by RequestContextMiddleware; services read it when they write an audit row, so they need
 no request argument and work the same from commands and tasks (where it is empty)."""
 
+import ipaddress
 import re
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
+
+from django.conf import settings
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,26 @@ current: ContextVar[RequestContext] = ContextVar("audit_request_context", defaul
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
+def client_ip(request) -> str | None:
+    """The client's address: REMOTE_ADDR, or behind TRUSTED_PROXY_HOPS proxies the entry of
+    X-Forwarded-For that the outermost trusted proxy appended (entries further left are
+    whatever the client sent, so they are never trusted)."""
+    hops = settings.TRUSTED_PROXY_HOPS
+    if hops:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+        if len(forwarded) >= hops and _is_ip(forwarded[-hops]):
+            return forwarded[-hops]
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 class RequestContextMiddleware:
     """Takes a well-formed X-Request-ID from the client or makes one, and echoes it back."""
 
@@ -28,7 +51,7 @@ class RequestContextMiddleware:
     def __call__(self, request):
         given = request.headers.get("X-Request-ID", "")
         request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
-        token = current.set(RequestContext(request_id=request_id, client_ip=request.META.get("REMOTE_ADDR") or None))
+        token = current.set(RequestContext(request_id=request_id, client_ip=client_ip(request)))
         try:
             response = self.get_response(request)
         finally:

@@ -2,11 +2,13 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
+from access.actors import Actor
 from audit.models import AuditEvent
 
 
 def audit_events(
     *,
+    actor_scope: Actor | None = None,
     action: str | None = None,
     actor: str | None = None,
     target_type: str | None = None,
@@ -14,8 +16,14 @@ def audit_events(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> QuerySet[AuditEvent]:
-    """Audit events, filtered; `target` matches a prefix, so `refunds` finds `refunds@3`."""
+    """Audit events, filtered; `target` matches a prefix, so `refunds` finds `refunds@3`.
+
+    A key scoped to some bundles sees only events about those bundles (targets `name`,
+    `name@n`, `name:label`); events about keys and sessions name no bundle, so it sees none."""
     events = AuditEvent.objects.all()
+    pattern = actor_scope.scope_regex(then=r"([@:].*)?") if actor_scope is not None else None
+    if pattern is not None:
+        events = events.filter(target_type__in=["bundle", "version", "label"], target__regex=pattern)
     if action:
         events = events.filter(action=action)
     if actor:

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from access.ratelimit import seconds_until_allowed
 from api.errors import error_response
+from audit.context import client_ip
 from config.celery import app as celery_app
 
 
@@ -37,6 +38,11 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonR
     return error_response(404, "not_found", "Nothing exists at this address.")
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    # Django answers this itself for a Host header outside ALLOWED_HOSTS, before any view.
+    return error_response(400, "validation_error", "The request is not valid (check the Host header).")
+
+
 def server_error(request: HttpRequest) -> JsonResponse:
     return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
@@ -44,9 +50,7 @@ def server_error(request: HttpRequest) -> JsonResponse:
 def rate_limited_login(request: HttpRequest):
     """The admin login, with failed-password guessing limited per client address."""
     if request.method == "POST":
-        wait = seconds_until_allowed(
-            group="admin-login", key=request.META.get("REMOTE_ADDR", ""), rate=settings.ADMIN_LOGIN_RATE
-        )
+        wait = seconds_until_allowed(group="admin-login", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE)
         if wait is not None:
             response = HttpResponse("Too many sign-in attempts; try again in a minute.", status=429)
             response["Retry-After"] = str(wait)
@@ -64,5 +68,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
 
+handler400 = bad_request
 handler404 = not_found
 handler500 = server_error

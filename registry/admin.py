@@ -34,6 +34,7 @@ class BundleAdmin(admin.ModelAdmin):
             page(views.drain_dashboard, "drain/", "adminui_drain"),
             page(views.drain_json, "drain.json", "adminui_drain_json"),
             page(views.bundle_overview, "<str:name>/versions/", "adminui_bundle"),
+            page(views.bundle_edit, "<str:name>/edit/", "adminui_bundle_edit"),
             page(views.version_new, "<str:name>/versions/new/", "adminui_version_new"),
             page(views.version_detail, "<str:name>/versions/<int:number>/", "adminui_version"),
             page(views.version_diff, "<str:name>/diff/", "adminui_diff"),

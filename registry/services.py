@@ -278,23 +278,36 @@ def label_move(
                     )
                     return created, True
                 _check_may_move(label_name=name, protected=label.protected, actor=actor)
-                if compatibility is not None:
-                    label.compatibility = compatibility  # saved with the move, or below
-                if label.version_id == version.pk:
-                    if compatibility is not None:
-                        label._change_reason = reason
-                        label.move_note = f"compatibility set to {compatibility}"
-                        label.save()
-                    return label, False  # not moved
-                moved = _move_locked(
-                    label=label, version=version, actor=actor, reason=reason, allow_breaking=allow_breaking
-                )
-                return moved, False
+                if label.version_id != version.pk:
+                    # Judged by the policy the label has now: a request cannot lower the policy
+                    # and slip a breaking move past it at once.
+                    label = _move_locked(
+                        label=label, version=version, actor=actor, reason=reason, allow_breaking=allow_breaking
+                    )
+                if compatibility is not None and compatibility != label.compatibility:
+                    _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
+                return label, False
         except IntegrityError:
             # Two first moves of a new label raced on its unique name; the loser retries as a move.
             if attempt == 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason: str) -> None:
+    """Change a label's policy (the caller holds its row lock). Not a move, so it adds no row to
+    the label's move history; the audit log records it."""
+    previous = label.compatibility
+    label.compatibility = compatibility
+    label.save_without_historical_record(update_fields=["compatibility"])
+    audit_record(
+        actor=actor,
+        action="label.policy_changed",
+        target_type="label",
+        target=f"{label.bundle.name}:{label.name}",
+        reason=reason,
+        data={"from": previous, "to": compatibility},
+    )
 
 
 def _label_create(
@@ -328,9 +341,18 @@ def _label_create(
     return label
 
 
-def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | None, actor: Actor, reason: Any) -> Label:
-    """Move a label back to a version it targeted before: `to_version`, or by default the one
-    before its current target. Ops only; 409 when there is nothing to go back to."""
+def label_rollback(
+    *,
+    bundle: Bundle,
+    name: str,
+    to_version: BundleVersion | None,
+    actor: Actor,
+    reason: Any,
+    allow_breaking: bool = False,
+) -> Label:
+    """Move a label to `to_version`, or by default to the version it targeted before its current
+    one (409 when there is none). Ops only. Going back to a version this label targeted before
+    is exempt from its compatibility policy; any other `to_version` is judged like a move."""
     reason = _require_text("reason", reason)
     _require_role(actor, Role.OPS, "Rolling back")
     with transaction.atomic():
@@ -347,15 +369,16 @@ def label_rollback(*, bundle: Bundle, name: str, to_version: BundleVersion | Non
             target = to_version
             if target.bundle_id != bundle.pk:
                 raise NotFound("That version does not belong to this bundle.")
-            if not label.history.filter(version_id=target.pk).exists():
-                raise Conflict(
-                    f"The label {name!r} never targeted version {target.number}; move the label to it instead.",
-                    {"to_version": [target.number]},
-                )
         if target.pk == label.version_id:
             raise Conflict(f"The label {name!r} already targets version {target.number}.")
-        # Always a version this label targeted before, so the compatibility check does not apply.
-        return _move_locked(label=label, version=target, actor=actor, reason=reason, action="label.rolled_back")
+        return _move_locked(
+            label=label,
+            version=target,
+            actor=actor,
+            reason=reason,
+            action="label.rolled_back",
+            allow_breaking=allow_breaking,
+        )
 
 
 @transaction.atomic

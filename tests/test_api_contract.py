@@ -447,13 +447,14 @@ def test_it_rolls_back_to_a_version_the_label_targeted_before(ops, bundle, v1, v
     assert Label.objects.get(name="production").version_id == v1.pk
 
 
-def test_it_refuses_a_rollback_to_a_version_the_label_never_targeted(ops, bundle, v1, v2, production):
+def test_a_rollback_to_a_version_the_label_never_targeted_is_judged_like_a_move(ops, bundle, v1, v2, production):
     ops.put("/api/v1/bundles/refunds/labels/staging/", {"version": 2, "reason": "stage v2"})
-    # staging targeted v2, but production never did.
+    # staging targeted v2, but production never did: the move is checked (v2 only rewords, a patch).
     response = ops.post("/api/v1/bundles/refunds/labels/production/rollback/", {"to_version": 2, "reason": "r"})
-    assert response.status_code == 409
-    assert body(response)["error"]["code"] == "conflict"
-    assert Label.objects.get(name="production").version_id == v1.pk
+    assert response.status_code == 200
+    assert Label.objects.get(name="production").version_id == v2.pk
+    note = body(ops.get("/api/v1/bundles/refunds/labels/production/history/"))["results"][0]["note"]
+    assert note == "compatibility check passed: patch against version 1"
 
 
 # --- revoke -------------------------------------------------------------------------------------

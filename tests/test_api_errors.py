@@ -604,15 +604,19 @@ def test_it_answers_rollback_to_the_current_version_with_409(ops, bundle, v1, v2
     assert_error(response, 409, "conflict")
 
 
-def test_it_answers_rollback_to_a_version_the_label_never_targeted_with_409(ops, bundle, v1, v2, production):
-    version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor)
+def test_it_answers_a_breaking_rollback_to_a_version_the_label_never_targeted_with_409(ops, bundle, v1, v2, production):
+    broken = content("three")
+    broken["tools"][0]["name"] = "issue_refund"  # v3 renames the tool: major against v2
+    broken["system_prompt"] = "Call `issue_refund` after checking the order."
+    version_publish(bundle=bundle, content=broken, message="v3", actor=ops.actor)
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     with nothing_written():
         response = ops.post(
             "/api/v1/bundles/refunds/labels/production/rollback/", {"to_version": 3, "reason": "forward"}
         )
     error = assert_error(response, 409, "conflict")
-    assert error["details"] == {"to_version": [3]}
+    assert error["details"]["level"] == "major"
+    assert [c["kind"] for c in error["details"]["changes"]] == ["tool_renamed"]
 
 
 def test_it_answers_moving_a_label_onto_a_revoked_version_with_409(ops, bundle, v1, v2, production):

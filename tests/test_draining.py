@@ -16,6 +16,10 @@ from sessions_app.selectors import pinned_bundle_body, session_for_fetch
 from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, sessions_sweep, version_drain
 
 
+def v1_of(bundle):
+    return BundleVersion.objects.get(bundle=bundle, number=1)
+
+
 def state(version) -> str:
     return BundleVersion.objects.get(pk=version.pk).state
 
@@ -144,8 +148,11 @@ def test_two_sweeps_never_run_at_once(bundle, production):
         assert cursor.fetchone()[0] == 0
 
 
-def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent, django_capture_on_commit_callbacks):
-    """Start, fetch and end succeed quickly with Redis unreachable (cache and broker)."""
+def test_requests_do_not_wait_on_a_broker_that_is_down(
+    bundle, production, v2, agent, ops, caplog, django_capture_on_commit_callbacks
+):
+    """Start, fetch, a label move and the end of the version's last session (both of which
+    enqueue a drain) succeed quickly with Redis unreachable (cache and broker)."""
     from django.test import override_settings
 
     from config.celery import app as celery_app
@@ -162,7 +169,10 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent
             with django_capture_on_commit_callbacks(execute=True):
                 session, _ = session_start(bundle=bundle, actor=agent.actor)
                 body = pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent.actor))
-                session_end(session=session, actor=agent.actor)
+            with django_capture_on_commit_callbacks(execute=True):
+                label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+            with django_capture_on_commit_callbacks(execute=True):
+                session_end(session=session, actor=agent.actor)  # v1 is draining: a drain is enqueued
             elapsed = time.monotonic() - began
     finally:
         celery_app.conf.broker_url = saved
@@ -170,6 +180,9 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(bundle, production, agent
         celery_app.amqp._producer_pool = None
     assert json.loads(body)["version"] == 1
     assert elapsed < 3, f"took {elapsed:.1f}s with the broker down"
+    failed = [r for r in caplog.records if "could not enqueue the drain" in r.getMessage()]
+    assert len(failed) == 2  # the move's and the end's: both tried the broker and gave up
+    assert state(v1_of(bundle)) == "draining"  # left for the sweep
 
 
 def test_readyz_answers_503_naming_the_broker_when_it_is_down(client, db):
