@@ -93,3 +93,23 @@ def test_the_admin_refuses_forged_change_and_delete_posts(client, v1):
     assert client.post(f"{base}/delete/", {"post": "yes"}).status_code == 403
     _unchanged(v1)
     assert BundleVersion.objects.get(pk=v1.pk).message == "v1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_truncate_is_refused_on_versions_and_the_audit_log(v1):
+    import psycopg
+
+    s = connection.settings_dict
+    # A plain connection, without the test runner's registry.allow_truncate.
+    with psycopg.connect(
+        dbname=s["NAME"],
+        user=s["USER"],
+        password=s["PASSWORD"] or None,
+        host=s["HOST"],
+        port=s["PORT"] or None,
+        autocommit=True,
+    ) as conn:
+        for table in ("registry_bundleversion", "audit_auditevent", "registry_bundle"):
+            with pytest.raises(psycopg.errors.IntegrityConstraintViolation):
+                conn.execute(f"TRUNCATE {table} CASCADE")
+    _unchanged(v1)
