@@ -116,16 +116,21 @@ class SessionIn(StrictInput):
     ttl_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=604800)
 
 
-class BundleOut(serializers.Serializer):
+class CatalogEntryOut(serializers.Serializer):
+    """A bundle as the capability catalog shows it; BundleOut adds the registry's own fields."""
+
     name = serializers.CharField()
     description = serializers.CharField()
     when_to_use = serializers.CharField()
     labels = serializers.SerializerMethodField()
-    latest_version = serializers.IntegerField(allow_null=True)
-    created_at = serializers.DateTimeField()
 
     def get_labels(self, bundle) -> dict[str, int]:
         return bundle_label_map(bundle)
+
+
+class BundleOut(CatalogEntryOut):
+    latest_version = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
 
 
 class VersionOut(serializers.Serializer):
@@ -211,16 +216,6 @@ class SessionOut(serializers.Serializer):
         if session.status == SessionStatus.ACTIVE and session.expires_at <= timezone.now():
             return SessionStatus.EXPIRED
         return session.status
-
-
-class CatalogEntryOut(serializers.Serializer):
-    name = serializers.CharField()
-    description = serializers.CharField()
-    when_to_use = serializers.CharField()
-    labels = serializers.SerializerMethodField()
-
-    def get_labels(self, bundle) -> dict[str, int]:
-        return bundle_label_map(bundle)
 
 
 class AuditEventOut(serializers.Serializer):
