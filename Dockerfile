@@ -24,7 +24,7 @@ COPY . .
 # Settings read DATABASE_URL, REDIS_URL and DJANGO_SECRET_KEY at import and fail without them.
 # collectstatic connects to neither, so dummy values are given to this one step only; they
 # are not baked into the image (no ENV), and the real ones come from the environment at run time.
-RUN DJANGO_SECRET_KEY=collectstatic-only-not-a-secret \
+RUN DJANGO_SECRET_KEY=collectstatic-only-this-is-not-a-secret-but-it-is-long-enough \
     DATABASE_URL=postgres://collectstatic@localhost/collectstatic \
     REDIS_URL=redis://localhost:6379/0 \
     python manage.py collectstatic --no-input -v 0

@@ -7,8 +7,11 @@ fails here rather than in a container that restarts in a loop."""
 
 import io
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -318,12 +321,29 @@ def test_it_copies_an_existing_requirements_file_and_installs_it():
         assert any(line.startswith(f"{tool}==") for line in pins), f"{tool} is not in {copied[0]}"
 
 
-def test_it_collects_static_files_with_dummy_settings_at_build_time_only():
+def test_it_collects_static_files_with_dummy_settings_at_build_time_only(tmp_path):
     instructions = _dockerfile_instructions()
     (collect,) = [args for op, args in instructions if op == "RUN" and "collectstatic" in args]
     for name in ("DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL"):
         assert f"{name}=" in collect, f"collectstatic would fail without {name}"
         assert not any(op == "ENV" and name in args for op, args in instructions), f"{name} must not be baked in"
+    # Run the step as the build would: with only its own variables (production defaults for
+    # the rest, e.g. DJANGO_SECURE on), into a scratch STATIC_ROOT.
+    words = shlex.split(collect)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env.update(dict(word.split("=", 1) for word in words if "=" in word and word.split("=", 1)[0].isupper()))
+    command = [w for w in words if not ("=" in w and w.split("=", 1)[0].isupper())]
+    assert command[:3] == ["python", "manage.py", "collectstatic"]
+    script = (
+        "import sys, django; from django.conf import settings; from django.core.management import call_command;"
+        f"django.setup(); settings.STATIC_ROOT = {str(tmp_path)!r}; call_command(*sys.argv[1:])"
+    )
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    result = subprocess.run(
+        [sys.executable, "-c", script, *command[2:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert any(tmp_path.rglob("*.css"))
 
 
 def test_its_default_command_serves_the_wsgi_application():
