@@ -18,6 +18,11 @@ class Actor:
     api_key_id: int | None = None
     scopes: tuple[str, ...] = ()
 
+    @classmethod
+    def for_key(cls, *, key_id: int, name: str, role: str, scopes) -> "Actor":
+        """The Actor of an API key: the one place that says how a key appears in authorship."""
+        return cls(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()))
+
     def has_role(self, role: str) -> bool:
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
 

@@ -4,7 +4,7 @@ from django.db import models
 
 
 class Role(models.TextChoices):
-    # Ordered: each role includes the ones before it (see Role.rank).
+    # Ordered: each role includes the ones before it (ROLE_RANK below).
     AGENT = "agent"
     PUBLISHER = "publisher"
     OPS = "ops"
@@ -35,15 +35,7 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.role}, {self.prefix}…)"
 
-    @property
-    def actor(self) -> str:
-        """How this key appears in authorship and audit fields."""
-        return f"key:{self.name}"
-
-    def has_role(self, role: str) -> bool:
-        return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
-
     def as_actor(self):
         from access.actors import Actor
 
-        return Actor(name=self.actor, role=self.role, api_key_id=self.pk, scopes=tuple(self.scopes or ()))
+        return Actor.for_key(key_id=self.pk, name=self.name, role=self.role, scopes=self.scopes)

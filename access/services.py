@@ -107,7 +107,7 @@ def api_key_authenticate(*, secret: str) -> Actor | None:
         ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
     if isinstance(scopes, str):
         scopes = json.loads(scopes)
-    return Actor(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()))
+    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes)
 
 
 @transaction.atomic

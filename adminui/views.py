@@ -171,12 +171,7 @@ def bundle_add(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
         form = BundleCreateForm(request.POST)
         if form.is_valid():
             try:
-                bundle = registry_services.bundle_create(
-                    name=form.cleaned_data["name"],
-                    description=form.cleaned_data["description"],
-                    when_to_use=form.cleaned_data["when_to_use"],
-                    actor=actor,
-                )
+                bundle = registry_services.bundle_create(actor=actor, **form.cleaned_data)
             except DomainError as exc:
                 add_domain_error(form, exc)
                 status = exc.status
@@ -623,11 +618,6 @@ def bundle_history(request: HttpRequest, model_admin: ModelAdmin, name: str) -> 
         .defer("version__canonical", "previous_version__canonical")
         .order_by("-history_date", "-history_id")
     )
-    # A history row that kept the label's target (its compatibility was set, say) is no move.
-    before: dict[int, int] = {}
-    for m in sorted(moves, key=lambda m: m.history_id):
-        m.moved = m.history_type != "+" and before.get(m.id) != m.version_id
-        before[m.id] = m.version_id
     versions = list(versions_of(bundle).defer("canonical").order_by("-number"))
     return _render(
         request,

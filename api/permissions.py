@@ -14,6 +14,3 @@ class RolePermission(BasePermission):
             return False
         needed = getattr(view, "roles", {}).get(request.method, Role.AGENT)
         return actor.has_role(needed)
-
-
-IsAgent = RolePermission

@@ -268,13 +268,15 @@ def test_the_admin_login_is_rate_limited(client, db):
     assert codes == [200, 200, 200, 429]
 
 
-def test_list_pages_are_capped(db, two_bundles):
+def test_list_pages_are_capped_at_200(db):
+    from registry.models import Bundle
+
+    Bundle.objects.bulk_create(Bundle(name=f"b{i:03d}") for i in range(205))
     api, _ = make(Role.AGENT)
     data = api.get("/api/v1/bundles/?limit=100000").json()
-    assert len(data["results"]) == 3  # capped at 200, and there are only 3
-    from api.pagination import Cursor
-
-    assert Cursor.max_page_size == 200
+    assert len(data["results"]) == 200 and data["next"] is not None
+    rest = api.get(data["next"]).json()
+    assert len(rest["results"]) == 5 and rest["next"] is None
 
 
 # --- deployment -------------------------------------------------------------------------------
