@@ -1,4 +1,4 @@
-"""The REST contract (shared/spec/api-v1.md), end to end through HTTP: paths, fields, status
+"""The REST contract (docs/api.md), end to end through HTTP: paths, fields, status
 codes and exact values, against a real PostgreSQL."""
 
 import hashlib
