@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "api",
     "adminui",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -236,7 +237,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sessions_app.tasks.sweep_task",
         "schedule": float(SESSION_SWEEP_INTERVAL),
     },
+    "webhooks-retry-sweep": {
+        "task": "webhooks.tasks.webhook_retry_sweep_task",
+        "schedule": float(env_int("WEBHOOK_RETRY_SWEEP_INTERVAL", 5)),
+    },
 }
+# Webhook endpoints may not point at loopback, link-local or private addresses unless this
+# is on (tests, internal deployments): see webhooks.urlcheck.
+WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
 
 # Leases: the default TTL and the fraction of it after which a fetch writes a renewal.
 SESSION_DEFAULT_TTL = 1800

@@ -4,6 +4,8 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("DJANGO_SECURE", "0")  # the test client speaks plain HTTP
+# Webhook tests deliver to receivers they start on 127.0.0.1 (the refusal is tested with it off).
+os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_URLS", "1")
 
 from config.settings import *  # noqa: E402,F403
 

@@ -1,0 +1,148 @@
+"""Webhook endpoints and their delivery log (admins only). Thin: the rules are in webhooks.services."""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from access.models import Role
+from api.serializers import StrictCharField, StrictInput
+from api.views import BaseApi, _paginate, _valid
+from registry.errors import NotFound
+from webhooks import services
+from webhooks.models import Delivery, Endpoint, Event
+
+
+class WebhookIn(StrictInput):
+    url = StrictCharField(max_length=2000, trim_whitespace=False)
+    events = serializers.ListField(child=serializers.ChoiceField(choices=Event.values), allow_empty=False)
+    description = StrictCharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False)
+
+
+class WebhookPatchIn(StrictInput):
+    url = StrictCharField(required=False, max_length=2000, trim_whitespace=False)
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=Event.values), allow_empty=False, required=False
+    )
+    description = StrictCharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False)
+    active = serializers.BooleanField(required=False)
+
+
+class WebhookOut(serializers.ModelSerializer):
+    class Meta:
+        model = Endpoint
+        fields = [
+            "id",
+            "url",
+            "events",
+            "description",
+            "active",
+            "created_at",
+            "created_by",
+            "disabled_at",
+            "disabled_reason",
+        ]
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret = serializers.SerializerMethodField(help_text="The signing secret (whsec_...), shown only in this answer.")
+
+    class Meta(WebhookOut.Meta):
+        fields = [*WebhookOut.Meta.fields, "secret"]
+
+    def get_secret(self, obj: Endpoint) -> str:
+        return self.context["secret"]
+
+
+class DeliveryOut(serializers.ModelSerializer):
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "event",
+            "message_id",
+            "payload",
+            "status",
+            "attempts",
+            "response_status",
+            "latency_ms",
+            "error",
+            "created_at",
+            "last_attempt_at",
+            "next_attempt_at",
+            "delivered_at",
+        ]
+
+
+def _endpoint(pk: int) -> Endpoint:
+    try:
+        return Endpoint.objects.get(pk=pk)
+    except Endpoint.DoesNotExist:
+        raise NotFound("No such webhook endpoint.") from None
+
+
+class WebhookListApi(BaseApi):
+    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
+
+    @extend_schema(operation_id="webhooks_list", summary="List webhook endpoints", responses=WebhookOut(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginate(self, request, Endpoint.objects.all(), WebhookOut, "pk")
+
+    @extend_schema(
+        summary="Register a webhook endpoint (the answer carries its secret, once)",
+        request=WebhookIn,
+        responses={201: WebhookCreatedOut},
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(WebhookIn, request)
+        endpoint, secret = services.endpoint_create(actor=request.auth, **data)
+        return Response(WebhookCreatedOut(endpoint, context={"secret": secret}).data, status=201)
+
+
+class WebhookDetailApi(BaseApi):
+    roles = {"GET": Role.ADMIN, "PATCH": Role.ADMIN, "DELETE": Role.ADMIN}
+
+    @extend_schema(summary="One webhook endpoint", responses=WebhookOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(WebhookOut(_endpoint(pk)).data)
+
+    @extend_schema(
+        summary="Change an endpoint's url, events, description or active flag",
+        request=WebhookPatchIn,
+        responses=WebhookOut,
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        endpoint = _endpoint(pk)
+        data = _valid(WebhookPatchIn, request)
+        return Response(WebhookOut(services.endpoint_update(endpoint=endpoint, actor=request.auth, changes=data)).data)
+
+    @extend_schema(summary="Delete an endpoint and its delivery log", responses={204: OpenApiResponse()})
+    def delete(self, request: Request, pk: int) -> Response:
+        services.endpoint_delete(endpoint=_endpoint(pk), actor=request.auth)
+        return Response(status=204)
+
+
+class WebhookDeliveryListApi(BaseApi):
+    roles = {"GET": Role.ADMIN}
+
+    @extend_schema(
+        operation_id="webhook_deliveries_list",
+        summary="The endpoint's delivery log, newest first",
+        responses=DeliveryOut(many=True),
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return _paginate(self, request, _endpoint(pk).deliveries.all(), DeliveryOut, "-pk")
+
+
+class WebhookRedeliverApi(BaseApi):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(
+        summary="Send a delivery again now (same webhook-id, fresh retry budget)", request=None, responses=DeliveryOut
+    )
+    def post(self, request: Request, pk: int, delivery_id: int) -> Response:
+        try:
+            delivery = _endpoint(pk).deliveries.get(pk=delivery_id)
+        except Delivery.DoesNotExist:
+            raise NotFound("No such delivery.") from None
+        return Response(DeliveryOut(services.delivery_redeliver(delivery=delivery, actor=request.auth)).data)

@@ -1,0 +1,74 @@
+"""Webhook endpoints and their delivery log (Standard Webhooks: id, timestamp, HMAC-SHA256 signature)."""
+
+from django.db import models
+
+
+class Event(models.TextChoices):
+    VERSION_PUBLISHED = "version.published"
+    LABEL_MOVED = "label.moved"
+    VERSION_DRAINING = "version.draining"
+    VERSION_DRAINED = "version.drained"
+    VERSION_REVOKED = "version.revoked"
+    RELEASE_APPLIED = "release.applied"
+    # Opt-in: one per lapsed session, so high volume.
+    SESSION_EXPIRED = "session.expired"
+
+
+class Endpoint(models.Model):
+    """A URL that receives the events it subscribes to. `secret` signs every delivery; it is
+    shown once at creation and never again (it must stay readable here to sign)."""
+
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list)
+    description = models.TextField(blank=True, default="")
+    active = models.BooleanField(default=True)
+    secret = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=200)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"webhook {self.pk} -> {self.url}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"  # waiting for its first attempt or a retry
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # every retry failed
+    SKIPPED = "skipped"  # the endpoint was switched off before it could be sent
+
+
+class Delivery(models.Model):
+    """One event for one endpoint; `message_id` is the webhook-id header, the same on every
+    attempt, so receivers can drop duplicates. The payload holds ids, names, versions, hashes
+    and states: never prompt content or secrets."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40)
+    message_id = models.CharField(max_length=40, unique=True)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The retry sweep reads only pending deliveries that are due.
+            models.Index(
+                fields=["next_attempt_at"], condition=models.Q(status="pending"), name="delivery_pending_due_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} -> endpoint {self.endpoint_id} ({self.status})"
