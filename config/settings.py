@@ -90,9 +90,11 @@ INSTALLED_APPS = [
     "api",
     "adminui",
     "webhooks",
+    "metrics",
 ]
 
 MIDDLEWARE = [
+    "metrics.middleware.RequestMetricsMiddleware",  # outermost: times everything below it
     "audit.context.RequestContextMiddleware",
     "api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -245,6 +247,8 @@ CELERY_BEAT_SCHEDULE = {
 # Webhook endpoints may not point at loopback, link-local or private addresses unless this
 # is on (tests, internal deployments): see webhooks.urlcheck.
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
+# /metrics: scrapes send this as a Bearer token; unset, only loopback clients are answered.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Leases: the default TTL and the fraction of it after which a fetch writes a renewal.
 SESSION_DEFAULT_TTL = 1800

@@ -9,6 +9,7 @@ from access.ratelimit import seconds_until_allowed
 from api.errors import error_response
 from audit.context import client_ip
 from config.celery import app as celery_app
+from metrics.views import metrics
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -61,6 +62,7 @@ def rate_limited_login(request: HttpRequest):
 urlpatterns = [
     path("healthz", healthz),
     path("readyz", readyz),
+    path("metrics", metrics),
     path("admin/login/", rate_limited_login),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),

@@ -1,0 +1,49 @@
+"""The Prometheus instruments, defined once; services and middleware call the small record
+functions below. Counters live in each process; with PROMETHEUS_MULTIPROC_DIR set (make run,
+the image) every web and Celery process writes its own file there and /metrics adds them up,
+so counts survive worker restarts and include the Celery worker's expiries and drains.
+State that the database knows (active sessions per version) is read at scrape time instead
+(metrics.collectors), so it is never stale and costs the request path nothing."""
+
+from prometheus_client import Counter, Histogram
+
+REQUESTS = Counter(
+    "registry_http_requests_total",
+    "HTTP requests answered, by route, method and status.",
+    ["route", "method", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "registry_http_request_duration_seconds",
+    "Time to answer, by route and method.",
+    ["route", "method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+SESSION_EVENTS = Counter(
+    "registry_session_events_total", "Session starts, ends and expiries, by bundle.", ["event", "bundle"]
+)
+DRAINS = Counter("registry_version_drains_total", "Versions marked drained, by bundle.", ["bundle"])
+DRAIN_SECONDS = Histogram(
+    "registry_version_drain_seconds",
+    "From the moment a version started draining to the moment it was drained.",
+    buckets=(0.1, 1, 5, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600),
+)
+WEBHOOK_DELIVERIES = Counter(
+    "registry_webhook_attempts_total", "Webhook delivery attempts, by event and outcome.", ["event", "outcome"]
+)
+CACHE = Counter("registry_bundle_cache_total", "Pinned-bundle byte lookups, by result.", ["result"])
+THROTTLED = Counter("registry_throttled_total", "Requests refused by a rate limit, by group.", ["group"])
+
+
+def session_event(*, event: str, bundle: str, count: int = 1) -> None:
+    SESSION_EVENTS.labels(event=event, bundle=bundle).inc(count)
+
+
+def version_drained(*, bundle: str, seconds: float | None) -> None:
+    DRAINS.labels(bundle=bundle).inc()
+    if seconds is not None:
+        DRAIN_SECONDS.observe(max(seconds, 0.0))
+
+
+def request_answered(*, route: str, method: str, status: int, seconds: float) -> None:
+    REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+    REQUEST_SECONDS.labels(route=route, method=method).observe(seconds)

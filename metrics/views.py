@@ -1,0 +1,44 @@
+"""GET /metrics in the Prometheus text format."""
+
+import hmac
+import ipaddress
+import os
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+
+from audit.context import client_ip
+from metrics.collectors import DatabaseCollector
+
+
+def _registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)  # every web and worker process's counters
+    else:
+        for collector in list(REGISTRY._collector_to_names):  # this process's own instruments
+            registry.register(collector)
+    registry.register(DatabaseCollector())
+    return registry
+
+
+def _allowed(request: HttpRequest) -> bool:
+    """With METRICS_TOKEN set, a scrape must send it as a Bearer token; without it only
+    clients on loopback are answered (the address as the trusted proxies report it)."""
+    token = settings.METRICS_TOKEN
+    if token:
+        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(sent.encode(), token.encode())
+    try:
+        return ipaddress.ip_address(client_ip(request) or "").is_loopback
+    except ValueError:
+        return False
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _allowed(request):
+        response = HttpResponse("Send the metrics token as a Bearer token.\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,60 @@
+"""/metrics: the Prometheus text format, guarded by METRICS_TOKEN or loopback, with request
+counts per route and state read from the database."""
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.django_db
+
+
+def _scrape(client: Client, **extra) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def _value(samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_it_counts_requests_per_route_and_reads_active_sessions_from_the_database(agent, production):
+    client = Client()
+    route = "api/v1/sessions/<uuid:session_id>/bundle/"
+    before = _scrape(client)
+    started = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    for _ in range(3):
+        assert agent.get(f"/api/v1/sessions/{started['id']}/bundle/").status_code == 200
+    after = _scrape(client)
+    assert (
+        _value(after, "registry_http_requests_total", route=route, method="GET", status="200")
+        - _value(before, "registry_http_requests_total", route=route, method="GET", status="200")
+        == 3
+    )
+    assert _value(after, "registry_http_request_duration_seconds_count", route=route, method="GET") >= 3
+    assert _value(after, "registry_sessions_active", bundle="refunds", version="1") == 1
+    assert _value(after, "registry_versions", state="live") == 1
+    agent.post(f"/api/v1/sessions/{started['id']}/end/")
+    assert _value(_scrape(client), "registry_sessions_active", bundle="refunds", version="1") == 0
+
+
+def test_without_a_token_only_loopback_clients_are_answered(db, settings):
+    settings.METRICS_TOKEN = ""
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 200
+    assert Client(REMOTE_ADDR="203.0.113.9").get("/metrics").status_code == 401
+
+
+def test_with_a_token_every_scrape_must_send_it(db, settings):
+    settings.METRICS_TOKEN = "s3cret-scrape-token"
+    client = Client(REMOTE_ADDR="127.0.0.1")
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert (
+        Client(REMOTE_ADDR="203.0.113.9").get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape-token").status_code
+        == 200
+    )
