@@ -229,3 +229,13 @@ class AuditEventOut(serializers.Serializer):
     data = serializers.DictField()
     request_id = serializers.CharField()
     client_ip = serializers.CharField(allow_null=True)
+
+
+class VersionUsageOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    version = serializers.IntegerField()
+    sessions_started = serializers.IntegerField()
+    sessions_active = serializers.IntegerField()
+    fetches = serializers.IntegerField(help_text="Pinned-bundle fetches (200 and 304), counted within about 5 s.")
+    first_used_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)

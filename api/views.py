@@ -28,8 +28,11 @@ from api.serializers import (
     SessionOut,
     VersionIn,
     VersionOut,
+    VersionUsageOut,
 )
 from audit import selectors as audit_selectors
+from metrics import selectors as metrics_selectors
+from metrics import usage
 from registry import selectors as registry_selectors
 from registry import services as registry_services
 from registry.errors import InvalidContent, NotFound
@@ -159,6 +162,16 @@ class VersionDiffApi(BaseApi):
         )
 
 
+class VersionUsageApi(BaseApi):
+    """Sessions started and active on this version, pinned fetches, first and last use."""
+
+    @extend_schema(summary="Usage of one version", responses=VersionUsageOut)
+    def get(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        return Response(VersionUsageOut(metrics_selectors.version_usage(version=version)).data)
+
+
 class VersionRevokeApi(BaseApi):
     roles = {"POST": Role.OPS}
 
@@ -270,6 +283,7 @@ class SessionBundleApi(BaseApi):
     )
     def get(self, request: Request, session_id) -> HttpResponse:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        usage.fetch_recorded(session.version_id)
         content_hash = session.version.content_hash
         if _etag_matches(request, content_hash):
             return _not_modified(content_hash)

@@ -249,6 +249,8 @@ CELERY_BEAT_SCHEDULE = {
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
 # /metrics: scrapes send this as a Bearer token; unset, only loopback clients are answered.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Each web process adds its fetch counts to the database from a background thread (metrics.usage).
+USAGE_FLUSH_THREAD = True
 
 # Leases: the default TTL and the fraction of it after which a fetch writes a renewal.
 SESSION_DEFAULT_TTL = 1800

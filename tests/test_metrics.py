@@ -58,3 +58,33 @@ def test_with_a_token_every_scrape_must_send_it(db, settings):
         Client(REMOTE_ADDR="203.0.113.9").get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape-token").status_code
         == 200
     )
+
+
+def test_usage_counts_sessions_and_fetches_per_version(agent, production, v2, ops):
+    first = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    second = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    etag = agent.get(f"/api/v1/sessions/{first['id']}/bundle/")["ETag"]
+    assert agent.get(f"/api/v1/sessions/{first['id']}/bundle/", HTTP_IF_NONE_MATCH=etag).status_code == 304
+    agent.get(f"/api/v1/sessions/{second['id']}/bundle/")
+    agent.post(f"/api/v1/sessions/{second['id']}/end/")
+    usage = agent.get("/api/v1/bundles/refunds/versions/1/usage/").json()
+    assert usage["bundle"] == "refunds" and usage["version"] == 1
+    assert (usage["sessions_started"], usage["sessions_active"], usage["fetches"]) == (2, 1, 3)
+    assert usage["first_used_at"] is not None and usage["last_used_at"] >= usage["first_used_at"]
+    unused = agent.get("/api/v1/bundles/refunds/versions/2/usage/").json()
+    assert (unused["sessions_started"], unused["fetches"], unused["first_used_at"]) == (0, 0, None)
+    assert agent.get("/api/v1/bundles/refunds/versions/9/usage/").status_code == 404
+
+
+def test_usage_is_added_up_across_flushes(agent, production):
+    from metrics import usage
+    from metrics.models import VersionUsage
+
+    started = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    for _ in range(2):
+        agent.get(f"/api/v1/sessions/{started['id']}/bundle/")
+    assert usage.flush() == 1
+    agent.get(f"/api/v1/sessions/{started['id']}/bundle/")
+    usage.flush()
+    assert usage.flush() == 0  # nothing pending
+    assert VersionUsage.objects.get().fetches == 3
