@@ -1,6 +1,6 @@
 from django.urls import path
 
-from api import views, webhook_views
+from api import views, views_skills, webhook_views
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
@@ -21,6 +21,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/bundle/", views.SessionBundleApi.as_view()),
     path("sessions/<uuid:session_id>/heartbeat/", views.SessionHeartbeatApi.as_view()),
     path("sessions/<uuid:session_id>/end/", views.SessionEndApi.as_view()),
+    path("sessions/<uuid:session_id>/compact/", views_skills.SessionCompactApi.as_view()),
     path("webhooks/", webhook_views.WebhookListApi.as_view()),
     path("webhooks/<int:pk>/", webhook_views.WebhookDetailApi.as_view()),
     path("webhooks/<int:pk>/deliveries/", webhook_views.WebhookDeliveryListApi.as_view()),

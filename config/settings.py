@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "audit",
     "registry",
     "sessions_app",
+    "skills",
     "api",
     "adminui",
     "webhooks",

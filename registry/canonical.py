@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from registry.errors import InvalidContent
+from skills.content import content_errors as skills_content_errors
 
 MAX_PROMPT_CHARS = 200_000
 MAX_CANONICAL_BYTES = 1024 * 1024
@@ -25,7 +26,10 @@ DEFAULTS: dict[str, Any] = {
     "model": {},
     "metadata": {},
 }
-FIELDS = {"system_prompt", *DEFAULTS}
+# Optional fields kept only when given (no default is written), so a document without them keeps
+# the bytes and hash it had before they existed. Their rules live in skills/content.py.
+OPTIONAL_FIELDS = {"skills", "compaction"}
+FIELDS = {"system_prompt", *DEFAULTS, *OPTIONAL_FIELDS}
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -60,6 +64,11 @@ def normalise_content(content: Any) -> dict[str, Any]:
     doc = {"system_prompt": prompt}
     for key, default in DEFAULTS.items():
         doc[key] = content.get(key, default)
+
+    for key in sorted(OPTIONAL_FIELDS & set(content)):
+        doc[key] = content[key]
+    for path, message in skills_content_errors(content):
+        err(f"content.{path}", message)
 
     tools = doc["tools"]
     if not isinstance(tools, list):

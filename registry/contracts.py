@@ -61,6 +61,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.canonical import TOOL_NAME_RE
+from skills.content import content_warnings as skills_content_warnings
 
 LEVELS = ("patch", "minor", "major")  # ordered
 
@@ -353,6 +354,7 @@ def check_content(doc: dict[str, Any], previous: dict[str, Any] | None = None) -
         _check_schema(doc["output_schema"], "output_schema", errors, warnings)
     _check_guardrails(doc.get("guardrails"), {t["name"] for t in tools}, errors)
     errors.extend(metadata_errors)
+    warnings.extend(Finding(path, message) for path, message in skills_content_warnings(doc))
     return CheckResult(errors=errors, warnings=warnings)
 
 

@@ -1,0 +1,182 @@
+"""Skills and the compaction policy inside a bundle's content: field rules, limits, warnings.
+
+Pure functions over the content document (no Django, no database), hooked into
+`registry.canonical.normalise_content` (errors: the publish is refused) and
+`registry.contracts.check_content` (warnings: returned and shown). See docs/skills.md.
+
+A card: {"name", "summary", "description", "keywords", "category", "examples", "level",
+"exclusive_group"?, "triggers"?}.
+"""
+
+import re
+from typing import Any
+
+from core.compaction import policy_errors
+from core.tokens import estimate_tokens
+from skills.text import content_words
+
+__all__ = ["content_errors", "content_warnings", "l1_tokens", "render_card"]
+
+SKILL_KEYS = {"name", "summary", "description", "keywords", "category", "examples", "level"}
+OPTIONAL_SKILL_KEYS = {"exclusive_group", "triggers"}
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
+MAX_NAME = 64
+MAX_SUMMARY = 60
+MAX_DESCRIPTION = 4000
+MAX_CATEGORY = 64
+MAX_KEYWORD = 60
+MAX_EXAMPLE = 300
+MAX_SKILLS = 500
+MAX_TRIGGERS = 10
+MAX_TRIGGER_CHARS = 200
+MAX_L1 = 8
+MAX_L1_TOKENS = 1500
+LEVELS = ("L1", "L2")
+
+# A summary says when to use the skill when it starts like "Use when/for/if/to ...", "When ...",
+# "For ...", "If ...", or in Chinese "当……时", "用于", "适用于", "在……时", "如果".
+WHEN_RE = re.compile(
+    r"^\s*(?:use\s+(?:it\s+|this\s+)?(?:when|for|if|to|whenever|after|before)\b|when\b|whenever\b|for\b|if\b"
+    r"|当|用于|适用|在.{0,30}时|如果|需要)",
+    re.IGNORECASE,
+)
+# Two cards look alike when the overlap of their summary+keyword words is at least this (Jaccard).
+NEAR_DUPLICATE = 0.5
+
+
+def render_card(card: dict[str, Any]) -> str:
+    """An L1 card as the model sees it while resident: name, summary, then the description.
+    The L1 budget (MAX_L1_TOKENS) is measured on this text with core.tokens.estimate_tokens."""
+    return f"## {card['name']}\n{card['summary']}\n{card['description']}\n"
+
+
+def l1_tokens(skills: list[dict[str, Any]]) -> int:
+    return sum(estimate_tokens(render_card(s)) for s in skills if s.get("level") == "L1")
+
+
+def _text(card: dict[str, Any], key: str, limit: int, path: str, errors: list[tuple[str, str]]) -> None:
+    value = card.get(key)
+    if not isinstance(value, str) or not value.strip():
+        errors.append((f"{path}.{key}", "Must be a non-empty string."))
+    elif len(value) > limit:
+        errors.append((f"{path}.{key}", f"Must be at most {limit} characters; it has {len(value)}."))
+
+
+def _strings(
+    card: dict[str, Any], key: str, low: int, high: int, limit: int, path: str, errors: list[tuple[str, str]]
+) -> None:
+    value = card.get(key)
+    if not isinstance(value, list) or not low <= len(value) <= high:
+        errors.append((f"{path}.{key}", f"Must be a list of {low} to {high} strings."))
+        return
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            errors.append((f"{path}.{key}[{i}]", "Must be a non-empty string."))
+        elif len(item) > limit:
+            errors.append((f"{path}.{key}[{i}]", f"Must be at most {limit} characters."))
+
+
+def _skill_errors(card: Any, path: str, errors: list[tuple[str, str]]) -> None:
+    if not isinstance(card, dict):
+        errors.append((path, "Each skill must be an object (name, summary, description, keywords, ...)."))
+        return
+    for key in sorted(set(card) - SKILL_KEYS - OPTIONAL_SKILL_KEYS):
+        errors.append((f"{path}.{key}", "Unknown field."))
+    for key in sorted(SKILL_KEYS - set(card)):
+        errors.append((f"{path}.{key}", "This field is required."))
+    name = card.get("name")
+    if "name" in card and (not isinstance(name, str) or len(name) > MAX_NAME or not NAME_RE.match(name)):
+        errors.append((f"{path}.name", f"Must be snake_case (^[a-z][a-z0-9]*(_[a-z0-9]+)*$), at most {MAX_NAME}."))
+    if "summary" in card:
+        _text(card, "summary", MAX_SUMMARY, path, errors)
+    if "description" in card:
+        _text(card, "description", MAX_DESCRIPTION, path, errors)
+    if "category" in card:
+        _text(card, "category", MAX_CATEGORY, path, errors)
+    if "keywords" in card:
+        _strings(card, "keywords", 3, 10, MAX_KEYWORD, path, errors)
+    if "examples" in card:
+        _strings(card, "examples", 2, 3, MAX_EXAMPLE, path, errors)
+    if "level" in card and card["level"] not in LEVELS:
+        errors.append((f"{path}.level", 'Must be "L1" (resident) or "L2" (routed).'))
+    group = card.get("exclusive_group")
+    if group is not None and (not isinstance(group, str) or not group.strip() or len(group) > MAX_NAME):
+        errors.append((f"{path}.exclusive_group", f"Must be a non-empty string of at most {MAX_NAME} characters."))
+    if "triggers" in card:
+        triggers = card["triggers"]
+        if not isinstance(triggers, list) or len(triggers) > MAX_TRIGGERS:
+            errors.append((f"{path}.triggers", f"Must be a list of at most {MAX_TRIGGERS} regular expressions."))
+            return
+        for i, pattern in enumerate(triggers):
+            if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_TRIGGER_CHARS:
+                errors.append((f"{path}.triggers[{i}]", f"Must be a regular expression of 1 to {MAX_TRIGGER_CHARS}."))
+                continue
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                errors.append((f"{path}.triggers[{i}]", f"Does not compile: {exc}."))
+
+
+def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
+    """Errors in `skills` and `compaction` of a content document, as (path, message) with paths
+    relative to the content (`skills[2].name`)."""
+    errors: list[tuple[str, str]] = []
+    if "compaction" in content:
+        errors.extend(policy_errors(content["compaction"]))
+    if "skills" not in content:
+        return errors
+    skills = content["skills"]
+    if not isinstance(skills, list):
+        return [*errors, ("skills", "Must be a list of skill cards.")]
+    if len(skills) > MAX_SKILLS:
+        return [*errors, ("skills", f"At most {MAX_SKILLS} skills.")]
+    seen: dict[str, int] = {}
+    for i, card in enumerate(skills):
+        _skill_errors(card, f"skills[{i}]", errors)
+        name = card.get("name") if isinstance(card, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                errors.append((f"skills[{i}].name", f"Another skill is already named {name!r} (skills[{seen[name]}])."))
+            seen.setdefault(name, i)
+    if errors:
+        return errors
+    resident = [s for s in skills if s["level"] == "L1"]
+    if len(resident) > MAX_L1:
+        errors.append(("skills", f"At most {MAX_L1} L1 (resident) skills; there are {len(resident)}."))
+    tokens = l1_tokens(skills)
+    if tokens > MAX_L1_TOKENS:
+        errors.append(("skills", f"The L1 cards as rendered are about {tokens} tokens; the budget is {MAX_L1_TOKENS}."))
+    return errors
+
+
+def _words(card: dict[str, Any]) -> set[str]:
+    return set(content_words(" ".join([card["summary"], *card["keywords"]])))
+
+
+def content_warnings(content: dict[str, Any]) -> list[tuple[str, str]]:
+    """Warnings for a valid content document: summaries that do not say when to use the skill,
+    and look-alike pairs (summary + keywords near-duplicates) outside a shared exclusive group."""
+    skills = content.get("skills") or []
+    warnings: list[tuple[str, str]] = []
+    for i, card in enumerate(skills):
+        if not WHEN_RE.match(card["summary"]):
+            warnings.append(
+                (f"skills[{i}].summary", 'Say when to use the skill, e.g. "Use when the customer asks for ...".')
+            )
+    words = [_words(card) for card in skills]
+    for i in range(len(skills)):
+        for j in range(i + 1, len(skills)):
+            union = words[i] | words[j]
+            if not union:
+                continue
+            overlap = len(words[i] & words[j]) / len(union)
+            group = skills[i].get("exclusive_group")
+            if overlap >= NEAR_DUPLICATE and not (group and group == skills[j].get("exclusive_group")):
+                warnings.append(
+                    (
+                        f"skills[{j}]",
+                        f"`{skills[j]['name']}` looks like `{skills[i]['name']}` (summary and keywords "
+                        f"{overlap:.0%} alike): sharpen one, or put both in one exclusive_group.",
+                    )
+                )
+    return warnings
