@@ -4,6 +4,8 @@ Model permissions decide what the admin shows (which pages a person may open); t
 that `access.actors.actor_for_user` derives from the same groups decides what the
 services allow. Group names are the ones actor_for_user looks for."""
 
+from typing import Any
+
 from django.apps.registry import Apps
 
 PROMPT_ENGINEERS = "Prompt engineers"
@@ -41,3 +43,14 @@ def groups_sync(*, apps: Apps) -> None:
             app_label, codename = dotted.split(".")
             perms.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
         group.permissions.set(perms)
+
+
+def may_use_admin(user: Any) -> bool:
+    """Whether `user` may sign in to the admin: active, and staff, a superuser or a member of
+    one of the two groups (membership alone is enough: adding a teammate to a group is the
+    whole job). What they may do there is their group's role (access.actors.actor_for_user)."""
+    if not user.is_active:
+        return False
+    if user.is_staff or user.is_superuser:
+        return True
+    return user.groups.filter(name__in=GROUP_PERMISSIONS).exists()

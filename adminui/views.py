@@ -271,7 +271,9 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
                     messages.success(request, f"Saved version {version.number} of {bundle.name}.")
                     if latest is not None:
                         check = classify(content_of(latest), content_of(version))
-                        messages.info(
+                        # A major change is saved but is news to act on: a warning, not a green tick.
+                        report = messages.warning if check.level == "major" else messages.info
+                        report(
                             request,
                             f"Contract check against v{latest.number}: a {check.level} change "
                             f"({len(check.changes)} change{'s' if len(check.changes) != 1 else ''}, listed below).",
@@ -486,6 +488,13 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
 
     current = _label_number(bundle, label_name)
     if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
+        # Say at this first step what the confirm would be refused for: a protected label (an
+        # existing one, or `production` typed as a new name) is for ops only.
+        if not may_move(
+            actor, protected=move_consequence(bundle=bundle, label_name=label_name, target=target).protected
+        ):
+            form.add_error(field, f"The label {label_name!r} is protected: only ops may move it.")
+            return _move_form(request, model_admin, bundle, form, status=403)
         if current == str(target.number):
             form.add_error("version", f"{label_name} already targets v{target.number}: there is nothing to move.")
             return _move_form(request, model_admin, bundle, form)
@@ -561,6 +570,9 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
     previous = by_id.get(obj.previous_version_id) if obj.previous_version_id else None
 
     def form_page(form: RollbackForm, status: int = 200) -> HttpResponse:
+        # Whatever the POST was validated against, the page offers only the versions this
+        # label targeted before (never its current target): an error must not widen the list.
+        form.fields["version"].choices = versions
         return _render(
             request,
             model_admin,
@@ -584,7 +596,12 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
         return form_page(form)
     target = _version(bundle, form.cleaned_data["version"])
     reason = form.cleaned_data["reason"]
-    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != _label_number(bundle, label):
+    current = _label_number(bundle, label)
+    if current == str(target.number):
+        # Never a confirm page saying "moves from v1 to v1" (and the service refuses it too).
+        form.add_error("version", f"{label} already targets v{target.number}: there is nothing to roll back.")
+        return form_page(form)
+    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
         return _confirm_page(
             request,
             model_admin,

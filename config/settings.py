@@ -73,7 +73,7 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "adminui.admin_app.RegistryAdminConfig",  # django.contrib.admin with the registry's site (who may sign in)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

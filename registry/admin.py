@@ -13,10 +13,6 @@ from django.urls import path, reverse
 from adminui import views
 from registry.models import Bundle, BundleVersion, Label
 
-admin.site.site_header = "Prompt registry"
-admin.site.site_title = "Prompt registry admin"
-admin.site.index_title = "Bundles, versions, labels and sessions"
-
 
 @admin.register(Bundle)
 class BundleAdmin(admin.ModelAdmin):

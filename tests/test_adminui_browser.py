@@ -210,15 +210,14 @@ def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both
     assert Label.objects.get(bundle=refunds, name="production").version.number == 1  # nothing moved yet
     shot(page, "move-confirm")
 
-    # Without the checkbox the move is refused, with the breaking change in words.
-    page.click("#confirm")
-    expect(page.locator("#refusal")).to_contain_text("Nothing moved")
-    expect(page.locator("#refused-changes")).to_contain_text(
-        "Tool `process_refund` was renamed to `issue_refund`; agents that call the old name will fail."
-    )
-    assert Label.objects.get(bundle=refunds, name="production").version.number == 1
-    shot(page, "move-refused")
-
+    # The confirm button stays disabled until the breaking change is allowed (the server refuses
+    # a move without the box anyway: tests/test_adminui_views.py).
+    expect(page.locator("#confirm")).to_be_disabled()
+    expect(page.locator("#confirm-needs-box")).to_be_visible()
+    page.check("#allow-breaking")
+    expect(page.locator("#confirm")).to_be_enabled()
+    page.uncheck("#allow-breaking")
+    expect(page.locator("#confirm")).to_be_disabled()
     page.check("#allow-breaking")
     shot(page, "move-confirm-allow-breaking")
     page.click("#confirm")
@@ -286,3 +285,37 @@ def test_an_ops_user_moves_production_watches_v1_drain_rolls_back_and_finds_both
     expect(page.locator("h1")).to_have_text("refunds: v1 → v2")
     expect(page.locator("#tool-changes")).to_contain_text("issue_refund")
     shot(page, "diff-from-history")
+
+
+def test_an_admin_adds_a_teammate_to_a_group_in_the_admin_and_the_teammate_signs_in(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    """The README's steps, as an admin would click them: add a user, put them in "Prompt
+    engineers", save; Staff status is never ticked."""
+    User.objects.create_superuser(username="root", password=PASSWORD, email="")
+    log_in(page, base_url, "root")
+    page.goto(f"{base_url}/admin/auth/user/add/")
+    page.fill("#id_username", "priya")
+    page.fill("#id_password1", "a-long-teammate-password")
+    page.fill("#id_password2", "a-long-teammate-password")
+    shot(page, "add-user")
+    page.click("input[name=_continue]")
+    expect(page.locator("#id_is_staff")).not_to_be_checked()
+    page.select_option("#id_groups_from", label=PROMPT_ENGINEERS)
+    page.click("#id_groups_add")
+    shot(page, "user-in-group")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    priya = User.objects.get(username="priya")
+    assert not priya.is_staff and list(priya.groups.values_list("name", flat=True)) == [PROMPT_ENGINEERS]
+
+    page.context.clear_cookies()
+    page.goto(f"{base_url}/admin/login/?next=/admin/registry/bundle/")
+    page.fill("#id_username", "priya")
+    page.fill("#id_password", "a-long-teammate-password")
+    page.click("input[type=submit]")
+    expect(page.locator("h1")).to_have_text("Bundles")
+    expect(page.locator(".adminui-role")).to_have_text("role: publisher")
+    shot(page, "teammate-signed-in")
+    open_link(page, "refunds")
+    expect(page.locator("#write-version")).to_be_visible()

@@ -145,6 +145,22 @@ def test_it_refuses_staff_without_permissions_in_words(db, bundle):
     assert "ask an admin to add you to a group" in text(response)
 
 
+def test_a_group_member_without_staff_status_signs_in_and_leaving_the_groups_signs_them_out(db, bundle):
+    """The README's steps: an admin adds a person and puts them in a group, nothing more."""
+    user = User.objects.create_user(username="newbie", password="pw-newbie-1")
+    assert not user.is_staff
+    user.groups.add(Group.objects.get(name=PROMPT_ENGINEERS))
+    client = Client()
+    response = client.post("/admin/login/", {"username": "newbie", "password": "pw-newbie-1", "next": "/admin/"})
+    assert response.status_code == 302, words(response)
+    assert client.get(u("adminui_bundle", "refunds")).status_code == 200
+    user.groups.clear()
+    assert client.get(u("adminui_bundle", "refunds")).status_code == 302  # back to the login page
+    response = Client().post("/admin/login/", {"username": "newbie", "password": "pw-newbie-1"})
+    assert response.status_code == 200
+    assert "an account in the group Prompt engineers or Ops" in words(response)
+
+
 # --- bundles --------------------------------------------------------------------------------
 
 
@@ -370,6 +386,34 @@ def test_it_shows_the_warnings_and_the_classification_after_saving(engineer, bun
         "version renames to `issue_refund`; reword it so the model does not try to call the old name." in page
     )
     assert "Contract check: major change major Tool `process_refund` was renamed to `issue_refund`" in page
+
+
+def message_levels(response) -> dict[str, str]:
+    return {m.message: m.level_tag for m in response.context["messages"]}
+
+
+def test_a_major_change_is_reported_as_a_warning_and_a_minor_one_as_information(engineer, bundle, v1):
+    doc = renamed_tool_content()
+    response = engineer.post(
+        u("adminui_version_new", "refunds"),
+        version_post(system_prompt=doc["system_prompt"], tools=json.dumps(doc["tools"]), message="rename"),
+        follow=True,
+    )
+    levels = message_levels(response)
+    assert levels["Contract check against v1: a major change (2 changes, listed below)."] == "warning"
+    assert '<li class="warning">Contract check against v1: a major change' in response.content.decode()
+    doc = compatible_content()
+    doc["tools"][0]["name"] = "issue_refund"
+    response = engineer.post(
+        u("adminui_version_new", "refunds"),
+        version_post(
+            system_prompt=doc["system_prompt"].replace("process_refund", "issue_refund"),
+            tools=json.dumps(doc["tools"]),
+            message="reason",
+        ),
+        follow=True,
+    )
+    assert [level for text, level in message_levels(response).items() if text.startswith("Contract check")] == ["info"]
 
 
 def test_it_says_identical_content_exists_and_links_to_it(engineer, bundle, v1):
@@ -672,12 +716,11 @@ def test_ops_allow_a_breaking_production_move_and_the_history_records_it(
 def test_a_prompt_engineer_is_not_offered_the_override_and_a_forged_one_is_refused(
     engineer, bundle, v1, v2_renamed, production
 ):
-    # A forged step 1 for production reaches the confirm page, which offers no checkbox...
+    # A forged step 1 for production is refused there, with no confirm page and no checkbox...
     response = engineer.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "x"})
+    assert response.status_code == 403
     assert "allow_breaking" not in response.content.decode()
-    assert "The move will be refused unless someone who may move production allows the breaking change." in words(
-        response
-    )
+    assert field_errors(response, "label") == ["The label 'production' is protected: only ops may move it."]
     # ...and a forged confirm that ticks it anyway is refused by the service.
     form = {
         "label": "production",
@@ -748,6 +791,28 @@ def test_it_requires_a_reason_for_a_move(ops_user, bundle, v1, v2_renamed, produ
     )
     assert field_errors(response, "reason") == ["Say why: a reason is required for every move."]
     assert Label.objects.get(pk=production.pk).version_id == v1.pk
+
+
+def test_a_prompt_engineer_typing_production_is_refused_at_the_first_step(engineer, bundle, v1, v2_renamed, production):
+    response = engineer.post(
+        u("adminui_move", "refunds"), {"label": "", "new_label": "production", "version": "2", "reason": "ship"}
+    )
+    assert response.status_code == 403
+    assert field_errors(response, "new_label") == ["The label 'production' is protected: only ops may move it."]
+    assert "Step 1 of 2" in words(response)  # still the form, not the confirm page
+    # On a bundle without production yet, the name is created protected: the same answer.
+    Label.objects.filter(pk=production.pk).delete()
+    response = engineer.post(
+        u("adminui_move", "refunds"), {"label": "", "new_label": "production", "version": "2", "reason": "ship"}
+    )
+    assert response.status_code == 403
+    assert field_errors(response, "new_label") == ["The label 'production' is protected: only ops may move it."]
+    # Any other new name goes on to the confirm page.
+    response = engineer.post(
+        u("adminui_move", "refunds"), {"label": "", "new_label": "canary", "version": "2", "reason": "try"}
+    )
+    assert response.status_code == 200
+    assert "Step 2 of 2" in words(response)
 
 
 def test_a_prompt_engineer_creates_and_moves_an_unprotected_label(engineer, bundle, v1, v2_renamed, production):
@@ -837,6 +902,40 @@ def test_a_rollback_to_a_version_the_label_never_had_is_judged_like_a_move(ops_u
     # v3 brings back the tool v2 renamed: major against v2, so it is refused without the box.
     assert response.status_code == 409
     assert Label.objects.get(bundle=bundle, name="production").version.number == 2
+
+
+def offered_versions(response) -> list[str]:
+    select = re.search(r'<select name="version"[^>]*>(.*?)</select>', response.content.decode(), re.S)
+    return re.findall(r'<option value="(\d+)"', select.group(1))
+
+
+def test_the_rollback_form_offers_only_previous_targets_after_a_validation_error(
+    ops_user, bundle, v1, production_on_v2
+):
+    assert offered_versions(ops_user.get(u("adminui_rollback", "refunds", "production"))) == ["1"]
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1", "reason": ""})
+    assert field_errors(response, "reason") == ["Say why: a reason is required for a rollback."]
+    assert offered_versions(response) == ["1"]
+
+
+def test_a_rollback_to_the_current_target_is_an_error_not_a_confirm_page(ops_user, bundle, v1, production_on_v2):
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "2", "reason": "again"})
+    assert "production moves from v2 to v2" not in words(response)
+    assert field_errors(response, "version") == ["production already targets v2: there is nothing to roll back."]
+    assert offered_versions(response) == ["1"]
+    # A forged confirm is refused by the service as well.
+    form = {"version": "2", "reason": "again", "confirm": "yes", "expected_from": "2"}
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
+    assert response.status_code != 302
+    assert Label.objects.get(pk=production_on_v2.pk).history.count() == 2
+
+
+def test_the_rollback_service_refuses_a_no_op(bundle, v1, production, ops):
+    from registry.errors import Conflict
+    from registry.services import label_rollback
+
+    with pytest.raises(Conflict, match="already targets version 1"):
+        label_rollback(bundle=bundle, name="production", to_version=v1, actor=ops.actor, reason="noop")
 
 
 # --- history, drain, sessions ---------------------------------------------------------------
