@@ -23,7 +23,9 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/end/", views.SessionEndApi.as_view()),
     path("sessions/<uuid:session_id>/compact/", views_skills.SessionCompactApi.as_view()),
     path("webhooks/", webhook_views.WebhookListApi.as_view()),
-    path("webhooks/<int:pk>/", webhook_views.WebhookDetailApi.as_view()),
-    path("webhooks/<int:pk>/deliveries/", webhook_views.WebhookDeliveryListApi.as_view()),
-    path("webhooks/<int:pk>/deliveries/<int:delivery_id>/redeliver/", webhook_views.WebhookRedeliverApi.as_view()),
+    path("webhooks/<int:webhook_id>/", webhook_views.WebhookDetailApi.as_view()),
+    path("webhooks/<int:webhook_id>/deliveries/", webhook_views.WebhookDeliveryListApi.as_view()),
+    path(
+        "webhooks/<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/", webhook_views.WebhookRedeliverApi.as_view()
+    ),
 ]

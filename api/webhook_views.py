@@ -103,22 +103,22 @@ class WebhookDetailApi(BaseApi):
     roles = {"GET": Role.ADMIN, "PATCH": Role.ADMIN, "DELETE": Role.ADMIN}
 
     @extend_schema(summary="One webhook endpoint", responses=WebhookOut)
-    def get(self, request: Request, pk: int) -> Response:
-        return Response(WebhookOut(_endpoint(pk)).data)
+    def get(self, request: Request, webhook_id: int) -> Response:
+        return Response(WebhookOut(_endpoint(webhook_id)).data)
 
     @extend_schema(
         summary="Change an endpoint's url, events, description or active flag",
         request=WebhookPatchIn,
         responses=WebhookOut,
     )
-    def patch(self, request: Request, pk: int) -> Response:
-        endpoint = _endpoint(pk)
+    def patch(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _endpoint(webhook_id)
         data = _valid(WebhookPatchIn, request)
         return Response(WebhookOut(services.endpoint_update(endpoint=endpoint, actor=request.auth, changes=data)).data)
 
     @extend_schema(summary="Delete an endpoint and its delivery log", responses={204: OpenApiResponse()})
-    def delete(self, request: Request, pk: int) -> Response:
-        services.endpoint_delete(endpoint=_endpoint(pk), actor=request.auth)
+    def delete(self, request: Request, webhook_id: int) -> Response:
+        services.endpoint_delete(endpoint=_endpoint(webhook_id), actor=request.auth)
         return Response(status=204)
 
 
@@ -130,8 +130,8 @@ class WebhookDeliveryListApi(BaseApi):
         summary="The endpoint's delivery log, newest first",
         responses=DeliveryOut(many=True),
     )
-    def get(self, request: Request, pk: int) -> Response:
-        return _paginate(self, request, _endpoint(pk).deliveries.all(), DeliveryOut, "-pk")
+    def get(self, request: Request, webhook_id: int) -> Response:
+        return _paginate(self, request, _endpoint(webhook_id).deliveries.all(), DeliveryOut, "-pk")
 
 
 class WebhookRedeliverApi(BaseApi):
@@ -140,9 +140,9 @@ class WebhookRedeliverApi(BaseApi):
     @extend_schema(
         summary="Send a delivery again now (same webhook-id, fresh retry budget)", request=None, responses=DeliveryOut
     )
-    def post(self, request: Request, pk: int, delivery_id: int) -> Response:
+    def post(self, request: Request, webhook_id: int, delivery_id: int) -> Response:
         try:
-            delivery = _endpoint(pk).deliveries.get(pk=delivery_id)
+            delivery = _endpoint(webhook_id).deliveries.get(pk=delivery_id)
         except Delivery.DoesNotExist:
             raise NotFound("No such delivery.") from None
         return Response(DeliveryOut(services.delivery_redeliver(delivery=delivery, actor=request.auth)).data)

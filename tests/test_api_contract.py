@@ -783,6 +783,12 @@ CONTRACT_PATHS = {
     "/api/v1/catalog/": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     "/api/v1/audit/": {"get"},
+    # Issue 14: usage per version, webhooks.
+    "/api/v1/bundles/{name}/versions/{number}/usage/": {"get"},
+    "/api/v1/webhooks/": {"get", "post"},
+    "/api/v1/webhooks/{webhook_id}/": {"get", "patch", "delete"},
+    "/api/v1/webhooks/{webhook_id}/deliveries/": {"get"},
+    "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver/": {"post"},
 }
 
 
