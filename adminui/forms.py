@@ -179,6 +179,25 @@ class RollbackForm(forms.Form):
         self.fields["version"].choices = versions
 
 
+class RevokeForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Recorded with the version and in the audit log.",
+        error_messages={"required": "Say why: a reason is required to revoke a version."},
+    )
+
+
+class VersionSearchForm(forms.Form):
+    q = forms.CharField(required=False, label="Search", help_text="Bundle, message, author, hash prefix or bundle@n.")
+    bundle = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False)
+
+    def __init__(self, *args: Any, bundles: list[str], states: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["bundle"].choices = [("", "any bundle")] + [(b, b) for b in bundles]
+        self.fields["state"].choices = [("", "any state")] + states
+
+
 class SessionSearchForm(forms.Form):
     bundle = forms.ChoiceField(required=False)
     version = forms.IntegerField(required=False, min_value=1)

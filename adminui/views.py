@@ -33,9 +33,11 @@ from adminui.forms import (
     BundleCreateForm,
     BundleEditForm,
     MoveForm,
+    RevokeForm,
     RollbackForm,
     SessionSearchForm,
     VersionForm,
+    VersionSearchForm,
     add_domain_error,
 )
 from adminui.moves import classify, compatibility_check, may_move, movable_labels, move_consequence
@@ -144,7 +146,11 @@ def _version_label(v: BundleVersion) -> str:
 
 def bundle_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
     actor = _need_view(request, model_admin)
-    bundles = list(Bundle.objects.annotate(latest=Max("versions__number")).order_by("name"))
+    q = request.GET.get("q", "").strip()
+    bundles_qs = Bundle.objects.annotate(latest=Max("versions__number")).order_by("name")
+    if q:
+        bundles_qs = bundles_qs.filter(Q(name__icontains=q) | Q(description__icontains=q) | Q(when_to_use__icontains=q))
+    bundles = list(bundles_qs)
     labels_by_bundle: dict[int, list[Label]] = defaultdict(list)
     for label in Label.objects.select_related("version").defer("version__canonical").order_by("name"):
         labels_by_bundle[label.bundle_id].append(label)
@@ -160,8 +166,72 @@ def bundle_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
         "adminui/bundle_list.html",
         "Bundles",
         rows=rows,
+        q=q,
         can_create=actor.has_role(Role.PUBLISHER),
     )
+
+
+def version_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
+    """Every version of every bundle, searchable (replaces the stock list, whose "40@1" and US
+    dates said little): by bundle, message, author, a content-hash prefix or `bundle@n`."""
+    _need_view(request, model_admin)
+    form = VersionSearchForm(
+        request.GET or None,
+        bundles=list(Bundle.objects.order_by("name").values_list("name", flat=True)),
+        states=list(VersionState.choices),
+    )
+    versions = (
+        BundleVersion.objects.select_related("bundle")
+        .defer("canonical")
+        .annotate(active_sessions=Count("sessions", filter=Q(sessions__status=SessionStatus.ACTIVE)))
+        .order_by("bundle__name", "-number")
+    )
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["bundle"]:
+            versions = versions.filter(bundle__name=data["bundle"])
+        if data["state"]:
+            versions = versions.filter(state=data["state"])
+        if q := data["q"].strip():
+            match = Q(bundle__name__icontains=q) | Q(message__icontains=q) | Q(author__icontains=q)
+            if len(q) >= 6 and all(c in "0123456789abcdef" for c in q.lower()):
+                match |= Q(content_hash__startswith=q.lower())
+            name, at, number = q.rpartition("@")
+            if at and number.isdigit():
+                match |= Q(bundle__name=name, number=int(number))
+            versions = versions.filter(match)
+    page_obj = Paginator(versions, 50).get_page(request.GET.get("page"))
+    labels: dict[int, list[str]] = defaultdict(list)
+    ids = [v.pk for v in page_obj]
+    for version_id, label in (
+        Label.objects.filter(version_id__in=ids).order_by("name").values_list("version_id", "name")
+    ):
+        labels[version_id].append(label)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return _render(
+        request,
+        model_admin,
+        "adminui/version_list.html",
+        "Versions",
+        form=form,
+        page_obj=page_obj,
+        rows=[{"version": v, "labels": labels.get(v.pk, [])} for v in page_obj],
+        query=query.urlencode(),
+    )
+
+
+def label_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
+    """Every label of every bundle as `production → v2` with its target's state (replaces the
+    stock list, which showed the target as "2@1")."""
+    _need_view(request, model_admin)
+    q = request.GET.get("q", "").strip()
+    labels = (
+        Label.objects.select_related("bundle", "version").defer("version__canonical").order_by("bundle__name", "name")
+    )
+    if q:
+        labels = labels.filter(Q(bundle__name__icontains=q) | Q(name__icontains=q))
+    return _render(request, model_admin, "adminui/label_list.html", "Labels", labels=list(labels), q=q)
 
 
 def bundle_add(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
@@ -347,6 +417,51 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         labels=labels,
         can_publish=actor.has_role(Role.PUBLISHER),
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
+        can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,
+    )
+
+
+def version_revoke(request: HttpRequest, model_admin: ModelAdmin, name: str, number: int) -> HttpResponse:
+    """Take a version out of service (ops): the impact first (the sessions that will get 410
+    version_revoked, the labels that still point at it), then the reason, then
+    registry.services.version_revoke, the same service as POST .../revoke/ in the API."""
+    actor = _need_view(request, model_admin)
+    bundle = _bundle(name)
+    version = _version(bundle, number)
+    status = 200
+    if request.method == "POST":
+        form = RevokeForm(request.POST)
+        if form.is_valid():
+            try:
+                registry_services.version_revoke(version=version, actor=actor, reason=form.cleaned_data["reason"])
+            except DomainError as exc:
+                add_domain_error(form, exc)
+                status = exc.status
+            else:
+                messages.success(
+                    request,
+                    f"Revoked v{version.number} of {bundle.name}: its sessions get 410 version_revoked "
+                    "from their next call.",
+                )
+                return HttpResponseRedirect(url("adminui_version", bundle.name, version.number))
+    else:
+        _need_role(actor, Role.OPS, "Revoking a version")
+        if version.state == VersionState.REVOKED:
+            raise NotFound(f"v{version.number} is revoked already.")
+        form = RevokeForm()
+    labels = list(Label.objects.filter(version=version).order_by("name"))
+    return _render(
+        request,
+        model_admin,
+        "adminui/version_revoke.html",
+        f"Revoke {bundle.name} v{version.number}",
+        status=status,
+        crumb=f"Revoke v{version.number}",
+        bundle=bundle,
+        version=version,
+        form=form,
+        labels=labels,
+        sessions=Session.objects.active().pinned_to(version.pk).count(),
     )
 
 

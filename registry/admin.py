@@ -33,6 +33,7 @@ class BundleAdmin(admin.ModelAdmin):
             page(views.bundle_edit, "<str:name>/edit/", "adminui_bundle_edit"),
             page(views.version_new, "<str:name>/versions/new/", "adminui_version_new"),
             page(views.version_detail, "<str:name>/versions/<int:number>/", "adminui_version"),
+            page(views.version_revoke, "<str:name>/versions/<int:number>/revoke/", "adminui_revoke"),
             page(views.version_diff, "<str:name>/diff/", "adminui_diff"),
             page(views.label_move, "<str:name>/move/", "adminui_move"),
             page(views.label_rollback, "<str:name>/labels/<str:label>/rollback/", "adminui_rollback"),
@@ -71,6 +72,9 @@ class BundleVersionAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).defer("canonical")
 
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        return views.page(views.version_list, self)(request)
+
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         version = (
             BundleVersion.objects.filter(pk=object_id).select_related("bundle").defer("canonical").first()
@@ -106,6 +110,9 @@ class LabelAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("version__canonical")
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        return views.page(views.label_list, self)(request)
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         label = Label.objects.filter(pk=object_id).select_related("bundle").first() if object_id.isdigit() else None

@@ -192,6 +192,52 @@ def test_label_pages_show_each_labels_compatibility(engineer, bundle, v1, produc
     assert '<option value="staging">staging (compatibility: none)</option>' in move
 
 
+def test_bundles_are_searchable_by_name_description_and_when_to_use(reader, bundle, ops):
+    from registry.services import bundle_create
+
+    bundle_create(
+        name="billing", description="Invoices", when_to_use="When a customer asks for a copy", actor=ops.actor
+    )
+    listed = lambda response: re.findall(r'<tr data-bundle="([^"]+)"', response.content.decode())  # noqa: E731
+    assert listed(reader.get(u("registry_bundle_changelist"))) == ["billing", "refunds"]
+    assert listed(reader.get(u("registry_bundle_changelist", query="q=REFUND"))) == ["refunds"]
+    assert listed(reader.get(u("registry_bundle_changelist", query="q=a+copy"))) == ["billing"]
+    assert "No bundle matches “nothing”." in words(reader.get(u("registry_bundle_changelist", query="q=nothing")))
+
+
+def test_the_versions_list_is_searchable_and_shows_iso_dates_and_labels(reader, bundle, v1, v2, production, ops):
+    from registry.services import bundle_create
+
+    other = bundle_create(name="billing", actor=ops.actor)
+    version_publish(bundle=other, content=content("Bill them."), message="first bill", actor=ops.actor)
+    listed = lambda response: re.findall(  # noqa: E731
+        r'<tr data-bundle="([^"]+)" data-version="(\d+)"', response.content.decode()
+    )
+    response = reader.get(u("registry_bundleversion_changelist"))
+    assert listed(response) == [("billing", "1"), ("refunds", "2"), ("refunds", "1")]
+    page = main_part(response)
+    created = v1.created_at.strftime("%Y-%m-%d %H:%M")
+    assert created in page
+    assert not re.search(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d", page)  # no US dates
+    assert re.search(r'data-version="1">.*?production', page, re.S)
+    assert listed(reader.get(u("registry_bundleversion_changelist", query="q=bill"))) == [("billing", "1")]
+    assert listed(reader.get(u("registry_bundleversion_changelist", query="q=refunds@2"))) == [("refunds", "2")]
+    prefix = v1.content_hash[:10]
+    assert listed(reader.get(u("registry_bundleversion_changelist", query=f"q={prefix}"))) == [("refunds", "1")]
+    assert listed(reader.get(u("registry_bundleversion_changelist", query="state=live"))) == [("refunds", "1")]
+
+
+def test_the_labels_list_shows_readable_targets(reader, bundle, v1, v2, production, ops):
+    label_move(bundle=bundle, name="staging", version=v2, actor=ops.actor, reason="try")
+    response = reader.get(u("registry_label_changelist"))
+    page = words(response)
+    assert "production → v1 live" in page
+    assert "staging → v2 live" in page
+    assert not re.search(r"\b\d+@\d+\b", main_part(response))  # the stock "2@1"
+    searched = reader.get(u("registry_label_changelist", query="q=prod"))
+    assert re.findall(r'<tr data-bundle="refunds" data-label="([^"]+)"', searched.content.decode()) == ["production"]
+
+
 def test_it_does_not_offer_bundle_creation_to_readers(reader, bundle):
     response = reader.get(u("registry_bundle_changelist"))
     assert response.status_code == 200
@@ -504,6 +550,51 @@ def test_it_answers_unknown_bundles_and_versions_with_an_admin_404(reader, bundl
     assert response.status_code == 404
     assert "has no version 9" in text(response)
     assert reader.get(u("adminui_bundle", "nope")).status_code == 404
+
+
+def test_ops_revoke_a_version_from_its_page_after_seeing_the_impact(
+    ops_user, agent, bundle, v1, v2_compatible, production, session_on_v1, ops
+):
+    label_move(bundle=bundle, name="production", version=v2_compatible, actor=ops.actor, reason="ship v2")
+    page = ops_user.get(u("adminui_version", "refunds", 1)).content.decode()
+    assert u("adminui_revoke", "refunds", 1) in page
+    response = ops_user.get(u("adminui_revoke", "refunds", 1))
+    assert response.status_code == 200
+    assert "1 active session pinned to v1 gets 410 version_revoked on its next call and must start again" in words(
+        response
+    )
+    assert "No label points at v1." in words(response)
+    response = ops_user.post(u("adminui_revoke", "refunds", 1), {"reason": ""})
+    assert field_errors(response, "reason") == ["Say why: a reason is required to revoke a version."]
+    assert BundleVersion.objects.get(pk=v1.pk).state != VersionState.REVOKED
+    response = ops_user.post(u("adminui_revoke", "refunds", 1), {"reason": "leaks the refund limit"}, follow=True)
+    assert "Revoked v1 of refunds: its sessions get 410 version_revoked from their next call." in words(response)
+    revoked = BundleVersion.objects.get(pk=v1.pk)
+    assert (revoked.state, revoked.revoke_reason) == (VersionState.REVOKED, "leaks the refund limit")
+    event = AuditEvent.objects.get(action="version.revoked")
+    assert (event.actor, event.reason) == ("user:olga", "leaks the refund limit")
+    # The same 410 the API's revoke gives the pinned agent.
+    fetched = agent.get(f"/api/v1/sessions/{session_on_v1.pk}/bundle/")
+    assert fetched.status_code == 410
+    assert fetched.json()["error"]["code"] == "version_revoked"
+
+
+def test_revoking_a_version_a_label_points_at_shows_the_labels_and_is_refused(ops_user, bundle, v1, production):
+    response = ops_user.get(u("adminui_revoke", "refunds", 1))
+    assert "1 label still points at v1: production." in words(response)
+    assert re.search(r'id="revoke" disabled', response.content.decode())
+    response = ops_user.post(u("adminui_revoke", "refunds", 1), {"reason": "forged"})
+    assert response.status_code == 409
+    assert "Version 1 is targeted by production; move those labels first." in words(response)
+    assert BundleVersion.objects.get(pk=v1.pk).state == VersionState.LIVE
+
+
+def test_prompt_engineers_are_not_offered_revoke_and_a_forged_one_is_refused(engineer, bundle, v1, v2):
+    assert u("adminui_revoke", "refunds", 1) not in engineer.get(u("adminui_version", "refunds", 1)).content.decode()
+    assert engineer.get(u("adminui_revoke", "refunds", 1)).status_code == 403
+    response = engineer.post(u("adminui_revoke", "refunds", 1), {"reason": "sneak"})
+    assert response.status_code == 403
+    assert BundleVersion.objects.get(pk=v1.pk).state != VersionState.REVOKED
 
 
 # --- diff -----------------------------------------------------------------------------------
