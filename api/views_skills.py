@@ -6,9 +6,11 @@ from rest_framework.response import Response
 
 from api.views import BaseApi
 from core.compaction import CompactionError, compact, policy_from_content
+from registry import selectors as registry_selectors
 from registry.errors import InvalidContent
 from sessions_app import selectors as session_selectors
 from skills import selectors as skill_selectors
+from skills import services as skill_services
 
 
 class SessionCompactApi(BaseApi):
@@ -26,3 +28,81 @@ class SessionCompactApi(BaseApi):
         except CompactionError as exc:
             raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]})
         return Response(result.as_dict())
+
+
+def _body(request: Request) -> dict:
+    if not isinstance(request.data, dict):
+        raise InvalidContent("Send a JSON object.", {"body": ["Expected a JSON object."]})
+    return request.data
+
+
+class SessionRouteApi(BaseApi):
+    """Open the session's next turn and route its skills."""
+
+    @extend_schema(request=dict, responses={200: OpenApiResponse(description="resident, routed, session, turn")})
+    def post(self, request: Request, session_id) -> Response:
+        body = _body(request)
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        return Response(skill_services.skill_route(session=session, messages=body.get("messages"), k=body.get("k")))
+
+
+class SessionTurnsApi(BaseApi):
+    """Report what the model invoked in a turn."""
+
+    @extend_schema(request=dict, responses={200: OpenApiResponse(description="The turn as recorded")})
+    def post(self, request: Request, session_id) -> Response:
+        body = _body(request)
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        turn = skill_services.skill_turn_report(session=session, turn=body.get("turn"), invoked=body.get("invoked"))
+        return Response(
+            {
+                "turn": turn.number,
+                "invoked": turn.invoked,
+                "loaded": [*turn.resident, *turn.routed, *turn.session_skills],
+            }
+        )
+
+
+def _card(card) -> dict:
+    return {
+        "name": card.name,
+        "summary": card.summary,
+        "description": card.description,
+        "source": card.source,
+        "registered_turn": card.registered_turn,
+        "last_invoked_turn": card.last_invoked_turn,
+    }
+
+
+class SessionSkillListApi(BaseApi):
+    """The session's own (L3) skills: visible to this session only."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="The session's live L3 cards")})
+    def get(self, request: Request, session_id) -> Response:
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        return Response({"results": [_card(c) for c in skill_selectors.session_skills_list(session=session)]})
+
+    @extend_schema(request=dict, responses={201: OpenApiResponse(description="The card"), 200: OpenApiResponse()})
+    def post(self, request: Request, session_id) -> Response:
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        card, created = skill_services.session_skill_register(session=session, data=request.data)
+        return Response(_card(card), status=201 if created else 200)
+
+
+class SessionSkillDetailApi(BaseApi):
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, session_id, name: str) -> Response:
+        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        skill_services.session_skill_remove(session=session, name=name)
+        return Response(status=204)
+
+
+class VersionMetricsApi(BaseApi):
+    """Routing metrics of one version: load hit rate, invalid-load rate, latency, counts."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="Metrics")})
+    def get(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        metrics = skill_selectors.version_skill_metrics(version_id=version.pk)
+        return Response({"bundle": bundle.name, "version": version.number, **metrics})

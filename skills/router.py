@@ -1,0 +1,301 @@
+"""Per-turn skill routing: pure, no Django, no database. See docs/skills.md for the method.
+
+`index_for(content_hash, skills)` builds the index of a version's cards once per content hash
+per process (content is immutable, so it never goes stale); `Index.route(...)` ranks the
+routed (L2) skills for one turn:
+
+1. Query: the newest user message, plus the last two turns before it at lower weights, so a
+   follow-up such as "and the other one?" inherits the words of the turn it follows.
+2. Skill score: BM25F over name, summary, keywords, examples (and the description at a low
+   weight), normalised by the best score of the turn, plus a bonus for each of the skill's
+   keywords found verbatim in the newest message (and a smaller one in the context).
+3. Category: each category scores its best skill plus a share of its second best; the top
+   category is chosen, and the second too when it is within CATEGORY_CLOSE of the first.
+   Skills of the chosen categories are ranked first; the rest follow at a discount, so a
+   wrong category guess can still recover lower in the list.
+4. Rules: a skill whose trigger matches the newest message is routed whatever its score;
+   a skill loaded in each of the last two reported turns and invoked in neither is dropped
+   (the "ghost loop") unless the newest message points at it (names it, matches a trigger or
+   one of its keywords); members of one exclusive group never appear together (nor with a
+   resident member of their group).
+"""
+
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import Any
+
+from skills.text import content_words
+
+__all__ = ["History", "Index", "RouteResult", "index_for"]
+
+# BM25 parameters and field weights (tuned on eval/routing's dev split; see docs/skills.md).
+K1 = 1.2
+B = 0.75
+FIELD_WEIGHTS = {"name": 2.0, "summary": 2.0, "keywords": 2.5, "examples": 1.0, "description": 0.5, "category": 0.5}
+# Query weights of the newest message and of the two turns before it.
+NEWEST = 1.0
+CONTEXT_USER = (0.5, 0.3)  # previous user message, the one before
+CONTEXT_ASSISTANT = (0.25, 0.15)
+KEYWORD_BONUS = 0.35
+KEYWORD_BONUS_CONTEXT = 0.1
+CATEGORY_CLOSE = 0.8  # the second category is kept when its score is at least this share of the first
+CATEGORY_SECOND_SHARE = 0.3
+OTHER_CATEGORY_FACTOR = 0.75
+MAX_MESSAGE_CHARS = 4000  # text looked at per message: bounds trigger and tokenising cost
+
+
+@dataclass(frozen=True)
+class History:
+    """What the database knows of the previous turns, newest first: names loaded (routed) per
+    turn, and names invoked per turn (None when the turn was never reported)."""
+
+    loaded: Sequence[frozenset[str]] = ()
+    invoked: Sequence[frozenset[str] | None] = ()
+
+
+@dataclass
+class RouteResult:
+    resident: list[str]
+    routed: list[dict[str, Any]]
+    categories: list[str]
+    demoted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Card:
+    name: str
+    category: str
+    level: str
+    group: str | None
+    keywords: list[str]  # lower-cased phrases, for exact matches
+    triggers: list[re.Pattern[str]]
+    tf: dict[str, float]  # weighted term frequencies over the fields
+    length: float
+
+
+def _phrase_in(phrase: str, text: str) -> bool:
+    if not phrase:
+        return False
+    if phrase.isascii():
+        return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
+    return phrase in text
+
+
+class Index:
+    def __init__(self, skills: list[dict[str, Any]]) -> None:
+        self.cards: list[_Card] = []
+        self.resident: list[str] = []
+        df: dict[str, int] = {}
+        for skill in skills:
+            if skill["level"] == "L1":
+                self.resident.append(skill["name"])
+            fields = {
+                "name": skill["name"].replace("_", " "),
+                "summary": skill["summary"],
+                "keywords": " ".join(skill["keywords"]),
+                "examples": " ".join(skill["examples"]),
+                "description": skill["description"],
+                "category": skill["category"].replace("_", " "),
+            }
+            tf: dict[str, float] = {}
+            for key, text in fields.items():
+                for word in content_words(text):
+                    tf[word] = tf.get(word, 0.0) + FIELD_WEIGHTS[key]
+            for word in tf:
+                df[word] = df.get(word, 0) + 1
+            self.cards.append(
+                _Card(
+                    name=skill["name"],
+                    category=skill["category"],
+                    level=skill["level"],
+                    group=skill.get("exclusive_group"),
+                    keywords=[k.lower().strip() for k in skill["keywords"]],
+                    triggers=[re.compile(t, re.IGNORECASE) for t in skill.get("triggers") or []],
+                    tf=tf,
+                    length=sum(tf.values()),
+                )
+            )
+        n = len(self.cards) or 1
+        self.avg_length = sum(c.length for c in self.cards) / n or 1.0
+        self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+        self.by_name = {c.name: c for c in self.cards}
+        # Postings: word -> [(card index, weighted tf)], so a query touches only the cards sharing a word.
+        self.postings: dict[str, list[tuple[int, float]]] = {}
+        for i, card in enumerate(self.cards):
+            for word, weight in card.tf.items():
+                self.postings.setdefault(word, []).append((i, weight))
+
+    def _bm25(self, query: dict[str, float]) -> list[float]:
+        scores = [0.0] * len(self.cards)
+        for word, q_weight in query.items():
+            postings = self.postings.get(word)
+            if not postings:
+                continue
+            idf = self.idf[word]
+            for i, tf in postings:
+                norm = K1 * (1 - B + B * self.cards[i].length / self.avg_length)
+                scores[i] += q_weight * idf * tf * (K1 + 1) / (tf + norm)
+        return scores
+
+    def route(self, messages: list[dict[str, str]], k: int = 5, history: History | None = None) -> RouteResult:
+        """Rank the L2 skills for the conversation `messages` (role/content, oldest first; the
+        newest user message is the one routed)."""
+        history = history or History()
+        newest, context = _split(messages)
+        newest_text = newest.lower()
+        query: dict[str, float] = {}
+        for text, weight in [(newest, NEWEST), *context]:
+            for word in content_words(text):
+                query[word] = max(query.get(word, 0.0), weight)
+        context_text = " ".join(t for t, _ in context).lower()
+
+        raw = self._bm25(query)
+        best = max(raw, default=0.0) or 1.0
+        scores: list[float] = []
+        whys: list[list[str]] = []
+        triggered: set[int] = set()
+        for i, card in enumerate(self.cards):
+            score = raw[i] / best
+            why = [f"bm25 {raw[i] / best:.2f}"] if raw[i] else []
+            hits = [kw for kw in card.keywords if _phrase_in(kw, newest_text)]
+            if hits:
+                score += KEYWORD_BONUS * min(len(hits), 3)
+                why.append("keywords " + ", ".join(hits[:3]))
+            elif any(_phrase_in(kw, context_text) for kw in card.keywords):
+                score += KEYWORD_BONUS_CONTEXT
+                why.append("keywords in context")
+            if any(t.search(newest) for t in card.triggers):
+                triggered.add(i)
+                why.append("trigger")
+            scores.append(score)
+            whys.append(why)
+
+        # Categories: best skill plus a share of the second best, over routed (L2) cards.
+        per_category: dict[str, list[float]] = {}
+        for i, card in enumerate(self.cards):
+            if card.level == "L2":
+                per_category.setdefault(card.category, []).append(scores[i])
+        category_scores = {}
+        for category, values in per_category.items():
+            top = sorted(values, reverse=True)[:2]
+            category_scores[category] = top[0] + CATEGORY_SECOND_SHARE * (top[1] if len(top) > 1 else 0.0)
+        ranked_categories = sorted(category_scores, key=lambda c: (-category_scores[c], c))
+        chosen = ranked_categories[:1]
+        if (
+            len(ranked_categories) > 1
+            and category_scores[ranked_categories[0]] > 0
+            and category_scores[ranked_categories[1]] >= CATEGORY_CLOSE * category_scores[ranked_categories[0]]
+        ):
+            chosen.append(ranked_categories[1])
+        if chosen and category_scores[chosen[0]] <= 0:
+            chosen = []
+
+        pointed = self._pointed(newest_text, newest, triggered)
+        demoted = self._ghosts(history) - pointed
+        final: list[tuple[float, int]] = []
+        for i, card in enumerate(self.cards):
+            if card.level != "L2" or (scores[i] <= 0 and i not in triggered):
+                continue
+            score = scores[i] if card.category in chosen else scores[i] * OTHER_CATEGORY_FACTOR
+            if i in triggered:
+                score += 10.0  # a trigger puts the skill among this turn's routed skills
+            final.append((score, i))
+        final.sort(key=lambda item: (-item[0], self.cards[item[1]].name))
+
+        taken_groups = {c.group for c in self.cards if c.level == "L1" and c.group}
+        routed: list[dict[str, Any]] = []
+        dropped: list[str] = []
+        for score, i in final:
+            card = self.cards[i]
+            if card.name in demoted:
+                dropped.append(card.name)
+                continue
+            if card.group and card.group in taken_groups:
+                continue
+            if len(routed) >= k:
+                break
+            if card.group:
+                taken_groups.add(card.group)
+            routed.append(
+                {
+                    "name": card.name,
+                    "score": round(score, 4),
+                    "category": card.category,
+                    "why": "; ".join(whys[i]) or "context",
+                }
+            )
+        return RouteResult(resident=list(self.resident), routed=routed, categories=chosen, demoted=dropped)
+
+    def _pointed(self, newest_lower: str, newest: str, triggered: set[int]) -> set[str]:
+        """Names the newest message points at: by name, by a trigger or by one of its keywords."""
+        names = {self.cards[i].name for i in triggered}
+        for card in self.cards:
+            if card.name in newest_lower or card.name.replace("_", " ") in newest_lower:
+                names.add(card.name)
+            elif any(_phrase_in(kw, newest_lower) for kw in card.keywords):
+                names.add(card.name)
+        return names
+
+    @staticmethod
+    def _ghosts(history: History) -> set[str]:
+        """Loaded in each of the last two turns and invoked in neither, both turns reported."""
+        if len(history.loaded) < 2 or len(history.invoked) < 2:
+            return set()
+        last, before = history.invoked[0], history.invoked[1]
+        if last is None or before is None:
+            return set()  # an unreported turn is no evidence either way
+        return set((history.loaded[0] & history.loaded[1]) - last - before)
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content[:MAX_MESSAGE_CHARS]
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return " ".join(parts)[:MAX_MESSAGE_CHARS]
+    return ""
+
+
+def _split(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, float]]]:
+    """The newest user message, and the context: the two turns before it with their weights."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last_user is None:
+        return "", []
+    context: list[tuple[str, float]] = []
+    users = assistants = 0
+    for message in reversed(messages[:last_user]):
+        role = message.get("role")
+        if role == "user" and users < len(CONTEXT_USER):
+            context.append((_text_of(message), CONTEXT_USER[users]))
+            users += 1
+        elif role == "assistant" and assistants < len(CONTEXT_ASSISTANT):
+            context.append((_text_of(message), CONTEXT_ASSISTANT[assistants]))
+            assistants += 1
+        if users >= len(CONTEXT_USER):
+            break
+    return _text_of(messages[last_user]), context
+
+
+_INDEXES: "OrderedDict[str, Index]" = OrderedDict()
+_INDEXES_MAX = 64
+_lock = Lock()
+
+
+def index_for(content_hash: str, skills: list[dict[str, Any]]) -> Index:
+    """The index of a version's skills, built once per content hash per process."""
+    with _lock:
+        index = _INDEXES.get(content_hash)
+        if index is not None:
+            _INDEXES.move_to_end(content_hash)
+            return index
+    index = Index(skills)
+    with _lock:
+        _INDEXES[content_hash] = index
+        while len(_INDEXES) > _INDEXES_MAX:
+            _INDEXES.popitem(last=False)
+    return index

@@ -1,0 +1,183 @@
+"""Writes for skills: a routed turn, a turn's report, session (L3) skills.
+
+Every service takes the session already resolved by `sessions_app.selectors.session_for_fetch`,
+which checks that the actor may see it (the key that started it, or ops) and that it is active
+and not revoked: an ended session has no routing, no turns and no L3 skills."""
+
+import time
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from registry.errors import Conflict, InvalidContent, NotFound
+from sessions_app.models import Session
+from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
+from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
+from skills.router import History, index_for
+from skills.selectors import session_content
+
+MAX_SESSION_SKILLS = 20
+MAX_K = 20
+MAX_MESSAGES = 500
+MAX_SOURCE = 200
+ROLES = {"user", "assistant", "system", "tool", "developer"}
+
+
+def _check_messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidContent("Send the conversation so far.", {"messages": ["Must be a non-empty list of messages."]})
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidContent("Too many messages.", {"messages": [f"At most {MAX_MESSAGES}; send the recent ones."]})
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise InvalidContent(
+                "Each message needs a role.", {f"messages[{i}].role": ["Must be user, assistant or system."]}
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise InvalidContent("Message content must be text.", {f"messages[{i}].content": ["Must be a string."]})
+    if not any(m["role"] == "user" for m in messages):
+        raise InvalidContent("Nothing to route.", {"messages": ["The conversation has no user message."]})
+    return messages
+
+
+def _check_k(k: Any) -> int:
+    if k is None:
+        return 5
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise InvalidContent("k is out of range.", {"k": [f"Must be an integer from 1 to {MAX_K}."]})
+    return k
+
+
+def _live_session_skills(session: Session, turn: int) -> list[SessionSkill]:
+    """The session's L3 cards still alive at `turn`; lapsed ones are deleted on the way."""
+    cards = list(SessionSkill.objects.filter(session=session))
+    lapsed = [c.pk for c in cards if turn - c.last_active_turn > SESSION_SKILL_IDLE_TURNS]
+    if lapsed:
+        SessionSkill.objects.filter(pk__in=lapsed).delete()
+    return [c for c in cards if c.pk not in lapsed]
+
+
+def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, Any]:
+    """Open the session's next turn: route its skills and record what was loaded."""
+    messages = _check_messages(messages)
+    k = _check_k(k)
+    content = session_content(session)
+    skills = content.get("skills") or []
+    previous = list(SkillTurn.objects.filter(session=session).order_by("-number")[:2])
+    history = History(
+        loaded=[frozenset(t.routed) for t in previous],
+        invoked=[frozenset(t.invoked) if t.invoked is not None else None for t in previous],
+    )
+    started = time.perf_counter()
+    result = index_for(session.version.content_hash, skills).route(messages, k=k, history=history)
+    latency_us = int((time.perf_counter() - started) * 1_000_000)
+    number = (previous[0].number if previous else 0) + 1
+    cards = _live_session_skills(session, number)
+    turn = None
+    for _attempt in range(3):
+        try:
+            # A savepoint: two route calls racing for one number, the loser takes the next one.
+            with transaction.atomic():
+                turn = SkillTurn.objects.create(
+                    session=session,
+                    version_id=session.version_id,
+                    number=number,
+                    resident=result.resident,
+                    routed=[r["name"] for r in result.routed],
+                    session_skills=[c.name for c in cards],
+                    latency_us=latency_us,
+                )
+            break
+        except IntegrityError:
+            number = (
+                SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
+                or 0
+            ) + 1
+    if turn is None:
+        raise Conflict("Too many concurrent route calls for this session; retry.")
+    return {
+        "resident": result.resident,
+        "routed": result.routed,
+        "session": [c.name for c in cards],
+        "categories": result.categories,
+        "demoted": result.demoted,
+        "turn": number,
+    }
+
+
+def _check_names(values: Any, field: str) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) and 0 < len(v) <= MAX_NAME for v in values):
+        raise InvalidContent(f"{field} must list skill names.", {field: ["Must be a list of skill names."]})
+    if len(values) > 100:
+        raise InvalidContent(f"Too many {field}.", {field: ["At most 100 names."]})
+    return list(dict.fromkeys(values))
+
+
+@transaction.atomic
+def skill_turn_report(*, session: Session, turn: Any, invoked: Any) -> SkillTurn:
+    """Record what the model invoked in `turn` (replacing an earlier report of that turn)."""
+    if not isinstance(turn, int) or isinstance(turn, bool) or turn < 1:
+        raise InvalidContent("turn must be a turn number.", {"turn": ["Must be a positive integer."]})
+    names = _check_names(invoked, "invoked")
+    row = SkillTurn.objects.select_for_update().filter(session=session, number=turn).first()
+    if row is None:
+        raise NotFound(f"Turn {turn} of this session was never routed.")
+    row.invoked = names
+    row.reported_at = timezone.now()
+    row.save(update_fields=["invoked", "reported_at"])
+    # An invoked L3 card stays alive for another SESSION_SKILL_IDLE_TURNS turns.
+    SessionSkill.objects.filter(session=session, name__in=names).exclude(last_invoked_turn__gte=turn).update(
+        last_invoked_turn=turn
+    )
+    return row
+
+
+def _text(data: dict[str, Any], key: str, limit: int) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+        raise InvalidContent(f"{key} is not valid.", {key: [f"Must be a non-empty string of at most {limit}."]})
+    return value
+
+
+@transaction.atomic
+def session_skill_register(*, session: Session, data: Any) -> tuple[SessionSkill, bool]:
+    """Register (or replace, by name) a temporary card for this session only."""
+    if not isinstance(data, dict):
+        raise InvalidContent("Send a skill card.", {"name": ["This field is required."]})
+    unknown = sorted(set(data) - {"name", "summary", "description", "source"})
+    if unknown:
+        raise InvalidContent("Unknown fields.", {key: ["Unknown field."] for key in unknown})
+    name = _text(data, "name", MAX_NAME)
+    if not NAME_RE.match(name):
+        raise InvalidContent("name must be snake_case.", {"name": ["Must match ^[a-z][a-z0-9]*(_[a-z0-9]+)*$."]})
+    fields = {
+        "summary": _text(data, "summary", MAX_SUMMARY),
+        "description": _text(data, "description", MAX_DESCRIPTION),
+        "source": _text(data, "source", MAX_SOURCE),
+    }
+    skills = session_content(session).get("skills") or []
+    if any(s["name"] == name for s in skills):
+        raise Conflict(f"The bundle already has a skill named {name!r}; pick another name.")
+    # Lock the session's cards so two registrations cannot both pass the count check.
+    existing = list(SessionSkill.objects.select_for_update().filter(session=session))
+    current = SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
+    turn = current or 0
+    alive = [c for c in existing if turn - c.last_active_turn <= SESSION_SKILL_IDLE_TURNS]
+    mine = next((c for c in existing if c.name == name), None)
+    if mine is None and len(alive) >= MAX_SESSION_SKILLS:
+        raise Conflict(f"A session holds at most {MAX_SESSION_SKILLS} session skills; delete one first.")
+    if mine is not None:
+        for key, value in fields.items():
+            setattr(mine, key, value)
+        mine.registered_turn = turn
+        mine.save(update_fields=[*fields, "registered_turn"])
+        return mine, False
+    return SessionSkill.objects.create(session=session, name=name, registered_turn=turn, **fields), True
+
+
+def session_skill_remove(*, session: Session, name: str) -> None:
+    deleted, _ = SessionSkill.objects.filter(session=session, name=name).delete()
+    if not deleted:
+        raise NotFound(f"No session skill {name!r}.")
