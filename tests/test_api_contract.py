@@ -789,6 +789,13 @@ CONTRACT_PATHS = {
     "/api/v1/webhooks/{webhook_id}/": {"get", "patch", "delete"},
     "/api/v1/webhooks/{webhook_id}/deliveries/": {"get"},
     "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver/": {"post"},
+    # Issue 12: skills routing, session skills, metrics, compaction.
+    "/api/v1/bundles/{name}/versions/{number}/metrics/": {"get"},
+    "/api/v1/sessions/{session_id}/route/": {"post"},
+    "/api/v1/sessions/{session_id}/turns/": {"post"},
+    "/api/v1/sessions/{session_id}/skills/": {"get", "post"},
+    "/api/v1/sessions/{session_id}/skills/{name}/": {"delete"},
+    "/api/v1/sessions/{session_id}/compact/": {"post"},
 }
 
 
