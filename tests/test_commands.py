@@ -43,3 +43,60 @@ def test_seed_demo_is_idempotent_and_leaves_one_live_key_per_role(db, tmp_path):
     assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 4
     secrets = [line.split("=", 1)[1] for line in env.read_text().splitlines()]
     assert all(api_key_authenticate(secret=s) is not None for s in secrets)
+
+
+def _secret_of(command: str, *args: str) -> str:
+    out = StringIO()
+    call_command(command, *args, stdout=out)
+    return out.getvalue().rstrip("\n").splitlines()[-1]
+
+
+def test_revoke_by_name_after_a_rotation_with_grace_revokes_the_old_key_and_the_new_one(db):
+    """The docs' sequence: rotate with a grace period, then revoke the name (a leak): every
+    working key of that name stops, not "2 live keys are named ..."."""
+    old = _secret_of("create_api_key", "--name", "support-bot", "--role", "agent")
+    new = _secret_of("rotate_api_key", "support-bot", "--grace-minutes", "30")
+    assert api_key_authenticate(secret=old) is not None and api_key_authenticate(secret=new) is not None
+    out = StringIO()
+    call_command("revoke_api_key", "support-bot", "--reason", "leaked in a log", stdout=out)
+    assert out.getvalue().count("Revoked 'support-bot'") == 2
+    assert api_key_authenticate(secret=old) is None and api_key_authenticate(secret=new) is None
+    from audit.models import AuditEvent
+
+    assert list(AuditEvent.objects.filter(action="key.revoked").values_list("reason", flat=True)) == [
+        "leaked in a log",
+        "leaked in a log",
+    ]
+
+
+def test_revoke_rotated_out_ends_the_grace_period_and_keeps_the_new_key(db):
+    old = _secret_of("create_api_key", "--name", "support-bot", "--role", "agent")
+    new = _secret_of("rotate_api_key", "support-bot", "--grace-minutes", "30")
+    out = StringIO()
+    call_command("revoke_api_key", "support-bot", "--rotated-out", "--reason", "all clients switched", stdout=out)
+    assert out.getvalue().count("Revoked") == 1
+    assert api_key_authenticate(secret=old) is None and api_key_authenticate(secret=new) is not None
+    with pytest.raises(CommandError, match="grace period"):
+        call_command("revoke_api_key", "support-bot", "--rotated-out", stdout=StringIO())
+
+
+def test_rotate_by_name_during_a_grace_period_rotates_the_newest_key(db):
+    first = _secret_of("create_api_key", "--name", "support-bot", "--role", "agent")
+    second = _secret_of("rotate_api_key", "support-bot", "--grace-minutes", "30")
+    third = _secret_of("rotate_api_key", "support-bot")  # no grace: `second` stops now
+    assert api_key_authenticate(secret=first) is not None  # still in its own grace period
+    assert api_key_authenticate(secret=second) is None and api_key_authenticate(secret=third) is not None
+    assert ApiKey.objects.get(secret_hash=hashlib.sha256(third.encode()).hexdigest()).rotated_from.secret_hash == (
+        hashlib.sha256(second.encode()).hexdigest()
+    )
+
+
+def test_two_unrelated_keys_of_one_name_are_revoked_together_but_not_rotated_by_name(db):
+    one = _secret_of("create_api_key", "--name", "twin", "--role", "agent")
+    _secret_of("create_api_key", "--name", "twin", "--role", "agent")
+    with pytest.raises(CommandError, match="give the prefix"):
+        call_command("rotate_api_key", "twin", stdout=StringIO())
+    call_command("rotate_api_key", ApiKey.objects.filter(name="twin").first().prefix, stdout=StringIO())
+    assert api_key_authenticate(secret=one) is None
+    call_command("revoke_api_key", "twin", stdout=StringIO())
+    assert not ApiKey.objects.filter(name="twin", revoked_at__isnull=True).exists()
