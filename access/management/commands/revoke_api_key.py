@@ -30,4 +30,3 @@ class Command(BaseCommand):
             revoked = [api_key_revoke(key=found, actor=CLI, reason=reason) for found in keys]
         for found in revoked:
             self.stdout.write(f"Revoked {found.name!r} ({found.prefix}).")
-
