@@ -85,11 +85,27 @@ def _paginate(
 class BundleListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(operation_id="bundles_list", responses=paginated(BundleOut))
+    @extend_schema(
+        summary="List bundles",
+        description=(
+            "The bundles this key may see (all, or those matching its scope), by name, with their labels and "
+            "latest version number. Paged by cursor."
+        ),
+        operation_id="bundles_list",
+        responses=paginated(BundleOut),
+    )
     def get(self, request: Request) -> Response:
         return _paginate(self, request, registry_selectors.bundles_with_labels(actor=request.auth), BundleOut, "name")
 
-    @extend_schema(request=BundleIn, responses={201: BundleOut})
+    @extend_schema(
+        summary="Create a bundle",
+        description=(
+            "Publisher role. 201 with the bundle; 409 `conflict` if the name exists; 403 when the name is "
+            "outside the key's scope. The name never changes afterwards."
+        ),
+        request=BundleIn,
+        responses={201: BundleOut},
+    )
     def post(self, request: Request) -> Response:
         data = _valid(BundleIn, request)
         bundle = registry_services.bundle_create(
@@ -100,7 +116,13 @@ class BundleListApi(BaseApi):
 
 
 class BundleDetailApi(BaseApi):
-    @extend_schema(responses=BundleOut)
+    @extend_schema(
+        summary="Get a bundle",
+        description=(
+            "One bundle: description, when to use it, its labels (`{label: version}`) and latest version number."
+        ),
+        responses=BundleOut,
+    )
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundles_with_labels(actor=request.auth).filter(name=name).first()
         if bundle is None:
@@ -111,13 +133,29 @@ class BundleDetailApi(BaseApi):
 class VersionListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(operation_id="versions_list", responses=paginated(VersionOut))
+    @extend_schema(
+        summary="List versions",
+        description="The bundle's versions, newest first, each with its content. Paged by cursor, at most 20 a page.",
+        operation_id="versions_list",
+        responses=paginated(VersionOut),
+    )
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         # Each version carries its content (up to 1 MiB): a smaller page bounds the answer.
         return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number", 20)
 
-    @extend_schema(request=VersionIn, responses={201: PublishOut, 200: PublishOut})
+    @extend_schema(
+        summary="Publish a version",
+        description=(
+            "Publisher role. Validates the content document, runs the publish-time contract checks and stores"
+            " the canonical bytes as the next version: 201 with the version and the checks' `warnings`. "
+            "Content identical to an existing version of this bundle answers 200 with that version (no new "
+            "number), so publishing is idempotent. 400 `validation_error` names each problem by its path. "
+            "`ETag` is the content hash."
+        ),
+        request=VersionIn,
+        responses={201: PublishOut, 200: PublishOut},
+    )
     def post(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(VersionIn, request)
@@ -132,7 +170,14 @@ class VersionListApi(BaseApi):
 
 
 class VersionDetailApi(BaseApi):
-    @extend_schema(responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")})
+    @extend_schema(
+        summary="Get a version",
+        description=(
+            "One version with its content, state and active session count. `ETag` is the content hash; a "
+            "matching `If-None-Match` answers 304 with no body."
+        ),
+        responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")},
+    )
     def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         version = registry_selectors.version_get(bundle=bundle, number=number)
@@ -146,7 +191,15 @@ class VersionDetailApi(BaseApi):
 class VersionDiffApi(BaseApi):
     """How version `number` differs from `against` (default: the version before it)."""
 
-    @extend_schema(parameters=[DiffQuery], responses=DiffOut)
+    @extend_schema(
+        summary="Diff two versions",
+        description=(
+            "How version `number` differs from `against` (default: the version before it): each change with "
+            "its kind, path and level, and the whole classified as `patch`, `minor` or `major`."
+        ),
+        parameters=[DiffQuery],
+        responses=DiffOut,
+    )
     def get(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         query = DiffQuery(data=request.query_params)
@@ -175,7 +228,16 @@ class VersionUsageApi(BaseApi):
 class VersionRevokeApi(BaseApi):
     roles = {"POST": Role.OPS}
 
-    @extend_schema(request=RevokeIn, responses=VersionOut)
+    @extend_schema(
+        summary="Revoke a version",
+        description=(
+            "Ops role. Takes the version out of service for good: its sessions get 410 `version_revoked` and "
+            "no label may point at it. A reason is required. 409 while a label targets it; revoking again "
+            "answers 200."
+        ),
+        request=RevokeIn,
+        responses=VersionOut,
+    )
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         version = registry_selectors.version_get(bundle=bundle, number=number)
@@ -185,7 +247,15 @@ class VersionRevokeApi(BaseApi):
 
 
 class LabelListApi(BaseApi):
-    @extend_schema(operation_id="labels_list", responses=paginated(LabelOut))
+    @extend_schema(
+        summary="List labels",
+        description=(
+            "The bundle's labels, by name: the version each targets, whether it is protected, its "
+            "compatibility policy, and who moved it last. Paged by cursor."
+        ),
+        operation_id="labels_list",
+        responses=paginated(LabelOut),
+    )
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         labels = bundle.labels.select_related("version")
@@ -195,12 +265,26 @@ class LabelListApi(BaseApi):
 class LabelDetailApi(BaseApi):
     roles = {"PUT": Role.PUBLISHER}
 
-    @extend_schema(responses=LabelOut)
+    @extend_schema(
+        summary="Get a label",
+        description="One label: its target version, protection, compatibility policy and last move.",
+        responses=LabelOut,
+    )
     def get(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         return Response(LabelOut(registry_selectors.label_get(bundle=bundle, name=label)).data)
 
-    @extend_schema(request=LabelIn, responses={200: LabelOut, 201: LabelOut})
+    @extend_schema(
+        summary="Create or move a label",
+        description=(
+            "Publisher role (ops for a protected label such as `production`). Points the label at `version` "
+            "with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new "
+            "target; the version it leaves starts draining. A `backward` label refuses a breaking (major) "
+            "move with 409 unless `allow_breaking` is true."
+        ),
+        request=LabelIn,
+        responses={200: LabelOut, 201: LabelOut},
+    )
     def put(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(LabelIn, request)
@@ -218,7 +302,15 @@ class LabelDetailApi(BaseApi):
 
 
 class LabelHistoryApi(BaseApi):
-    @extend_schema(operation_id="label_history_list", responses=paginated(LabelMoveOut))
+    @extend_schema(
+        summary="Label history",
+        description=(
+            "Every move of the label, newest first: from and to version, by whom, why, when, and what the "
+            "compatibility check said. Paged by cursor."
+        ),
+        operation_id="label_history_list",
+        responses=paginated(LabelMoveOut),
+    )
     def get(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         found = registry_selectors.label_get(bundle=bundle, name=label)
@@ -228,7 +320,16 @@ class LabelHistoryApi(BaseApi):
 class LabelRollbackApi(BaseApi):
     roles = {"POST": Role.OPS}
 
-    @extend_schema(request=RollbackIn, responses=LabelOut)
+    @extend_schema(
+        summary="Roll a label back",
+        description=(
+            "Ops role. Moves the label to `to_version`, or to the version it targeted before its current one,"
+            " with a required reason. 409 when there is nothing to roll back to or it already targets that "
+            "version."
+        ),
+        request=RollbackIn,
+        responses=LabelOut,
+    )
     def post(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         data = _valid(RollbackIn, request)
@@ -247,7 +348,17 @@ class LabelRollbackApi(BaseApi):
 
 
 class SessionListApi(BaseApi):
-    @extend_schema(request=SessionIn, responses={201: SessionOut, 200: SessionOut})
+    @extend_schema(
+        summary="Start a session",
+        description=(
+            "Pins a new session to the version `label` (default `production`) targets at this instant, or to "
+            "`version`: every fetch of the session then serves that version's exact bytes. 201 with the "
+            "session; the same `external_id` from the same key answers 200 with the session it started "
+            "before."
+        ),
+        request=SessionIn,
+        responses={201: SessionOut, 200: SessionOut},
+    )
     def post(self, request: Request) -> Response:
         data = _valid(SessionIn, request)
         bundle = registry_selectors.bundle_get(name=data["bundle"], actor=request.auth)
@@ -267,7 +378,14 @@ class SessionListApi(BaseApi):
 
 
 class SessionDetailApi(BaseApi):
-    @extend_schema(responses=SessionOut)
+    @extend_schema(
+        summary="Get a session",
+        description=(
+            "The session: its pinned version and content hash, status and lease. Visible to the key that "
+            "started it and to ops."
+        ),
+        responses=SessionOut,
+    )
     def get(self, request: Request, session_id) -> Response:
         return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=request.auth)).data)
 
@@ -276,10 +394,18 @@ class SessionBundleApi(BaseApi):
     """GET the pinned bundle: the hot path, served from cached canonical bytes."""
 
     @extend_schema(
+        summary="Fetch the pinned bundle",
+        description=(
+            "The session's pinned bundle, the canonical JSON of bundle, version, content_hash and content: the "
+            "same bytes on every call, whatever happened to labels since the session started. `ETag` is the "
+            "content hash; a matching `If-None-Match` answers 304 with no body. Each call renews the lease. "
+            "410 `session_ended` once the session ended or expired; 410 `version_revoked` (with the labels' "
+            "current targets) when its version was revoked."
+        ),
         responses={
             (200, "application/json"): OpenApiResponse(description="The canonical pinned bundle"),
             304: OpenApiResponse(description="Not modified"),
-        }
+        },
     )
     def get(self, request: Request, session_id) -> HttpResponse:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
@@ -293,14 +419,30 @@ class SessionBundleApi(BaseApi):
 
 
 class SessionHeartbeatApi(BaseApi):
-    @extend_schema(request=None, responses=SessionOut)
+    @extend_schema(
+        summary="Renew a session's lease",
+        description=(
+            "Extends the lease by the session's TTL. 410 `session_ended` once it ended or expired, 410 "
+            "`version_revoked` when its version was revoked."
+        ),
+        request=None,
+        responses=SessionOut,
+    )
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth, force_renew=True)
         return Response(SessionOut(session).data)
 
 
 class SessionEndApi(BaseApi):
-    @extend_schema(request=None, responses=SessionOut)
+    @extend_schema(
+        summary="End a session",
+        description=(
+            "Ends the session; ending it again answers 200 as well. When it was the last session on a "
+            "draining version, the worker marks that version drained."
+        ),
+        request=None,
+        responses=SessionOut,
+    )
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(session_id=session_id, actor=request.auth)
         return Response(SessionOut(session_services.session_end(session=session, actor=request.auth)).data)
@@ -309,7 +451,15 @@ class SessionEndApi(BaseApi):
 class CatalogApi(BaseApi):
     """What this key may start sessions on, derived from the key alone (the client never says who it is)."""
 
-    @extend_schema(operation_id="catalog_list", responses=paginated(CatalogEntryOut))
+    @extend_schema(
+        summary="Capability catalog",
+        description=(
+            "The bundles this key may start sessions on (in its scope, with at least one label), each with "
+            "its description, when to use it and its labels, derived from the key alone. Paged by cursor."
+        ),
+        operation_id="catalog_list",
+        responses=paginated(CatalogEntryOut),
+    )
     def get(self, request: Request) -> Response:
         return _paginate(self, request, registry_selectors.catalog(actor=request.auth), CatalogEntryOut, "name")
 
@@ -317,7 +467,16 @@ class CatalogApi(BaseApi):
 class AuditApi(BaseApi):
     roles = {"GET": Role.OPS}
 
-    @extend_schema(operation_id="audit_list", parameters=[AuditQuery], responses=paginated(AuditEventOut))
+    @extend_schema(
+        summary="Audit log",
+        description=(
+            "Ops role. Every state change, newest first, filtered by action, actor, target and time; a scoped"
+            " key sees only events about its bundles. Never holds content or secrets. Paged by cursor."
+        ),
+        operation_id="audit_list",
+        parameters=[AuditQuery],
+        responses=paginated(AuditEventOut),
+    )
     def get(self, request: Request) -> Response:
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)

@@ -77,12 +77,19 @@ def _card(card) -> dict:
 class SessionSkillListApi(BaseApi):
     """The session's own (L3) skills: visible to this session only."""
 
-    @extend_schema(responses={200: OpenApiResponse(description="The session's live L3 cards")})
+    @extend_schema(
+        summary="List the session's own skills",
+        responses={200: OpenApiResponse(description="The session's live L3 cards")},
+    )
     def get(self, request: Request, session_id) -> Response:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
         return Response({"results": [_card(c) for c in skill_selectors.session_skills_list(session=session)]})
 
-    @extend_schema(request=dict, responses={201: OpenApiResponse(description="The card"), 200: OpenApiResponse()})
+    @extend_schema(
+        summary="Register a session skill",
+        request=dict,
+        responses={201: OpenApiResponse(description="The card"), 200: OpenApiResponse()},
+    )
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
         card, created = skill_services.session_skill_register(session=session, data=request.data)
@@ -90,7 +97,11 @@ class SessionSkillListApi(BaseApi):
 
 
 class SessionSkillDetailApi(BaseApi):
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        summary="Remove a session skill",
+        description="Removes one of the session's own (L3) skills; other sessions never saw it.",
+        responses={204: None},
+    )
     def delete(self, request: Request, session_id, name: str) -> Response:
         session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
         skill_services.session_skill_remove(session=session, name=name)

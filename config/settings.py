@@ -187,7 +187,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.KeyRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "api.pagination.Cursor",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
