@@ -114,6 +114,8 @@ class SessionIn(StrictInput):
     version = StrictIntegerField(required=False, allow_null=True, min_value=1)
     external_id = IdentifierField(required=False, allow_null=True, max_length=200)
     ttl_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=604800)
+    # Session-scoped variable values; checked against the pinned version by session_start.
+    variables = serializers.JSONField(required=False, allow_null=True)
 
 
 class CatalogEntryOut(serializers.Serializer):
@@ -210,6 +212,7 @@ class SessionOut(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
     external_id = serializers.CharField(allow_null=True)
+    variables = serializers.JSONField()
 
     def get_status(self, session) -> str:
         # A lease that ran out is expired now, even before the sweep writes it down.

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from api import views, views_skills, webhook_views
+from api import knowledge, views, views_skills, webhook_views
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
@@ -33,4 +33,14 @@ urlpatterns = [
     path(
         "webhooks/<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/", webhook_views.WebhookRedeliverApi.as_view()
     ),
+    # Knowledge packs, the per-turn render and the model's file tools (docs/rendering.md).
+    path("sessions/<uuid:session_id>/render/", knowledge.SessionRenderApi.as_view()),
+    re_path(
+        r"^sessions/(?P<session_id>[0-9a-f-]{36})/knowledge/(?P<tool>ls|glob|grep|read)$",
+        knowledge.SessionKnowledgeToolApi.as_view(),
+    ),
+    path("knowledge/", knowledge.PackListApi.as_view()),
+    path("knowledge/<str:pack>/", knowledge.PackDetailApi.as_view()),
+    path("knowledge/<str:pack>/files/", knowledge.ManifestApi.as_view()),
+    path("knowledge/<str:pack>/files/<path:path>", knowledge.FileApi.as_view()),
 ]

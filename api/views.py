@@ -372,6 +372,7 @@ class SessionListApi(BaseApi):
             version=version,
             external_id=data.get("external_id"),
             ttl_seconds=data.get("ttl_seconds"),
+            variables=data.get("variables"),
         )
         session = session_selectors.session_get(session_id=session.pk, actor=request.auth)
         return Response(SessionOut(session).data, status=201 if created else 200)

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "registry",
     "sessions_app",
     "skills",
+    "knowledge",
     "api",
     "adminui",
     "webhooks",

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from registry import variables
 from registry.errors import InvalidContent
 from skills.content import content_errors as skills_content_errors
 
@@ -50,8 +51,9 @@ def normalise_content(content: Any) -> dict[str, Any]:
     def err(path: str, message: str) -> None:
         errors.setdefault(path, []).append(message)
 
-    for key in sorted(set(content) - FIELDS):
-        err(f"content.{key}", f"Unknown field; allowed fields are {', '.join(sorted(FIELDS))}.")
+    known = FIELDS | variables.FIELDS  # optional fields, in the document only when given
+    for key in sorted(set(content) - known):
+        err(f"content.{key}", f"Unknown field; allowed fields are {', '.join(sorted(known))}.")
 
     prompt = content.get("system_prompt")
     if prompt is None:
@@ -101,6 +103,7 @@ def normalise_content(content: Any) -> dict[str, Any]:
             err(f"content.{key}", "Must be a JSON object.")
     if doc["output_schema"] is not None and not isinstance(doc["output_schema"], dict):
         err("content.output_schema", "Must be a JSON Schema object or null.")
+    doc.update(variables.normalise(content, err))
 
     if errors:
         raise InvalidContent("The bundle content is not valid; see details for each field.", errors)

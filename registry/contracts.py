@@ -60,6 +60,7 @@ from urllib.parse import unquote
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from registry import variables
 from registry.canonical import TOOL_NAME_RE
 from skills.content import content_warnings as skills_content_warnings
 
@@ -355,6 +356,9 @@ def check_content(doc: dict[str, Any], previous: dict[str, Any] | None = None) -
     _check_guardrails(doc.get("guardrails"), {t["name"] for t in tools}, errors)
     errors.extend(metadata_errors)
     warnings.extend(Finding(path, message) for path, message in skills_content_warnings(doc))
+    found_errors, found_warnings = variables.check(doc)  # variables and knowledge packs (issue 11)
+    errors.extend(Finding(path, message) for path, message in found_errors)
+    warnings.extend(Finding(path, message) for path, message in found_warnings)
     return CheckResult(errors=errors, warnings=warnings)
 
 

@@ -39,6 +39,9 @@ class Session(models.Model):
     last_seen_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Session-scoped variable values, checked against the pinned version's declarations at
+    # start (defaults filled in) and never changed after: they are part of the pinned prefix.
+    variables = models.JSONField(default=dict, blank=True)
 
     objects = SessionQuerySet.as_manager()
 

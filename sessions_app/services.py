@@ -38,8 +38,10 @@ from access.actors import Actor
 from access.models import Role
 from audit.services import audit_record
 from registry import bundle_cache, events
+from registry import variables as content_variables
 from registry.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded, VersionRevoked
 from registry.models import Bundle, BundleVersion, Label, VersionState
+from registry.parsed_content import content_document
 from registry.selectors import label_targets
 from sessions_app import tasks
 from sessions_app.models import Session, SessionStatus
@@ -189,11 +191,13 @@ def session_start(
     version: BundleVersion | None = None,
     external_id: Any = None,
     ttl_seconds: Any = None,
+    variables: Any = None,
 ) -> tuple[Session, bool]:
     """Start a session pinned to what `label` (default production) targets now, or to `version`.
 
-    Returns (session, created). The same external_id from the same key returns the
-    session it started before (created=False)."""
+    `variables` are the session-scoped values, checked against what the pinned version
+    declares (400 naming each wrong variable). Returns (session, created). The same
+    external_id from the same key returns the session it started before (created=False)."""
     if label is not None and version is not None:
         raise InvalidContent("Give label or version, not both.", {"label": ["Not allowed together with version."]})
     if version is not None and version.bundle_id != bundle.pk:
@@ -209,6 +213,7 @@ def session_start(
     try:
         with transaction.atomic():
             version_id = _pin_version_id(bundle=bundle, label=label, version=version)
+            session_variables = _session_variables(version_id=version_id, given=variables)
             now = timezone.now()
             session = Session.objects.create(
                 bundle=bundle,
@@ -220,6 +225,7 @@ def session_start(
                 started_at=now,
                 last_seen_at=now,
                 expires_at=now + timedelta(seconds=ttl),
+                variables=session_variables,
             )
     except IntegrityError:
         # The same external_id raced in from the same key: the other insert won; return it.
@@ -228,6 +234,17 @@ def session_start(
             raise
         return existing, False
     return session, True
+
+
+def _session_variables(*, version_id: int, given: Any) -> dict[str, Any]:
+    # Checked only once the version is pinned: which declarations apply depends on the label's
+    # target at this instant. A refusal rolls back the pin (and any state it wrote) with it.
+    content_hash = BundleVersion.objects.values_list("content_hash", flat=True).get(pk=version_id)
+    declared = content_document(version_id=version_id, content_hash=content_hash).get("variables")
+    try:
+        return content_variables.resolve(declared, given, scope="session")
+    except content_variables.VariableError as exc:
+        raise InvalidContent(exc.message, exc.details) from None
 
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:

@@ -46,6 +46,7 @@ SESSION_FIELDS = {
     "expires_at",
     "ended_at",
     "external_id",
+    "variables",  # session-scoped variable values (issue 11)
 }
 
 
@@ -796,6 +797,13 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/skills/": {"get", "post"},
     "/api/v1/sessions/{session_id}/skills/{name}/": {"delete"},
     "/api/v1/sessions/{session_id}/compact/": {"post"},
+    # Issue 11: knowledge packs, the per-turn render and the model's file tools.
+    "/api/v1/knowledge/": {"get", "post"},
+    "/api/v1/knowledge/{pack}/": {"get"},
+    "/api/v1/knowledge/{pack}/files/": {"get"},
+    "/api/v1/knowledge/{pack}/files/{path}": {"get", "put", "delete"},
+    "/api/v1/sessions/{session_id}/render/": {"post"},
+    "/api/v1/sessions/{session_id}/knowledge/{tool}": {"get"},
 }
 
 

@@ -1,0 +1,169 @@
+"""Thin REST views for knowledge packs, the per-turn render and the model's file tools."""
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from access.models import Role
+from api.pagination import paginated
+from api.serializers import IdentifierField, StrictCharField, StrictInput
+from api.views import BaseApi, _paginate, _valid
+from knowledge import render, selectors, services, tools
+from registry.errors import InvalidContent
+
+
+class PackIn(StrictInput):
+    name = IdentifierField(max_length=100)
+    description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+
+
+class PackOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField()
+
+
+class FileIn(StrictInput):
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+
+
+class ManifestEntryOut(serializers.Serializer):
+    path = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    updated_at = serializers.DateTimeField()
+
+
+class ManifestOut(serializers.Serializer):
+    pack = serializers.CharField()
+    files = ManifestEntryOut(many=True)
+
+
+class FileOut(ManifestEntryOut):
+    pack = serializers.CharField(source="pack.name")
+    content = serializers.CharField()
+    updated_by = serializers.CharField()
+
+
+class RenderIn(StrictInput):
+    variables = serializers.JSONField(required=False, allow_null=True)
+
+
+RenderOut = inline_serializer(
+    name="RenderOut",
+    fields={
+        "prefix": inline_serializer(
+            name="RenderPrefix",
+            fields={"system": serializers.CharField(), "tools": serializers.ListField(child=serializers.DictField())},
+        ),
+        "prefix_sha256": serializers.CharField(),
+        "tail": serializers.CharField(),
+        "notices": serializers.ListField(child=serializers.DictField(child=serializers.CharField())),
+        "version": serializers.IntegerField(),
+        "content_hash": serializers.CharField(),
+    },
+)
+ToolOut = inline_serializer(
+    name="KnowledgeToolOut", fields={"output": serializers.CharField(), "truncated": serializers.BooleanField()}
+)
+
+
+class PackListApi(BaseApi):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(operation_id="knowledge_packs_list", responses=paginated(PackOut))
+    def get(self, request: Request) -> Response:
+        return _paginate(self, request, selectors.packs_visible(request.auth), PackOut, "name")
+
+    @extend_schema(operation_id="knowledge_pack_create", request=PackIn, responses={201: PackOut})
+    def post(self, request: Request) -> Response:
+        data = _valid(PackIn, request)
+        pack = services.pack_create(name=data["name"], description=data["description"], actor=request.auth)
+        return Response(PackOut(pack).data, status=201)
+
+
+class PackDetailApi(BaseApi):
+    @extend_schema(operation_id="knowledge_pack_get", responses=PackOut)
+    def get(self, request: Request, pack: str) -> Response:
+        return Response(PackOut(selectors.pack_get(name=pack, actor=request.auth)).data)
+
+
+class ManifestApi(BaseApi):
+    """The machine manifest (for sync tools): every file's path, size, sha256 and updated_at."""
+
+    @extend_schema(operation_id="knowledge_manifest", responses=ManifestOut)
+    def get(self, request: Request, pack: str) -> Response:
+        found = selectors.pack_get(name=pack, actor=request.auth)
+        return Response(ManifestOut({"pack": found.name, "files": selectors.manifest(found)}).data)
+
+
+class FileApi(BaseApi):
+    roles = {"PUT": Role.PUBLISHER, "DELETE": Role.PUBLISHER}
+
+    @extend_schema(operation_id="knowledge_file_get", responses=FileOut)
+    def get(self, request: Request, pack: str, path: str) -> Response:
+        found = selectors.pack_get(name=pack, actor=request.auth)
+        return Response(FileOut(selectors.file_get(pack=found, path=path)).data)
+
+    @extend_schema(operation_id="knowledge_file_put", request=FileIn, responses={200: FileOut, 201: FileOut})
+    def put(self, request: Request, pack: str, path: str) -> Response:
+        found = selectors.pack_get(name=pack, actor=request.auth)
+        data = _valid(FileIn, request)
+        file, created = services.file_put(pack=found, path=path, content=data["content"], actor=request.auth)
+        return Response(FileOut(file).data, status=201 if created else 200)
+
+    @extend_schema(operation_id="knowledge_file_delete", responses={204: None})
+    def delete(self, request: Request, pack: str, path: str) -> Response:
+        found = selectors.pack_get(name=pack, actor=request.auth)
+        services.file_delete(pack=found, path=path, actor=request.auth)
+        return Response(status=204)
+
+
+class SessionRenderApi(BaseApi):
+    """POST: the per-turn render (cache-stable prefix, volatile tail, change notices)."""
+
+    @extend_schema(operation_id="session_render", request=RenderIn, responses={200: RenderOut})
+    def post(self, request: Request, session_id) -> HttpResponse:
+        data = _valid(RenderIn, request) if request.data else {}
+        rendered = render.session_render(session_id=session_id, actor=request.auth, variables=data.get("variables"))
+        return HttpResponse(rendered.body(), content_type="application/json")
+
+
+_TOOL_PARAMS = {
+    "ls": ["path", "offset"],
+    "glob": ["pattern", "offset"],
+    "grep": ["pattern", "path", "offset"],
+    "read": ["path", "offset", "limit"],
+}
+
+
+class SessionKnowledgeToolApi(BaseApi):
+    """GET one of the model's file tools over this session's packs (ls, glob, grep, read)."""
+
+    @extend_schema(
+        operation_id="session_knowledge_tool",
+        parameters=[
+            OpenApiParameter("tool", OpenApiTypes.STR, OpenApiParameter.PATH, enum=sorted(_TOOL_PARAMS)),
+            OpenApiParameter("path", OpenApiTypes.STR),
+            OpenApiParameter("pattern", OpenApiTypes.STR),
+            OpenApiParameter("offset", OpenApiTypes.INT),
+            OpenApiParameter("limit", OpenApiTypes.INT),
+        ],
+        responses={200: ToolOut, 400: OpenApiResponse(description="Bad path or pattern")},
+    )
+    def get(self, request: Request, session_id, tool: str) -> Response:
+        run = tools.TOOLS.get(tool)
+        if run is None:
+            raise InvalidContent(f"No file tool {tool!r}.", {"tool": [f"One of {', '.join(sorted(tools.TOOLS))}."]})
+        params = request.query_params
+        unknown = sorted(set(params) - set(_TOOL_PARAMS[tool]))
+        if unknown:
+            raise InvalidContent("Unknown parameters.", {name: ["Unknown parameter."] for name in unknown})
+        if any("\x00" in value for value in params.values()):
+            raise InvalidContent("A parameter holds a NUL character.", {"query": ["Not allowed."]})
+        answer = run(session_id=session_id, actor=request.auth, **{name: params.get(name) for name in params})
+        return Response({"output": answer.output, "truncated": answer.truncated})

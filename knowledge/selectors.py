@@ -1,0 +1,59 @@
+"""Reads of knowledge packs. Key scopes name packs as they name bundles: a pack outside the
+key's scope answers exactly like one that does not exist."""
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from access.actors import Actor
+from knowledge.models import Pack, PackFile
+from registry.errors import NotFound
+
+
+def packs_visible(actor: Actor | None) -> QuerySet[Pack]:
+    packs = Pack.objects.all()
+    pattern = actor.scope_regex() if actor is not None else None
+    return packs if pattern is None else packs.filter(name__regex=pattern)
+
+
+def pack_get(*, name: str, actor: Actor | None = None) -> Pack:
+    pack = packs_visible(actor).filter(name=name).first()
+    if pack is None:
+        raise NotFound(f"No knowledge pack named {name!r}.")
+    return pack
+
+
+def manifest(pack: Pack) -> QuerySet[PackFile]:
+    """Every file's path, size, sha256 and updated_at (no content), by path."""
+    return PackFile.objects.filter(pack=pack).only("path", "size", "sha256", "updated_at").order_by("path")
+
+
+def file_get(*, pack: Pack, path: str) -> PackFile:
+    file = PackFile.objects.filter(pack=pack, path=path).first()
+    if file is None:
+        raise NotFound(f"Pack {pack.name!r} has no file {path!r}.")
+    return file
+
+
+def bundles_using(pack_name: str) -> list[dict]:
+    """The bundles with a version whose content lists the pack: [{"bundle", "versions", "labels"}],
+    versions newest first, labels as {name: number} for the labels targeting one of them.
+
+    Reads every version's stored JSON (an admin page, not a hot path)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT b.name, v.number, COALESCE(
+                (SELECT json_object_agg(l.name, v.number) FROM registry_label l WHERE l.version_id = v.id), '{}')
+            FROM registry_bundleversion v JOIN registry_bundle b ON b.id = v.bundle_id
+            WHERE convert_from(v.canonical, 'UTF8')::jsonb -> 'knowledge' ? %s
+            ORDER BY b.name, v.number DESC
+            """,
+            [pack_name],
+        )
+        rows = cursor.fetchall()
+    found: dict[str, dict] = {}
+    for bundle, number, labels in rows:
+        entry = found.setdefault(bundle, {"bundle": bundle, "versions": [], "labels": {}})
+        entry["versions"].append(number)
+        entry["labels"].update(labels if isinstance(labels, dict) else {})
+    return list(found.values())

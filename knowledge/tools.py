@@ -1,0 +1,342 @@
+"""The model's file tools over a session's knowledge packs: ls, glob, grep, read.
+
+They see only the packs the session's pinned version lists, under the paths the model sees
+(`knowledge/<pack>/<path>`). Every answer is text for the model, at most 100 KB, ending with a
+line that says so when it was cut and which offset continues it. `read` records what the
+session read (path and SHA-256) so that a later render can tell it the file changed."""
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+from django.db.models import Q
+from django.utils import timezone
+
+from access.actors import Actor
+from knowledge import paths
+from knowledge.models import FileRead, Pack, PackFile
+from registry.errors import InvalidContent, NotFound
+from registry.parsed_content import content_document
+from sessions_app.models import Session
+from sessions_app.selectors import session_for_fetch
+
+MAX_ANSWER_BYTES = 100_000
+READ_DEFAULT_LIMIT = 2000
+MAX_READ_LINE_CHARS = 2000
+MAX_GREP_LINE_CHARS = 500
+MAX_GREP_MATCHES = 20_000
+GREP_TIME_LIMIT_SECONDS = 2.0  # for the whole search: the regex engine is stopped when it runs out
+GLOB_TIME_LIMIT_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    output: str
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class _Scope:
+    session: Session
+    packs: dict[str, int]  # listed and existing: name -> id
+    listed: list[str]  # as the version lists them
+
+
+def _scope(*, session_id: Any, actor: Actor) -> _Scope:
+    session = session_for_fetch(session_id=session_id, actor=actor)
+    content = content_document(version_id=session.version.pk, content_hash=session.version.content_hash)
+    listed = list(content.get("knowledge") or [])
+    packs = dict(Pack.objects.filter(name__in=listed).values_list("name", "pk")) if listed else {}
+    return _Scope(session=session, packs=packs, listed=listed)
+
+
+def _pack_id(scope: _Scope, pack: str) -> int:
+    if pack not in scope.packs:
+        raise NotFound(f"{paths.model_path(pack, '')} does not exist.")
+    return scope.packs[pack]
+
+
+def _page(entries: list[str], *, offset: int, what: str, notes: Iterable[str] = ()) -> Answer:
+    """Entries from `offset` (1-based) until the 100 KB cap, with a last line saying how to page on."""
+    total = len(entries)
+    if offset > max(total, 1):
+        return Answer(f"[offset {offset} is past the end: there are {total} {what}]", False)
+    out: list[str] = []
+    size = 0
+    last = offset - 1
+    for entry in entries[offset - 1 :]:
+        cost = len(entry.encode()) + 1
+        if size + cost > MAX_ANSWER_BYTES - 200:  # room for the closing line
+            break
+        out.append(entry)
+        size += cost
+        last += 1
+    truncated = last < total
+    if truncated:
+        out.append(
+            f"[cut at 100 KB: {what} {offset}-{last} of {total} shown; call again with offset={last + 1} for more]"
+        )
+    out.extend(notes)
+    return Answer("\n".join(out), truncated)
+
+
+def _check_offset(value: Any, name: str = "offset") -> int:
+    if value is None or value == "":
+        return 1
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1:
+        raise InvalidContent(f"{name} must be a whole number from 1.", {name: ["A whole number from 1."]})
+    return number
+
+
+def _dir_paths(pack_id: int, rel: str) -> list[str]:
+    files = PackFile.objects.filter(pack_id=pack_id)
+    if rel:
+        files = files.filter(path__startswith=f"{rel}/")
+    return list(files.values_list("path", flat=True))
+
+
+def ls(*, session_id: Any, actor: Actor, path: Any, offset: Any = None) -> Answer:
+    scope = _scope(session_id=session_id, actor=actor)
+    start = _check_offset(offset)
+    where = paths.parse_model_path(path if path else f"{paths.ROOT}/", packs=scope.listed)
+    if where.pack is None:
+        entries = [paths.model_path(name, "") for name in sorted(scope.packs)]
+        return _page(entries, offset=start, what="entries") if entries else Answer("(no knowledge files)", False)
+    pack_id = _pack_id(scope, where.pack)
+    found = _dir_paths(pack_id, where.rel)
+    if not found:
+        if where.rel and PackFile.objects.filter(pack_id=pack_id, path=where.rel).exists():
+            return Answer(paths.model_path(where.pack, where.rel), False)
+        if not where.rel:
+            return Answer("(empty folder)", False)
+        raise NotFound(f"{paths.model_path(where.pack, where.rel)} does not exist.")
+    base = f"{where.rel}/" if where.rel else ""
+    children: set[str] = set()
+    for file_path in found:
+        head, sep, _ = file_path[len(base) :].partition("/")
+        children.add(paths.model_path(where.pack, base + head) + ("/" if sep else ""))
+    return _page(sorted(children), offset=start, what="entries")
+
+
+def glob_regex(pattern: str) -> str:
+    """A glob pattern as a regular expression over whole paths (`**` crosses folders)."""
+    out: list[str] = []
+    i = 0
+    in_braces = False
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(regex.escape(c))
+            else:
+                body = pattern[i + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif c == "{" and not in_braces:
+            in_braces = True
+            out.append("(?:")
+        elif c == "}" and in_braces:
+            in_braces = False
+            out.append(")")
+        elif c == "," and in_braces:
+            out.append("|")
+        else:
+            out.append(regex.escape(c))
+        i += 1
+    if in_braces:
+        raise InvalidContent("The pattern has an unclosed {.", {"pattern": ["Close every { with }."]})
+    return "".join(out)
+
+
+def glob(*, session_id: Any, actor: Actor, pattern: Any, offset: Any = None) -> Answer:
+    scope = _scope(session_id=session_id, actor=actor)
+    start = _check_offset(offset)
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidContent("A pattern is required.", {"pattern": ["For example knowledge/**/*.md."]})
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise InvalidContent(
+            "Absolute patterns and '..' are not allowed.", {"pattern": ["Patterns start with knowledge/."]}
+        )
+    head = pattern.split("/", 2)
+    if head[0] not in (paths.ROOT, "**"):
+        raise InvalidContent(
+            "The pattern is outside the knowledge files.", {"pattern": ["Start it with knowledge/ (or **/)."]}
+        )
+    names = list(scope.packs)
+    if head[0] == paths.ROOT and len(head) > 1 and not regex.search(r"[*?\[{]", head[1]):
+        paths.parse_model_path(f"{paths.ROOT}/{head[1]}/", packs=scope.listed)  # 400 outside the session's packs
+        names = [head[1]] if head[1] in scope.packs else []
+    try:
+        compiled = regex.compile(glob_regex(pattern))
+    except regex.error as exc:
+        raise InvalidContent(f"The pattern is not valid: {exc}", {"pattern": [str(exc)]}) from None
+    candidates = (
+        PackFile.objects.filter(pack_id__in=[scope.packs[n] for n in names])
+        .values_list("pack__name", "path")
+        .order_by()
+    )
+    deadline = time.monotonic() + GLOB_TIME_LIMIT_SECONDS
+    matches = []
+    notes: list[str] = []
+    for pack, file_path in candidates.iterator(chunk_size=2000):
+        full = paths.model_path(pack, file_path)
+        try:
+            if compiled.fullmatch(full, timeout=max(deadline - time.monotonic(), 0.001)):
+                matches.append(full)
+        except TimeoutError:
+            notes.append(f"[stopped after {GLOB_TIME_LIMIT_SECONDS:g} s: simplify the pattern]")
+            break
+    if not matches and not notes:
+        return Answer("(no files match)", False)
+    return _page(sorted(matches), offset=start, what="matches", notes=notes)
+
+
+def grep(*, session_id: Any, actor: Actor, pattern: Any, path: Any = None, offset: Any = None) -> Answer:
+    scope = _scope(session_id=session_id, actor=actor)
+    start = _check_offset(offset)
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidContent("A pattern is required.", {"pattern": ["A regular expression."]})
+    try:
+        compiled = regex.compile(pattern, regex.MULTILINE)
+    except regex.error as exc:
+        raise InvalidContent(f"The pattern is not a valid regular expression: {exc}", {"pattern": [str(exc)]}) from None
+    where = paths.parse_model_path(path if path else f"{paths.ROOT}/", packs=scope.listed)
+    if where.pack is None:
+        files = PackFile.objects.filter(pack_id__in=list(scope.packs.values()))
+    else:
+        pack_id = _pack_id(scope, where.pack)
+        files = PackFile.objects.filter(pack_id=pack_id)
+        if where.rel:
+            files = files.filter(Q(path=where.rel) | Q(path__startswith=f"{where.rel}/"))
+            if not files.exists():
+                raise NotFound(f"{paths.model_path(where.pack, where.rel)} does not exist.")
+    rows = files.values_list("pack__name", "path", "content").order_by("pack__name", "path")
+    deadline = time.monotonic() + GREP_TIME_LIMIT_SECONDS
+    found: list[str] = []
+    notes: list[str] = []
+    for pack, file_path, text in rows.iterator(chunk_size=50):
+        remaining = deadline - time.monotonic()
+        stopped = remaining <= 0
+        if not stopped:
+            try:
+                _grep_file(compiled, text, paths.model_path(pack, file_path), found, deadline)
+            except TimeoutError:
+                stopped = True
+        if stopped:
+            notes.append(
+                f"[stopped after {GREP_TIME_LIMIT_SECONDS:g} s: the search took too long; the matches above are "
+                "not all of them. Narrow the path or simplify the pattern]"
+            )
+            break
+        if len(found) >= MAX_GREP_MATCHES:
+            notes.append(f"[stopped at {MAX_GREP_MATCHES} matching lines: narrow the path or the pattern]")
+            break
+    if not found and not notes:
+        return Answer("(no matches)", False)
+    return _page(found, offset=start, what="matching lines", notes=notes)
+
+
+def _grep_file(compiled: Any, text: str, shown: str, found: list[str], deadline: float) -> None:
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    last_line = 0
+    position = 0
+    index = 0
+    for match in compiled.finditer(text, timeout=max(deadline - time.monotonic(), 0.001)):
+        # Line numbers by walking forward from the previous match (matches come in order).
+        while index + 1 < len(starts) and starts[index + 1] <= match.start():
+            index += 1
+        position = index + 1
+        if position != last_line:
+            last_line = position
+            line = lines[index]
+            if len(line) > MAX_GREP_LINE_CHARS:
+                line = line[:MAX_GREP_LINE_CHARS] + " [line cut]"
+            found.append(f"{shown}:{position}:{line}")
+            if len(found) >= MAX_GREP_MATCHES:
+                return
+
+
+def read(*, session_id: Any, actor: Actor, path: Any, offset: Any = None, limit: Any = None) -> Answer:
+    scope = _scope(session_id=session_id, actor=actor)
+    first = _check_offset(offset)
+    count = _check_offset(limit, "limit") if limit not in (None, "") else READ_DEFAULT_LIMIT
+    where = paths.parse_model_path(path, packs=scope.listed)
+    if where.pack is None or not where.rel:
+        raise InvalidContent("That is a folder: list it with ls.", {"path": ["A file path as ls or glob gave it."]})
+    pack_id = _pack_id(scope, where.pack)
+    file = PackFile.objects.filter(pack_id=pack_id, path=where.rel).only("content", "sha256").first()
+    shown = paths.model_path(where.pack, where.rel)
+    if file is None:
+        if PackFile.objects.filter(pack_id=pack_id, path__startswith=f"{where.rel}/").exists():
+            raise InvalidContent(f"{shown} is a folder: list it with ls.", {"path": ["A file, not a folder."]})
+        raise NotFound(f"{shown} does not exist.")
+    _record_read(scope.session, pack_id, where.rel, file.sha256)
+    return _numbered(file.content, first=first, count=count)
+
+
+def _record_read(session: Session, pack_id: int, rel: str, digest: str) -> None:
+    FileRead.objects.bulk_create(
+        [FileRead(session=session, pack_id=pack_id, path=rel, known_sha256=digest, read_at=timezone.now())],
+        update_conflicts=True,
+        unique_fields=["session", "pack", "path"],
+        update_fields=["known_sha256", "read_at"],
+    )
+
+
+def _numbered(text: str, *, first: int, count: int) -> Answer:
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    total = len(lines)
+    if total == 0:
+        return Answer("(empty file)", False)
+    if first > total:
+        return Answer(f"[offset {first} is past the end: the file has {total} lines]", False)
+    out: list[str] = []
+    size = 0
+    last = first - 1
+    for number in range(first, min(first + count, total + 1)):
+        line = lines[number - 1]
+        if len(line) > MAX_READ_LINE_CHARS:
+            line = line[:MAX_READ_LINE_CHARS] + " [line cut]"
+        entry = f"{number:6}\t{line}"
+        cost = len(entry.encode()) + 1
+        if size + cost > MAX_ANSWER_BYTES - 200:
+            break
+        out.append(entry)
+        size += cost
+        last = number
+    if last < min(first + count - 1, total):
+        out.append(f"[cut at 100 KB: lines {first}-{last} of {total} shown; read again with offset={last + 1}]")
+        return Answer("\n".join(out), True)
+    if last < total:
+        out.append(f"[lines {first}-{last} of {total} shown; read on with offset={last + 1}]")
+    return Answer("\n".join(out), False)
+
+
+Tool = Callable[..., Answer]
+TOOLS: dict[str, Tool] = {"ls": ls, "glob": glob, "grep": grep, "read": read}

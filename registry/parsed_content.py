@@ -1,0 +1,20 @@
+"""Parsed content documents, kept per process by content hash.
+
+A version's content never changes, so an entry can never be stale; per-turn calls (render,
+the file tools) and session start read declarations from here instead of parsing up to 1 MiB
+of JSON each time. Callers must treat the returned documents as read-only."""
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from registry import bundle_cache
+
+
+@lru_cache(maxsize=64)
+def _load(content_hash: str, version_id: int) -> dict[str, Any]:
+    return json.loads(bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash))
+
+
+def content_document(*, version_id: int, content_hash: str) -> dict[str, Any]:
+    return _load(content_hash, version_id)
