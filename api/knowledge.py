@@ -165,5 +165,7 @@ class SessionKnowledgeToolApi(BaseApi):
             raise InvalidContent("Unknown parameters.", {name: ["Unknown parameter."] for name in unknown})
         if any("\x00" in value for value in params.values()):
             raise InvalidContent("A parameter holds a NUL character.", {"query": ["Not allowed."]})
-        answer = run(session_id=session_id, actor=request.auth, **{name: params.get(name) for name in params})
+        answer = run(
+            session_id=session_id, actor=request.auth, **{name: params.get(name) for name in _TOOL_PARAMS[tool]}
+        )
         return Response({"output": answer.output, "truncated": answer.truncated})

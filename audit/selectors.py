@@ -19,11 +19,12 @@ def audit_events(
     """Audit events, filtered; `target` matches a prefix, so `refunds` finds `refunds@3`.
 
     A key scoped to some bundles sees only events about those bundles (targets `name`,
-    `name@n`, `name:label`); events about keys and sessions name no bundle, so it sees none."""
+    `name@n`, `name:label`) and packs of the same names; events about keys and sessions name
+    no bundle, so it sees none."""
     events = AuditEvent.objects.all()
     pattern = actor_scope.scope_regex(then=r"([@:].*)?") if actor_scope is not None else None
     if pattern is not None:
-        events = events.filter(target_type__in=["bundle", "version", "label"], target__regex=pattern)
+        events = events.filter(target_type__in=["bundle", "version", "label", "pack"], target__regex=pattern)
     if action:
         events = events.filter(action=action)
     if actor:

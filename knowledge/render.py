@@ -222,9 +222,7 @@ def _pack_views(names: list[str]) -> dict[str, _PackView]:
     with connection.cursor() as cursor:
         cursor.execute(_PACKS_SQL, [names])
         rows = cursor.fetchall()
-    return {
-        name: _PackView(name, state, sorted(domains), duties or {}) for name, state, domains, duties in rows
-    }
+    return {name: _PackView(name, state, sorted(domains), duties or {}) for name, state, domains, duties in rows}
 
 
 def cut_duty(text: str, path: str) -> str:

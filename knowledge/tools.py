@@ -101,7 +101,7 @@ def _dir_paths(pack_id: int, rel: str) -> list[str]:
     return list(files.values_list("path", flat=True))
 
 
-def ls(*, session_id: Any, actor: Actor, path: Any, offset: Any = None) -> Answer:
+def ls(*, session_id: Any, actor: Actor, path: Any = None, offset: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     start = _check_offset(offset)
     where = paths.parse_model_path(path if path else f"{paths.ROOT}/", packs=scope.listed)
@@ -169,7 +169,7 @@ def glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def glob(*, session_id: Any, actor: Actor, pattern: Any, offset: Any = None) -> Answer:
+def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     start = _check_offset(offset)
     if not isinstance(pattern, str) or not pattern:
@@ -212,7 +212,7 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any, offset: Any = None) -> 
     return _page(sorted(matches), offset=start, what="matches", notes=notes)
 
 
-def grep(*, session_id: Any, actor: Actor, pattern: Any, path: Any = None, offset: Any = None) -> Answer:
+def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None, offset: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     start = _check_offset(offset)
     if not isinstance(pattern, str) or not pattern:
@@ -280,7 +280,7 @@ def _grep_file(compiled: Any, text: str, shown: str, found: list[str], deadline:
                 return
 
 
-def read(*, session_id: Any, actor: Actor, path: Any, offset: Any = None, limit: Any = None) -> Answer:
+def read(*, session_id: Any, actor: Actor, path: Any = None, offset: Any = None, limit: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     first = _check_offset(offset)
     count = _check_offset(limit, "limit") if limit not in (None, "") else READ_DEFAULT_LIMIT

@@ -59,12 +59,18 @@ ENDPOINTS = [
     ("get", "/api/v1/sessions/{other}/bundle/", None, {AGENT: 404, PUBLISHER: 404, OPS: 200, ADMIN: 200}),
     ("post", "/api/v1/sessions/{other}/heartbeat/", None, {AGENT: 404, PUBLISHER: 404, OPS: 200, ADMIN: 200}),
     ("post", "/api/v1/sessions/{other}/end/", None, {AGENT: 404, PUBLISHER: 404, OPS: 200, ADMIN: 200}),
+    ("post", "/api/v1/sessions/{own}/render/", None, dict.fromkeys(ROLES, 200)),
+    ("get", "/api/v1/sessions/{own}/knowledge/ls", None, dict.fromkeys(ROLES, 200)),
+    ("post", "/api/v1/sessions/{other}/render/", None, {AGENT: 404, PUBLISHER: 404, OPS: 200, ADMIN: 200}),
+    ("get", "/api/v1/sessions/{other}/knowledge/ls", None, {AGENT: 404, PUBLISHER: 404, OPS: 200, ADMIN: 200}),
 ]
 UNADDRESSED = [  # endpoints that name no bundle: the same for scoped and unscoped keys
     ("get", "/api/v1/bundles/", None, dict.fromkeys(ROLES, 200)),
     ("post", "/api/v1/bundles/", {"name": "support-new"}, {AGENT: 403, PUBLISHER: 201, OPS: 201, ADMIN: 201}),
     ("get", "/api/v1/catalog/", None, dict.fromkeys(ROLES, 200)),
     ("get", "/api/v1/audit/", None, {AGENT: 403, PUBLISHER: 403, OPS: 200, ADMIN: 200}),
+    ("get", "/api/v1/knowledge/", None, dict.fromkeys(ROLES, 200)),
+    ("post", "/api/v1/knowledge/", {"name": "support-kb"}, {AGENT: 403, PUBLISHER: 201, OPS: 201, ADMIN: 201}),
 ]
 
 

@@ -119,7 +119,8 @@ def test_publish_warns_about_a_date_like_session_variable_but_not_timezone(db):
         "ticket_date": {"type": "string", "scope": "turn"},
     }
     response = ops.post(
-        "/api/v1/bundles/dates/versions/", {"content": content("{{today}} {{start}}", variables=declared), "message": "m"}
+        "/api/v1/bundles/dates/versions/",
+        {"content": content("{{today}} {{start}}", variables=declared), "message": "m"},
     )
     assert response.status_code == 201
     paths = sorted(w["path"] for w in response.json()["warnings"])

@@ -5,59 +5,73 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('sessions_app', '0002_session_variables'),
+        ("sessions_app", "0002_session_variables"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Pack',
+            name="Pack",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.CharField(blank=True, default='', max_length=200)),
-                ('prefix_state', models.CharField(blank=True, default='', max_length=64)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("created_by", models.CharField(blank=True, default="", max_length=200)),
+                ("prefix_state", models.CharField(blank=True, default="", max_length=64)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='FileRead',
+            name="FileRead",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=512)),
-                ('known_sha256', models.CharField(blank=True, default='', max_length=64)),
-                ('read_at', models.DateTimeField()),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.session')),
-                ('pack', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='knowledge.pack')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("path", models.CharField(max_length=512)),
+                ("known_sha256", models.CharField(blank=True, default="", max_length=64)),
+                ("read_at", models.DateTimeField()),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="sessions_app.session"
+                    ),
+                ),
+                (
+                    "pack",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="knowledge.pack"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('session', 'pack', 'path'), name='fileread_unique')],
+                "constraints": [models.UniqueConstraint(fields=("session", "pack", "path"), name="fileread_unique")],
             },
         ),
         migrations.CreateModel(
-            name='PackFile',
+            name="PackFile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=512)),
-                ('domain', models.CharField(blank=True, default='', max_length=512)),
-                ('content', models.TextField()),
-                ('size', models.PositiveIntegerField()),
-                ('sha256', models.CharField(max_length=64)),
-                ('updated_at', models.DateTimeField()),
-                ('updated_by', models.CharField(max_length=200)),
-                ('pack', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='files', to='knowledge.pack')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("path", models.CharField(max_length=512)),
+                ("domain", models.CharField(blank=True, default="", max_length=512)),
+                ("content", models.TextField()),
+                ("size", models.PositiveIntegerField()),
+                ("sha256", models.CharField(max_length=64)),
+                ("updated_at", models.DateTimeField()),
+                ("updated_by", models.CharField(max_length=200)),
+                (
+                    "pack",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="files", to="knowledge.pack"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['pack_id', 'path'],
-                'indexes': [models.Index(fields=['pack', 'domain'], name='packfile_domain_idx')],
-                'constraints': [models.UniqueConstraint(fields=('pack', 'path'), name='packfile_path_unique')],
+                "ordering": ["pack_id", "path"],
+                "indexes": [models.Index(fields=["pack", "domain"], name="packfile_domain_idx")],
+                "constraints": [models.UniqueConstraint(fields=("pack", "path"), name="packfile_path_unique")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0001_initial'),
+        ("sessions_app", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='session',
-            name='variables',
+            model_name="session",
+            name="variables",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]
