@@ -34,7 +34,7 @@ def _validate(*, name: Any, role: Any, scopes: Any, expires_at: Any) -> tuple[st
     if role not in Role.values:
         errors["role"] = [f"Choose one of {', '.join(Role.values)}."]
     scopes = list(scopes or [])
-    bad = [s for s in scopes if not isinstance(s, str) or not SCOPE_RE.match(s)]
+    bad = [s for s in scopes if not isinstance(s, str) or not SCOPE_RE.fullmatch(s)]
     if bad:
         errors["scopes"] = [f"Not a bundle-name pattern: {s!r} (use a-z 0-9 . _ - and the wildcards * ?)." for s in bad]
     if expires_at is not None and (not isinstance(expires_at, datetime) or expires_at <= timezone.now()):

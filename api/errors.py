@@ -1,6 +1,7 @@
 """One place that turns every error into the contract's shape:
 {"error": {"code": ..., "message": ..., "details": {...}}}."""
 
+import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -23,9 +24,36 @@ _DRF_CODES: list[tuple[type[Exception], int, str]] = [
 ]
 
 
+# Error messages and details repeat client input (an unknown key, a bad tool name). Such text may
+# hold what UTF-8 cannot encode (a lone surrogate from a "\ud800" escape) or be huge (a 100 KB
+# key): rendering it as is would be a 500, or an answer the size of the request.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_ECHO_CHARS = 200
+
+
+def safe_text(text: str, *, limit: int | None = None) -> str:
+    """`text` made safe to put in an error: lone surrogates shown as their escape (so the client
+    still sees which key was refused), and cut to `limit` characters with a marker."""
+    text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return safe_text(value, limit=10 * MAX_ECHO_CHARS)
+    if isinstance(value, dict):
+        return {safe_text(str(k), limit=MAX_ECHO_CHARS): _safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v) for v in value]
+    return value
+
+
 def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JsonResponse:
+    """The one renderer of the contract's error shape; every string in it is made safe first."""
     return JsonResponse(
-        {"error": {"code": code, "message": message, "details": details or {}}},
+        {"error": {"code": code, "message": _safe(str(message)), "details": _safe(details or {})}},
         status=status,
         json_dumps_params={"ensure_ascii": False},
     )

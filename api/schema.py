@@ -28,7 +28,6 @@ ERRORS = {
     "403": "permission_denied",
     "404": "not_found",
     "405": "method_not_allowed",
-    "406": "not_acceptable",
     "409": "conflict",
     "410": "session_ended or version_revoked",
     "413": "payload_too_large",

@@ -50,7 +50,7 @@ class RequestContextMiddleware:
 
     def __call__(self, request):
         given = request.headers.get("X-Request-ID", "")
-        request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
+        request_id = given if _REQUEST_ID_RE.fullmatch(given) else uuid.uuid4().hex
         token = current.set(RequestContext(request_id=request_id, client_ip=client_ip(request)))
         try:
             response = self.get_response(request)

@@ -16,6 +16,7 @@ from skills.content import content_errors as skills_content_errors
 
 MAX_PROMPT_CHARS = 200_000
 MAX_CANONICAL_BYTES = 1024 * 1024
+# Always fullmatch: with .match, "$" also matches before a trailing newline ("lookup\n").
 TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 TOOL_KEYS = {"name", "description", "input_schema"}
 
@@ -87,7 +88,7 @@ def normalise_content(content: Any) -> dict[str, Any]:
             for key in sorted(TOOL_KEYS - set(tool)):
                 err(f"{path}.{key}", "This field is required.")
             name = tool.get("name")
-            if "name" in tool and (not isinstance(name, str) or not TOOL_NAME_RE.match(name)):
+            if "name" in tool and (not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name)):
                 err(f"{path}.name", "Must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$.")
             elif isinstance(name, str):
                 if name in seen:

@@ -652,7 +652,7 @@ def _missing_tool_message(prompt: str, ref: _Ref, names: set[str], prev: _Previo
             f"The prompt references `{shown}` ({where}), which this version removes; "
             "remove the reference or keep the tool."
         )
-    if not TOOL_NAME_RE.match(ref.name):
+    if not TOOL_NAME_RE.fullmatch(ref.name):
         return (
             f"The prompt references `{shown}` ({where}), which cannot be a tool: tool names match "
             f"{TOOL_NAME_RE.pattern}; fix the name."

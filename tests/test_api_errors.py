@@ -525,6 +525,11 @@ def forged_cursor(position: str) -> str:
     ("path", "cursor"),
     [
         ("/api/v1/bundles/refunds/versions/", "not-a-cursor"),
+        ("/api/v1/bundles/refunds/versions/", "\x00"),
+        ("/api/v1/bundles/", "AAAA"),  # valid base64 of three NULs: DRF read it as page 1
+        ("/api/v1/bundles/", "garbage!"),
+        ("/api/v1/bundles/", b64encode(b"o=1").decode()),  # no position
+        ("/api/v1/bundles/", b64encode(b"x=1&p=1").decode()),
         ("/api/v1/bundles/refunds/versions/", forged_cursor("abc")),
         ("/api/v1/bundles/refunds/versions/", forged_cursor("")),
         ("/api/v1/bundles/", forged_cursor("a\x00b")),
@@ -532,10 +537,11 @@ def forged_cursor(position: str) -> str:
         ("/api/v1/bundles/refunds/labels/production/history/", forged_cursor("1.5")),
     ],
 )
-def test_it_answers_an_invalid_or_forged_cursor_with_404(agent, v2, production, path, cursor):
+def test_it_answers_an_invalid_or_forged_cursor_with_400(agent, v2, production, path, cursor):
     with nothing_written():
         response = agent.get(path, QUERY_STRING=urlencode({"cursor": cursor}))
-    assert_error(response, 404, "not_found", details={})
+    assert_error(response, 400, "validation_error")
+    assert list(response.json()["error"]["details"]) == ["cursor"]
 
 
 # --- 405 method_not_allowed ---------------------------------------------------------------------
