@@ -9,6 +9,7 @@ from access.ratelimit import seconds_until_allowed
 from api.errors import error_response
 from audit.context import client_ip
 from config.celery import app as celery_app
+from config.index import favicon, index
 from metrics.views import metrics
 
 
@@ -60,11 +61,14 @@ def rate_limited_login(request: HttpRequest):
 
 
 urlpatterns = [
+    path("", index, name="index"),
+    path("favicon.ico", favicon),
     path("healthz", healthz),
     path("readyz", readyz),
     path("metrics", metrics),
     path("admin/login/", rate_limited_login),
     path("admin/", admin.site.urls),
+    path("api/v1/", index),
     path("api/v1/", include("api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
