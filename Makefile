@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz lint format bench lock clean
+.PHONY: run test fuzz lint format bench lock clean eval-routing
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -26,6 +26,10 @@ test: $(VENV)/.installed
 # schemathesis against the OpenAPI document, as every role; FUZZ_EXAMPLES per operation.
 fuzz: $(VENV)/.installed
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} $(PY) -m devtools.stack test -m fuzz tests/fuzz $(ARGS)
+
+# Publish eval/routing as a bundle and replay it through the route endpoint (hit@1/3/5 per kind).
+eval-routing: $(VENV)/.installed
+	$(PY) -m devtools.stack test -m eval eval/routing -q $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -49,6 +49,7 @@ from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import bundle_get, versions_of
 from sessions_app import services as sessions_services
 from sessions_app.models import Session, SessionStatus
+from skills.selectors import version_skills_panel
 
 View = Callable[..., HttpResponse]
 
@@ -418,6 +419,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         can_publish=actor.has_role(Role.PUBLISHER),
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
         can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,
+        skills_panel=version_skills_panel(version_id=version.pk, content=content),
     )
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
+from skills.lexicon import concepts
 from skills.text import content_words
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
@@ -40,6 +41,7 @@ FIELD_WEIGHTS = {"name": 2.0, "summary": 2.0, "keywords": 2.5, "examples": 1.0, 
 NEWEST = 1.0
 CONTEXT_USER = (0.5, 0.3)  # previous user message, the one before
 CONTEXT_ASSISTANT = (0.25, 0.15)
+CONCEPT_WEIGHT = 0.8  # a lexicon concept counts less than the word itself
 KEYWORD_BONUS = 0.35
 KEYWORD_BONUS_CONTEXT = 0.1
 CATEGORY_CLOSE = 0.8  # the second category is kept when its score is at least this share of the first
@@ -103,7 +105,8 @@ class Index:
             }
             tf: dict[str, float] = {}
             for key, text in fields.items():
-                for word in content_words(text):
+                words = content_words(text)
+                for word in words + concepts(words):
                     tf[word] = tf.get(word, 0.0) + FIELD_WEIGHTS[key]
             for word in tf:
                 df[word] = df.get(word, 0) + 1
@@ -149,8 +152,11 @@ class Index:
         newest_text = newest.lower()
         query: dict[str, float] = {}
         for text, weight in [(newest, NEWEST), *context]:
-            for word in content_words(text):
+            words = content_words(text)
+            for word in words:
                 query[word] = max(query.get(word, 0.0), weight)
+            for word in concepts(words):
+                query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
         context_text = " ".join(t for t, _ in context).lower()
 
         raw = self._bm25(query)

@@ -7,8 +7,11 @@ from typing import Any
 
 from django.db import connection
 
+from core.compaction import policy_from_content
+from core.tokens import estimate_tokens
 from registry import bundle_cache
 from sessions_app.models import Session
+from skills.content import MAX_L1_TOKENS, l1_tokens, render_card
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 
 # Content is immutable per hash, so a parsed document never goes stale; the bound only caps memory.
@@ -95,4 +98,29 @@ def version_skill_metrics(*, version_id: int) -> dict[str, Any]:
         "load_hit_rate": rate(data["invocation_hits"], data["invocations"]),
         "invalid_load_rate": rate(data["invalid_loads"], data["routed_loads"]),
         "routing_latency_ms": {"p50": ms(data["p50_us"]), "p99": ms(data["p99_us"])},
+    }
+
+
+def version_skills_panel(*, version_id: int, content: dict[str, Any]) -> dict[str, Any] | None:
+    """What the admin's version page shows about skills: the cards, the resident budget, the
+    compaction policy in force and the routing metrics. None when the version has no skills
+    and no compaction policy (the page then shows nothing extra)."""
+    skills = content.get("skills") or []
+    if not skills and "compaction" not in content:
+        return None
+    tools = {t.get("name") for t in content.get("tools") or [] if isinstance(t, dict)}
+    cards = [
+        {
+            **card,
+            "tokens": estimate_tokens(render_card(card)) if card["level"] == "L1" else None,
+            "has_tool": card["name"] in tools,
+        }
+        for card in skills
+    ]
+    return {
+        "cards": cards,
+        "l1_tokens": l1_tokens(skills),
+        "l1_budget": MAX_L1_TOKENS,
+        "compaction": vars(policy_from_content(content)),
+        "metrics": version_skill_metrics(version_id=version_id),
     }

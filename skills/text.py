@@ -40,6 +40,11 @@ CJK_STOP = frozenset(
 )
 
 
+CJK_STOP_CHARS = frozenset(
+    "的了是我你他她它们吗呢吧啊呀和与就都也还在有没这那一个不很嗯哦好请帮给把被让要想能可以怎么什么为哪里上下中之及或而着过会对到从用多少来去说"
+)
+
+
 def _segmenter() -> Any:
     global _jieba
     if _jieba is None:
@@ -99,6 +104,9 @@ def content_words(text: str) -> list[str]:
         for word in _segmenter().cut_for_search(run.group()):
             if word not in CJK_STOP and word.strip():
                 out.append(word)
+        # Single characters too, marked so they never equal a word: short Chinese paraphrases
+        # often share a character (没电/电池, 丢了/丢件) where jieba's words differ.
+        out.extend("#" + ch for ch in run.group() if ch not in CJK_STOP_CHARS)
         position = run.end()
     out.extend(content_words(text[position:]))
     return out

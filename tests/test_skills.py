@@ -319,3 +319,15 @@ def test_session_skills_are_private_lapse_after_ten_idle_turns_and_go_with_the_s
     assert agent.post(url + "route/", message).status_code == 410
     stranger = make_api("agent", name="stranger")
     assert stranger.get(f"/api/v1/sessions/{other}/skills/").status_code == 404
+
+
+def test_the_admin_version_page_shows_the_cards_and_the_metrics(agent, session_id, db):
+    from tests.test_adminui_views import PROMPT_ENGINEERS, client_for, make_user, u, words
+
+    url = f"/api/v1/sessions/{session_id}/"
+    agent.post(url + "route/", {"messages": [{"role": "user", "content": "I want a refund"}]})
+    agent.post(url + "turns/", {"turn": 1, "invoked": ["refund_order"]})
+    page = words(client_for(make_user("pat", PROMPT_ENGINEERS)).get(u("adminui_version", "support", 1)))
+    assert "Skills" in page and "refund_order" in page and "Use when the customer wants money back" in page
+    assert "Load hit rate 1.0" in page and "Turns routed 1 in 1 session; 1 reported" in page
+    assert "keep the last 5 tool results" in page and "Resident cards about" in page
