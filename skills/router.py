@@ -73,18 +73,26 @@ class _Card:
     category: str
     level: str
     group: str | None
-    keywords: list[str]  # lower-cased phrases, for exact matches
+    keywords: list["_Phrase"]  # lower-cased phrases, for exact matches
     triggers: list[re.Pattern[str]]
     tf: dict[str, float]  # weighted term frequencies over the fields
     length: float
 
 
-def _phrase_in(phrase: str, text: str) -> bool:
-    if not phrase:
-        return False
-    if phrase.isascii():
-        return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
-    return phrase in text
+class _Phrase:
+    """A keyword matched verbatim: on word boundaries when ASCII, as a substring otherwise.
+    Compiled once per index (re's own cache holds 512 patterns: 100 skills would thrash it)."""
+
+    __slots__ = ("text", "pattern")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pattern = re.compile(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])") if text.isascii() else None
+
+    def found_in(self, text: str) -> bool:
+        if self.text not in text:  # cheap test first: most keywords are absent
+            return False
+        return self.pattern is None or self.pattern.search(text) is not None
 
 
 class Index:
@@ -116,7 +124,7 @@ class Index:
                     category=skill["category"],
                     level=skill["level"],
                     group=skill.get("exclusive_group"),
-                    keywords=[k.lower().strip() for k in skill["keywords"]],
+                    keywords=[_Phrase(k.lower().strip()) for k in skill["keywords"] if k.strip()],
                     triggers=[re.compile(t, re.IGNORECASE) for t in skill.get("triggers") or []],
                     tf=tf,
                     length=sum(tf.values()),
@@ -167,11 +175,11 @@ class Index:
         for i, card in enumerate(self.cards):
             score = raw[i] / best
             why = [f"bm25 {raw[i] / best:.2f}"] if raw[i] else []
-            hits = [kw for kw in card.keywords if _phrase_in(kw, newest_text)]
+            hits = [kw.text for kw in card.keywords if kw.found_in(newest_text)]
             if hits:
                 score += KEYWORD_BONUS * min(len(hits), 3)
                 why.append("keywords " + ", ".join(hits[:3]))
-            elif any(_phrase_in(kw, context_text) for kw in card.keywords):
+            elif any(kw.found_in(context_text) for kw in card.keywords):
                 score += KEYWORD_BONUS_CONTEXT
                 why.append("keywords in context")
             if any(t.search(newest) for t in card.triggers):
@@ -242,7 +250,7 @@ class Index:
         for card in self.cards:
             if card.name in newest_lower or card.name.replace("_", " ") in newest_lower:
                 names.add(card.name)
-            elif any(_phrase_in(kw, newest_lower) for kw in card.keywords):
+            elif any(kw.found_in(newest_lower) for kw in card.keywords):
                 names.add(card.name)
         return names
 
