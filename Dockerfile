@@ -38,8 +38,6 @@ USER 10001:10001
 
 EXPOSE 8000
 
-# Workers: gunicorn reads WEB_CONCURRENCY. The heartbeat files go to /dev/shm, because a
-# worker blocked on a slow overlay filesystem would be killed as if it had hung. No control
-# socket: nothing uses it, and its default place ($HOME/.gunicorn) does not exist for `app`.
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--worker-tmp-dir", "/dev/shm", \
-     "--access-logfile", "-", "--no-control-socket"]
+# granian serving the ASGI application (config/serve.py): WEB_CONCURRENCY worker processes,
+# WEB_THREADS threads each for Django and the fast lane.
+CMD ["python", "-m", "config.serve", "--host", "0.0.0.0", "--port", "8000", "--access-log"]

@@ -1,8 +1,8 @@
 """Benchmark the hot path: fetching a session's pinned bundle, revalidating it, starting sessions.
 
 Starts the service the way `make run` does (embedded PostgreSQL and Redis from devtools.stack
-unless DATABASE_URL / REDIS_URL are set, migrate, gunicorn `config.wsgi` with WEB_CONCURRENCY
-sync workers, a Celery worker), creates a bundle, a production label, an agent key and N
+unless DATABASE_URL / REDIS_URL are set, migrate, `python -m config.serve` (granian, ASGI) with WEB_CONCURRENCY
+workers, a Celery worker), creates a bundle, a production label, an agent key and N
 sessions through the REST API, then drives 127.0.0.1 with wrk and prints requests/s and
 p50/p99 latency for:
 
@@ -252,7 +252,7 @@ def wait_until_ready(base: str, web: subprocess.Popen, log: Path, timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if web.poll() is not None:
-            raise SystemExit(f"gunicorn exited with status {web.returncode}; see {log}")
+            raise SystemExit(f"the web server exited with status {web.returncode}; see {log}")
         try:
             with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
                 if response.status == 200:
@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("API_THROTTLE_WRITE", "100000000/m")
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
     embedded_db = not os.environ.get("DATABASE_URL")
-    workers = os.environ.get("WEB_CONCURRENCY", "4")  # what `make run` uses
+    workers = os.environ.get("WEB_CONCURRENCY", "2")  # what `make run` uses
 
     out_dir = RESULTS / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -594,7 +594,7 @@ def report(
 ) -> None:
     print(
         f"\nwrk: {ns.threads} threads, {ns.connections} connections, {ns.duration}s per scenario, timeout {WRK_TIMEOUT}"
-        f"\nserver: gunicorn config.wsgi, {workers} sync workers, on 127.0.0.1:{port} (no access log);"
+        f"\nserver: granian config.asgi, {workers} workers, on 127.0.0.1:{port} (no access log);"
         f" {os.cpu_count()} CPUs shared with wrk; load average at the end {os.getloadavg()[0]:.1f}"
         f"\ndata: {ns.sessions} sessions, pinned-bundle body {body_size} bytes\n"
     )

@@ -180,6 +180,11 @@ STORAGES = {
 # Request bodies over 2 MiB are refused with 413 by api.middleware before anything reads them.
 MAX_REQUEST_BODY_BYTES = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+# The ASGI front (config.asgi): a client has WEB_BODY_TIMEOUT seconds to deliver its whole body
+# (then 408), read on the event loop, so a slow client never holds one of the WEB_THREADS threads
+# per worker process that run Django and the fast lane (each keeps one database connection).
+WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 10)
+WEB_THREADS = env_int("WEB_THREADS", 8)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.ApiKeyAuthentication"],

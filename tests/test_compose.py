@@ -1,11 +1,12 @@
 """docker-compose.yml and the Dockerfile, checked by reading them: no Docker engine needed.
 
-Every command is parsed by the program that will run it (gunicorn's own option parser,
+Every command is parsed by the program that will run it (config.serve's own option parser,
 Celery's click commands, Django's command registry), every module it names is imported, and
 the environment is compared with what config/settings.py reads, so a typo in any of them
 fails here rather than in a container that restarts in a loop."""
 
-import io
+import asyncio
+import importlib
 import json
 import os
 import re
@@ -25,8 +26,8 @@ from celery.bin.base import CLIContext
 from celery.bin.celery import celery as celery_cli
 from django.core.management import get_commands
 from django.test import override_settings
-from gunicorn.config import Config as GunicornConfig
-from gunicorn.util import import_app
+
+from config import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -36,7 +37,7 @@ SETTINGS = ROOT / "config" / "settings.py"
 CORE_SERVICES = {"postgres", "redis", "web", "worker", "beat"}
 APP_SERVICES = {"web", "worker", "beat"}
 MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "web", "worker"}
-# Read by a program rather than by settings.py: gunicorn's default worker count.
+# Read by a program rather than by settings.py: config.serve's default worker count.
 NON_SETTINGS_ENV = {"WEB_CONCURRENCY"}
 
 
@@ -68,13 +69,16 @@ def _settings_env_names() -> tuple[set[str], set[str]]:
     return read, required
 
 
-def _gunicorn_app(argv: list[str]) -> tuple[Any, Any]:
-    """Parse `gunicorn ...` with gunicorn's own parser (unknown options fail) and import its app."""
-    assert Path(argv[0]).name == "gunicorn", argv
-    parser = GunicornConfig(usage="%(prog)s [OPTIONS] [APP_MODULE]", prog="gunicorn").parser()
-    parsed = parser.parse_args(argv[1:])
-    assert len(parsed.args) == 1, f"gunicorn needs exactly one APP_MODULE, got {parsed.args}"
-    return parsed, import_app(parsed.args[0])
+def _server_app(argv: list[str]) -> tuple[Any, Any]:
+    """Parse `python -m config.serve ...` with its own parser (unknown options fail), check the
+    granian command it would exec, and import the ASGI application that command names."""
+    assert argv[:3] == ["python", "-m", "config.serve"], argv
+    parsed = serve.parse_args(argv[3:])
+    granian = serve.command(host=parsed.host, port=parsed.port, workers=parsed.workers, access_log=parsed.access_log)
+    assert granian[1:3] == ["-m", "granian"] and "asgi" in granian
+    assert parsed.app == "config.asgi:application"
+    module, _, attribute = parsed.app.partition(":")
+    return parsed, getattr(importlib.import_module(module), attribute)
 
 
 def _celery_command(argv: list[str]) -> tuple[Celery, str, dict[str, Any]]:
@@ -113,27 +117,32 @@ def _interpolate(value: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-?])([^}]*))?\}", substitute, value)
 
 
-def _wsgi_get(application: Any, url: str, host: str) -> tuple[str, bytes]:
+def _asgi_get(application: Any, url: str, host: str) -> tuple[str, bytes]:
     parts = urlsplit(url)
-    environ = {
-        "REQUEST_METHOD": "GET",
-        "PATH_INFO": parts.path,
-        "QUERY_STRING": parts.query,
-        "SERVER_NAME": parts.hostname,
-        "SERVER_PORT": str(parts.port or 80),
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "HTTP_HOST": host,
-        "wsgi.url_scheme": parts.scheme,
-        "wsgi.input": io.BytesIO(b""),
-        "wsgi.errors": io.StringIO(),
-        "wsgi.version": (1, 0),
-        "wsgi.multithread": False,
-        "wsgi.multiprocess": True,
-        "wsgi.run_once": False,
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": parts.scheme,
+        "path": parts.path,
+        "raw_path": parts.path.encode(),
+        "query_string": parts.query.encode(),
+        "root_path": "",
+        "headers": [(b"host", host.encode())],
+        "server": (parts.hostname, parts.port or 80),
+        "client": ("127.0.0.1", 40000),
     }
-    started: list[str] = []
-    body = b"".join(application(environ, lambda status, headers, exc_info=None: started.append(status)))
-    return started[0], body
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(application(scope, receive, send))
+    status = str(sent[0]["status"])
+    return status, b"".join(m.get("body", b"") for m in sent[1:])
 
 
 def _dockerfile_instructions() -> list[tuple[str, str]]:
@@ -192,23 +201,22 @@ def test_it_waits_for_healthy_dependencies():
                 assert "healthcheck" in services[target], f"{name} waits for {target}, which has no healthcheck"
 
 
-def test_it_runs_the_wsgi_application_in_web():
-    parsed, application = _gunicorn_app(_argv(_services()["web"]["command"]))
-    assert parsed.args == ["config.wsgi:application"]
+def test_it_runs_the_asgi_application_in_web():
+    parsed, application = _server_app(_argv(_services()["web"]["command"]))
     assert callable(application)
-    assert parsed.bind == ["0.0.0.0:8000"], "listen on all interfaces inside the container"
+    assert (parsed.host, parsed.port) == ("0.0.0.0", 8000), "listen on all interfaces inside the container"
 
 
 @pytest.mark.parametrize("allowed", ["registry.example.com", ".example.org,registry.example.com", "*"])
 def test_it_health_checks_web_on_a_url_that_answers_200_for_the_configured_hosts(allowed):
     web = _services()["web"]
-    parsed, application = _gunicorn_app(_argv(web["command"]))
-    bind_port = parsed.bind[0].rsplit(":", 1)[1]
+    parsed, application = _server_app(_argv(web["command"]))
+    bind_port = parsed.port
     test = web["healthcheck"]["test"]
     assert test[:3] == ["CMD", "python", "-c"], "the slim image has no curl: check with python"
 
     # Run the healthcheck's own code, catching the request it makes, and send that request to
-    # the WSGI application with the same ALLOWED_HOSTS the container would have.
+    # the ASGI application with the same ALLOWED_HOSTS the container would have.
     sent = []
     with (
         mock.patch.dict("os.environ", {"DJANGO_ALLOWED_HOSTS": allowed}),
@@ -216,9 +224,9 @@ def test_it_health_checks_web_on_a_url_that_answers_200_for_the_configured_hosts
     ):
         exec(compile(test[3], "healthcheck", "exec"), {})
     (request,) = sent
-    assert urlsplit(request.full_url).port == int(bind_port), "the healthcheck must probe the port gunicorn binds"
+    assert urlsplit(request.full_url).port == int(bind_port), "the healthcheck must probe the port the server binds"
     with override_settings(ALLOWED_HOSTS=allowed.split(",")):
-        status, body = _wsgi_get(application, request.full_url, request.get_header("Host"))
+        status, body = _asgi_get(application, request.full_url, request.get_header("Host"))
     assert status.startswith("200"), (status, body)
     assert json.loads(body) == {"status": "ok"}
 
@@ -320,7 +328,7 @@ def test_it_copies_an_existing_requirements_file_and_installs_it():
     installs = _pip_installs(instructions)
     assert installs == [["--require-hashes", "-r", "requirements.txt"]], installs
     pins = _locked(ROOT / "requirements.txt")
-    for tool in ("gunicorn", "celery"):
+    for tool in ("granian", "celery"):
         assert tool in pins, f"{tool} is not in requirements.txt"
 
 
@@ -349,10 +357,10 @@ def test_it_collects_static_files_with_dummy_settings_at_build_time_only(tmp_pat
     assert any(tmp_path.rglob("*.css"))
 
 
-def test_its_default_command_serves_the_wsgi_application():
+def test_its_default_command_serves_the_asgi_application():
     instructions = _dockerfile_instructions()
     (cmd,) = [args for op, args in instructions if op == "CMD"]
-    _, application = _gunicorn_app(_exec_form(cmd))
+    _, application = _server_app(_exec_form(cmd))
     assert callable(application)
     for entrypoint in [args for op, args in instructions if op == "ENTRYPOINT"]:
         program = _exec_form(entrypoint)[0]

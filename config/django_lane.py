@@ -1,0 +1,107 @@
+"""Django behind the ASGI dispatcher: the WSGI application, called on a fixed thread pool.
+
+Measured against the alternatives (docs/performance.md): Django's own ASGI handler creates a
+thread (and so a database connection) per request and served /healthz at about a quarter of
+this; a2wsgi's bridge hops between the loop and the thread for every message. Here a request
+is one hop: the body is read on the event loop first (config.dispatch.buffered_body), the
+WSGI call runs to completion in a pool thread (whose database connection persists, as under
+gunicorn), and the collected response is sent from the loop. Django responses are not
+streamed here, so collecting them is fine; static files are small (whitenoise)."""
+
+import asyncio
+import io
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.core.wsgi import get_wsgi_application
+
+from config.dispatch import ASGIApp, BodyTimeout, BodyTooLarge, Receive, Scope, Send, buffered_body, send_json
+
+_TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"The request body is over 2 MiB.","details":{}}}'
+_TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request body did not arrive in time.","details":{}}}'
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's thread pool for sync work (created lazily: after the server forks)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=settings.WEB_THREADS, thread_name_prefix="web")
+    return _pool
+
+
+def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The WSGI environ (PEP 3333) of an ASGI HTTP scope whose body has been read."""
+    server = scope.get("server") or ("localhost", 80)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", "").encode().decode("latin1"),
+        "PATH_INFO": scope["path"].encode().decode("latin1"),
+        "QUERY_STRING": scope["query_string"].decode("latin1"),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1] or 0),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    client = scope.get("client")
+    if client:
+        environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = client[0], str(client[1])
+    for raw_name, raw_value in scope.get("headers", []):
+        name = raw_name.decode("latin1").upper().replace("-", "_")
+        key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
+        value = raw_value.decode("latin1")
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ
+
+
+def run_wsgi(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[int, list, bytes]:
+    """Call a WSGI app to completion (in a pool thread): (status, headers, body)."""
+    started: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+        encoded = [(name.lower().encode("latin1"), value.encode("latin1")) for name, value in headers]
+        started[:] = [int(status.split(" ", 1)[0]), encoded]
+        return lambda data: None
+
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # Django's request_finished (connection housekeeping) runs here
+    return started[0], started[1], body
+
+
+def django_app() -> ASGIApp:
+    wsgi = get_wsgi_application()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            body, _connected = await buffered_body(
+                receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
+            )
+        except BodyTooLarge:
+            await send_json(send, 413, _TOO_LARGE, [(b"connection", b"close")])
+            return
+        except BodyTimeout:
+            await send_json(send, 408, _TIMEOUT, [(b"connection", b"close")])
+            return
+        environ = environ_of(scope, body)
+        status, headers, content = await asyncio.get_running_loop().run_in_executor(pool(), run_wsgi, wsgi, environ)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    return app
