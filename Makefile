@@ -17,14 +17,20 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
 	@touch $@
 
-run: $(VENV)/.installed
+# The Python client and the `promptreg` command from this checkout (client/), editable; the
+# service imports its pure modules (promptreg.compaction) too. Not hash-locked: it is our code.
+$(VENV)/.client-installed: $(VENV)/.installed client/pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e ./client
+	@touch $@
+
+run: $(VENV)/.client-installed
 	$(PY) -m devtools.stack run
 
-test: $(VENV)/.installed
+test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)
 
 # schemathesis against the OpenAPI document, as every role; FUZZ_EXAMPLES per operation.
-fuzz: $(VENV)/.installed
+fuzz: $(VENV)/.client-installed
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} $(PY) -m devtools.stack test -m fuzz tests/fuzz $(ARGS)
 
 # Publish eval/routing as a bundle and replay it through the route endpoint (hit@1/3/5 per kind).
@@ -39,7 +45,7 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py $(ARGS)
 
 # Regenerate both lock files from requirements.in / requirements-dev.in (needs the index).

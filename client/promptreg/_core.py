@@ -1,0 +1,217 @@
+"""What the sync and the async client share: the retry schedule, the pinned bundle, the
+content-hash cache and the offline snapshots. No I/O on the network here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import uuid
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from promptreg.errors import IntegrityError, RegistryError, Throttled, Unavailable
+
+logger = logging.getLogger("promptreg")
+
+API = "/api/v1"
+USER_AGENT = "promptreg/0.1"
+
+
+class OfflineWarning(UserWarning):
+    """A session was served from a local snapshot because the registry could not be reached."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Exponential backoff with full jitter, bounded by a total deadline per call.
+
+    Retried: connection errors and timeouts, 502, 503, 504 and 429 (waiting at least the
+    server's Retry-After). Never retried: any other 4xx, which would fail the same way again.
+    Every request the client retries is idempotent: reads, heartbeats, ends, publishing
+    (identical content returns the existing version), label PUTs, and session starts, which
+    always carry an external_id so that a retried start returns the same session."""
+
+    deadline: float = 30.0  # seconds for one call, every attempt and wait included
+    initial: float = 0.2
+    maximum: float = 5.0
+    multiplier: float = 2.0
+    timeout: float = 10.0  # per attempt, cut to what is left of the deadline
+
+    def wait(self, *, error: RegistryError, attempt: int, elapsed: float) -> float | None:
+        """Seconds to wait before attempt `attempt + 1`, or None to give up and raise `error`."""
+        if not isinstance(error, (Unavailable, Throttled)):
+            return None
+        ceiling = min(self.maximum, self.initial * self.multiplier**attempt)
+        wait = random.uniform(0, ceiling)  # full jitter: clients that failed together spread out
+        retry_after = error.retry_after
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        if elapsed + wait >= self.deadline:
+            return None
+        return wait
+
+    def attempt_timeout(self, elapsed: float) -> float:
+        return max(0.1, min(self.timeout, self.deadline - elapsed))
+
+
+def transport_error(exc: httpx.TransportError, url: str) -> Unavailable:
+    return Unavailable(f"Cannot reach the registry at {url}: {type(exc).__name__}: {exc}".rstrip(": "))
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The registry's canonical JSON: keys sorted, no whitespace, UTF-8 unescaped."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A pinned bundle: immutable, identified by its content hash. `raw` is the exact body the
+    registry served (the same bytes on every fetch for every session of this version)."""
+
+    name: str
+    version: int
+    content_hash: str
+    content: dict[str, Any]
+    raw: bytes = field(repr=False)
+
+    @classmethod
+    def from_body(cls, raw: bytes) -> Bundle:
+        doc = json.loads(raw)
+        content = doc["content"]
+        digest = hashlib.sha256(canonical_bytes(content)).hexdigest()
+        if digest != doc["content_hash"]:
+            raise IntegrityError(f"Bundle {doc['bundle']} v{doc['version']} does not match its content hash.")
+        return cls(name=doc["bundle"], version=doc["version"], content_hash=digest, content=content, raw=raw)
+
+    @property
+    def system_prompt(self) -> str:
+        return self.content["system_prompt"]
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.content.get("tools", [])
+
+    @property
+    def guardrails(self) -> dict[str, Any]:
+        return self.content.get("guardrails", {})
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self.content.get("output_schema")
+
+    @property
+    def model(self) -> dict[str, Any]:
+        return self.content.get("model", {})
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.content.get("metadata", {})
+
+
+class BundleCache:
+    """Bundles by content hash. No TTL anywhere: a hash names bytes that can never change, so
+    an entry is never stale; the bound only limits memory (least recently used goes first)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: OrderedDict[str, Bundle] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, content_hash: str) -> Bundle | None:
+        with self._lock:
+            bundle = self._items.get(content_hash)
+            if bundle is not None:
+                self._items.move_to_end(content_hash)
+            return bundle
+
+    def put(self, bundle: Bundle) -> None:
+        with self._lock:
+            self._items[bundle.content_hash] = bundle
+            self._items.move_to_end(bundle.content_hash)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+def new_external_id() -> str:
+    return f"promptreg-{uuid.uuid4().hex}"
+
+
+def start_body(
+    *,
+    bundle: str,
+    label: str | None,
+    version: int | None,
+    external_id: str | None,
+    variables: dict[str, Any] | None,
+    ttl_seconds: int | None,
+) -> dict[str, Any]:
+    if label is not None and version is not None:
+        raise ValueError("Give label or version, not both.")
+    body: dict[str, Any] = {"bundle": bundle, "external_id": external_id or new_external_id()}
+    if label is not None:
+        body["label"] = label
+    if version is not None:
+        body["version"] = version
+    if variables is not None:
+        body["variables"] = variables
+    if ttl_seconds is not None:
+        body["ttl_seconds"] = ttl_seconds
+    return body
+
+
+class Snapshots:
+    """Opt-in offline fallback: the last bundle started on per (bundle, label or version),
+    saved as the registry's exact bytes, written atomically."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, bundle: str, label: str | None, version: int | None) -> Path:
+        # Bundle and label names are [a-z0-9._-]: safe as file names as they are.
+        return self.directory / f"{bundle}@{f'v{version}' if version is not None else label or 'production'}.json"
+
+    def save(self, pinned: Bundle, *, label: str | None, version: int | None) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            target = self._path(pinned.name, label, version)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "wb") as out:
+                out.write(pinned.raw)
+            os.replace(tmp, target)
+        except OSError as exc:  # a full disk must not fail a session that the registry started
+            logger.warning("promptreg: could not save the offline snapshot of %s: %s", pinned.name, exc)
+
+    def load(self, bundle: str, label: str | None, version: int | None) -> Bundle | None:
+        path = self._path(bundle, label, version)
+        try:
+            return Bundle.from_body(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, RegistryError) as exc:
+            logger.warning("promptreg: ignoring the unreadable snapshot %s: %s", path, exc)
+            return None
+
+
+def warn_offline(*, bundle: Bundle, label: str | None, reason: RegistryError) -> None:
+    """Never silently: a warning (for people) and a log line (for operators)."""
+    message = (
+        f"promptreg: the registry is unreachable ({reason.message}); session on {bundle.name} "
+        f"{label or 'production'} served OFFLINE from a local snapshot of v{bundle.version} "
+        f"({bundle.content_hash[:12]}). It is not pinned on the server and may be outdated."
+    )
+    logger.warning(message)
+    warnings.warn(message, OfflineWarning, stacklevel=3)
+
+
+def session_path(session_id: str, tail: str = "") -> str:
+    return f"{API}/sessions/{session_id}/{tail}"
