@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz lint format bench lock clean eval-routing
+.PHONY: run test fuzz lint format bench lock clean eval-routing ui-assets screenshots
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -58,3 +58,12 @@ lock: $(VENV)/.installed
 
 clean:
 	rm -rf .run
+
+# Run the browser tests and copy the steps the docs show to docs/screenshots/ (needs Chromium).
+screenshots: $(VENV)/.installed
+	UPDATE_SCREENSHOTS=1 $(PY) -m devtools.stack test tests/test_adminui_browser.py $(ARGS)
+
+# The admin's code editor (CodeMirror 6) as one committed static file; needs node and npm,
+# only when adminui/frontend changes. `npm ci` installs exactly package-lock.json.
+ui-assets:
+	cd adminui/frontend && npm ci --no-audit --no-fund && npm run build

@@ -10,6 +10,8 @@ from django import forms
 from registry.canonical import DEFAULTS
 from registry.errors import DomainError, InvalidContent
 
+# data-editor: adminui/static/adminui/editor.js puts a code editor over the textarea ("json":
+# with JSON highlighting); the textarea stays the form field, so the form works without it.
 CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
 JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata")
 
@@ -71,7 +73,7 @@ class JsonField(forms.CharField):
         self.default = default
         kwargs.setdefault("required", False)
         kwargs.setdefault("strip", False)
-        kwargs.setdefault("widget", forms.Textarea(attrs={**CODE, "rows": 8}))
+        kwargs.setdefault("widget", forms.Textarea(attrs={**CODE, "rows": 8, "data-editor": "json"}))
         super().__init__(**kwargs)
 
     def clean(self, value: Any) -> Any:
@@ -94,12 +96,14 @@ class VersionForm(forms.Form):
     system_prompt = forms.CharField(
         required=False,  # the service says what is wrong with an empty prompt, with the other content errors
         strip=False,
-        widget=forms.Textarea(attrs={**CODE, "rows": 18, "class": "adminui-code adminui-prompt"}),
+        widget=forms.Textarea(
+            attrs={**CODE, "rows": 18, "class": "adminui-code adminui-prompt", "data-editor": "text"}
+        ),
     )
     tools = JsonField(
         default=DEFAULTS["tools"],
         help_text='A JSON list of {"name", "description", "input_schema"} objects.',
-        widget=forms.Textarea(attrs={**CODE, "rows": 14}),
+        widget=forms.Textarea(attrs={**CODE, "rows": 14, "data-editor": "json"}),
     )
     guardrails = JsonField(default=DEFAULTS["guardrails"], help_text="A JSON object.")
     output_schema = JsonField(default=DEFAULTS["output_schema"], help_text="A JSON Schema object, or null.")

@@ -7,6 +7,7 @@ cannot download a browser of its own here (`.ci/run` installs Debian's chromium)
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +65,22 @@ def base_url(live_server) -> str:
     return live_server.url.replace("localhost", "127.0.0.1")
 
 
+# Steps whose screenshots the README and docs/admin.md show: `make screenshots` (which sets
+# UPDATE_SCREENSHOTS=1) copies them to docs/screenshots/ so the pictures follow the pages.
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+DOCS_SHOTS = {
+    "bundle-overview": "bundle.png",
+    "json-error-next-to-tools": "new-version-error.png",
+    "diff-v1-v2": "diff.png",
+    "move-form-without-production": "move-form-prompt-engineer.png",
+    "move-confirm": "move-confirm.png",
+    "drain-dashboard": "drain.png",
+    "history": "history.png",
+    "editor-error-line": "editor.png",
+    "bundle-390": "bundle-phone.png",
+}
+
+
 class Shots:
     """Numbered full-page screenshots in test-output/<test name>/."""
 
@@ -76,7 +93,14 @@ class Shots:
 
     def __call__(self, page: Page, step: str) -> None:
         self.n += 1
-        page.screenshot(path=str(self.dir / f"{self.n:02d}-{step}.png"), full_page=True)
+        # Scroll through once: code editors below the fold lay out their gutters only when seen.
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        page.evaluate("window.scrollTo(0, 0)")
+        path = self.dir / f"{self.n:02d}-{step}.png"
+        page.screenshot(path=str(path), full_page=True)
+        if step in DOCS_SHOTS and os.environ.get("UPDATE_SCREENSHOTS") == "1":
+            shutil.copyfile(path, DOCS / DOCS_SHOTS[step])
 
 
 @pytest.fixture
@@ -112,6 +136,22 @@ def open_link(page: Page, name: str) -> None:
     page.get_by_role("link", name=name, exact=True).first.click()
 
 
+def editor(page: Page, field: str):
+    """The code editor over the textarea of `field` (editor.js)."""
+    return page.locator(f".adminui-editor[data-field={field}]")
+
+
+def set_editor(page: Page, field: str, text: str) -> None:
+    """Replace the whole text of a field's code editor, as a person pasting would; the
+    textarea underneath (the form field) follows."""
+    content = editor(page, field).locator(".cm-content")
+    content.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(text)
+    expect(page.locator(f"#id_{field}")).to_have_value(text)
+
+
 def test_a_prompt_engineer_writes_v2_with_a_tool_renamed_sees_the_diff_and_is_not_offered_production(
     page: Page, base_url: str, refunds: Bundle, shot: Shots
 ):
@@ -128,31 +168,36 @@ def test_a_prompt_engineer_writes_v2_with_a_tool_renamed_sees_the_diff_and_is_no
     expect(prompt).to_have_value(re.compile("process_refund"))  # prefilled from v1
     shot(page, "new-version-form")
 
+    # The JSON fields and the prompt are code editors over their textareas.
+    expect(editor(page, "tools").locator(".cm-lineNumbers")).to_be_visible()
+    expect(editor(page, "system_prompt").locator(".cm-lineNumbers")).to_be_visible()
+    expect(tools).to_be_hidden()
+
     # A typo in the JSON: the error shows next to tools, and the typed text stays.
     renamed_tools = tools.input_value().replace("process_refund", "issue_refund")
     broken = renamed_tools.replace('"description"', '"description",', 1)
-    tools.fill(broken)
-    prompt.fill(prompt.input_value().replace("process_refund", "issue_refund"))
+    set_editor(page, "tools", broken)
+    set_editor(page, "system_prompt", prompt.input_value().replace("process_refund", "issue_refund"))
     page.fill("#id_message", "Rename the refund tool to issue_refund")
     page.click("#save-version")
-    expect(page.locator("#errors-tools")).to_contain_text("This is not valid JSON")
+    expect(page.locator("#id_tools_error")).to_contain_text("This is not valid JSON")
     expect(page.locator("#id_tools")).to_have_value(broken)
     expect(page.locator("#id_message")).to_have_value("Rename the refund tool to issue_refund")
     shot(page, "json-error-next-to-tools")
 
     # Valid JSON, but the prompt now names a tool the bundle does not have: refused, next to the prompt.
     original_tools = broken.replace('"description",', '"description"', 1).replace("issue_refund", "process_refund")
-    page.locator("#id_tools").fill(original_tools)
+    set_editor(page, "tools", original_tools)
     page.click("#save-version")
-    expect(page.locator("#errors-system_prompt")).to_contain_text(
+    expect(page.locator("#id_system_prompt_error")).to_contain_text(
         "The prompt references `issue_refund` (line 1, column 30), but the bundle has no tool of that name "
         "(did you mean `process_refund`?)"
     )
-    expect(page.locator("#errors-tools")).to_have_count(0)
+    expect(page.locator("#id_tools_error")).to_have_count(0)
     shot(page, "prompt-names-a-missing-tool")
     assert BundleVersion.objects.filter(bundle=refunds).count() == 1
 
-    page.locator("#id_tools").fill(renamed_tools)
+    set_editor(page, "tools", renamed_tools)
     page.click("#save-version")
     expect(page.locator("h1")).to_have_text("refunds v2")
     expect(page.locator("#facts")).to_contain_text("user:pat")
@@ -319,3 +364,117 @@ def test_an_admin_adds_a_teammate_to_a_group_in_the_admin_and_the_teammate_signs
     shot(page, "teammate-signed-in")
     open_link(page, "refunds")
     expect(page.locator("#write-version")).to_be_visible()
+
+
+def active_line_number(page: Page, field: str) -> str:
+    return editor(page, field).locator(".cm-activeLineGutter").first.inner_text()
+
+
+def test_the_code_editor_highlights_json_matches_brackets_jumps_to_errors_and_guards_unsaved_edits(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    person("pat", PROMPT_ENGINEERS)
+    log_in(page, base_url, "pat")
+    dialogs: list[str] = []
+
+    def on_dialog(dialog) -> None:
+        dialogs.append(dialog.type)
+        dialog.accept()
+
+    page.on("dialog", on_dialog)
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    tools = editor(page, "tools")
+    expect(tools.locator(".cm-lineNumbers .cm-gutterElement", has_text="12")).to_have_count(1)
+
+    # JSON syntax highlighting: a property name and a string value are coloured differently
+    # from each other and from the punctuation.
+    colours = page.evaluate(
+        """() => {
+        const line = [...document.querySelectorAll('.adminui-editor[data-field=tools] .cm-line')]
+          .find(l => l.textContent.includes('"name"'));
+        const colour = (text) => {
+          const span = [...line.querySelectorAll('span')].find(s => s.textContent === text);
+          return span ? getComputedStyle(span).color : null;
+        };
+        return {key: colour('"name"'), value: colour('"process_refund"'), text: getComputedStyle(line).color};
+    }"""
+    )
+    assert colours["key"] and colours["value"], colours
+    assert len({colours["key"], colours["value"], colours["text"]}) == 3, colours
+
+    # Bracket matching: the cursor next to the opening [ marks it and its partner.
+    tools.locator(".cm-content").click()
+    page.keyboard.press("Control+Home")
+    expect(tools.locator(".cm-matchingBracket")).to_have_count(2)
+    shot(page, "editor")
+
+    # A schema error reported by path: after the failed save, focus is on the error summary,
+    # the line of the path is marked, and "Go to line" puts the cursor there.
+    typed = page.locator("#id_tools").input_value().replace('"type": "number"', '"type": "strnig"')
+    set_editor(page, "tools", typed)
+    page.click("#save-version")
+    expect(page.locator("#id_tools_error")).to_contain_text("tools[0].input_schema.properties.amount.type:")
+    assert page.evaluate("document.activeElement.id") == "error-summary"
+    bad_line = next(n for n, line in enumerate(typed.splitlines(), 1) if "strnig" in line)
+    expect(tools.locator(".adminui-error-line")).to_have_count(1)
+    expect(tools.locator(".adminui-error-line")).to_contain_text("strnig")
+    page.click(f"#id_tools_error button[data-line='{bad_line}']")
+    expect(tools.locator(".cm-editor.cm-focused")).to_have_count(1)
+    assert active_line_number(page, "tools") == str(bad_line)
+    shot(page, "editor-error-line")
+
+    # A JSON syntax error reported by line and column: the same.
+    broken = typed.replace('"strnig"', '"number"').replace('"required": [', '"required": [,', 1)
+    set_editor(page, "tools", broken)
+    page.click("#save-version")
+    expect(page.locator("#id_tools_error")).to_contain_text("This is not valid JSON")
+    syntax_line = next(n for n, line in enumerate(broken.splitlines(), 1) if "[," in line)
+    expect(page.locator(f"#id_tools_error button[data-line='{syntax_line}']")).to_have_count(1)
+    expect(tools.locator(".adminui-error-line")).to_contain_text('"required": [,')
+
+    # Leaving with unsaved edits asks first (the page came back with errors: unsaved too)...
+    assert dialogs == []
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/")
+    assert dialogs == ["beforeunload"]
+    expect(page.locator("h1")).to_have_text("Bundle refunds")
+
+    # ...an untouched form does not...
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/")
+    assert dialogs == ["beforeunload"]
+
+    # ...and a successful save does not either.
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    prompt = page.locator("#id_system_prompt").input_value()
+    set_editor(page, "system_prompt", prompt + "\nBe brief.")
+    page.fill("#id_message", "Be brief")
+    page.click("#save-version")
+    expect(page.locator("h1")).to_have_text("refunds v2")
+    assert dialogs == ["beforeunload"]
+
+
+def test_the_bundle_page_fits_a_390_px_phone_without_sideways_scrolling(
+    browser: Browser, base_url: str, refunds: Bundle, shot: Shots
+):
+    long_note = content("A second version with a much longer change message.", metadata={"owner": "payments-team"})
+    version_publish(bundle=refunds, content=long_note, message="A rather long change message " * 4, actor=SYSTEM)
+    person("olga", OPS)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    page = context.new_page()
+    try:
+        log_in(page, base_url, "olga")
+        for path, step in [
+            ("/admin/registry/bundle/refunds/versions/", "bundle-390"),
+            ("/admin/registry/bundle/", "bundles-390"),
+        ]:
+            page.goto(base_url + path)
+            expect(page.locator("#labels, #bundles").first).to_be_visible()
+            widths = page.evaluate(
+                "() => ({doc: document.documentElement.scrollWidth, body: document.body.scrollWidth,"
+                " view: window.innerWidth})"
+            )
+            shot(page, step)
+            assert widths["view"] == 390, widths
+            assert widths["doc"] <= 390 and widths["body"] <= 390, (path, widths)
+    finally:
+        context.close()

@@ -5,6 +5,8 @@ confirmation step before any label moves."""
 import json
 import re
 from html import unescape
+from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
@@ -71,7 +73,7 @@ def main_part(response) -> str:
 
 def field_errors(response, field: str) -> list[str]:
     """The messages shown in the error list next to `field` (see _form_fields.html)."""
-    match = re.search(rf'<ul class="errorlist" id="errors-{field}">(.*?)</ul>', response.content.decode(), re.S)
+    match = re.search(rf'<ul class="errorlist" id="id_{field}_error">(.*?)</ul>', response.content.decode(), re.S)
     return [unescape(m) for m in re.findall(r"<li>(.*?)</li>", match.group(1), re.S)] if match else []
 
 
@@ -184,7 +186,7 @@ def test_label_pages_show_each_labels_compatibility(engineer, bundle, v1, produc
     assert ["compatibility: backward" in line for line in lines] == [True, False]
     assert "compatibility: none" in lines[1]
     overview = engineer.get(u("adminui_bundle", "refunds")).content.decode()
-    cells = dict(re.findall(r'<tr data-label="(\w+)">.*?<td class="compatibility">(.*?)</td>', overview, re.S))
+    cells = dict(re.findall(r'<tr data-label="(\w+)">.*?<td[^>]*class="compatibility"[^>]*>(.*?)</td>', overview, re.S))
     assert "compatibility: backward" in cells["production"] and "compatibility: none" in cells["staging"]
     detail = words(engineer.get(u("adminui_version", "refunds", 1)))
     assert "production compatibility: backward staging compatibility: none" in detail
@@ -1124,3 +1126,113 @@ def test_a_forged_edit_post_from_a_reader_is_refused(reader, bundle):
     assert response.status_code == 403
     bundle.refresh_from_db()
     assert bundle.description == "Refund agent"
+
+
+# --- accessibility --------------------------------------------------------------------------
+
+
+class _Ids(HTMLParser):
+    """Every id in a page, and every aria-describedby reference with the tag that makes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.described: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        for ref in (attrs.get("aria-describedby") or "").split():
+            self.described.append((f"<{tag} name={attrs.get('name')!r}>", ref))
+
+
+def missing_describedby_targets(response) -> list[tuple[str, str]]:
+    parser = _Ids()
+    parser.feed(response.content.decode())
+    return [(tag, ref) for tag, ref in parser.described if ref not in parser.ids]
+
+
+def test_every_aria_describedby_on_the_admin_forms_points_at_an_element_that_exists(
+    engineer, ops_user, bundle, v1, v2_renamed, production_on_v2, session_on_v1
+):
+    """Django puts aria-describedby="<id>_helptext <id>_error" on fields; the templates must
+    render those ids. Every form page, clean and with errors."""
+    pages = {
+        "bundle add": engineer.get(u("registry_bundle_add")),
+        "bundle add, errors": engineer.post(u("registry_bundle_add"), {"name": "Not A Name!"}),
+        "bundle edit": engineer.get(u("adminui_bundle_edit", "refunds")),
+        "new version": engineer.get(u("adminui_version_new", "refunds")),
+        "new version, errors": engineer.post(u("adminui_version_new", "refunds"), version_post(tools="[{", message="")),
+        "move": engineer.get(u("adminui_move", "refunds")),
+        "move, errors": engineer.post(u("adminui_move", "refunds"), {"new_label": "Bad Name", "version": "9"}),
+        "rollback": ops_user.get(u("adminui_rollback", "refunds", "production")),
+        "rollback, errors": ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1"}),
+        "revoke": ops_user.get(u("adminui_revoke", "refunds", 1)),
+        "revoke, errors": ops_user.post(u("adminui_revoke", "refunds", 1), {"reason": ""}),
+        "sessions": engineer.get(u("sessions_app_session_changelist")),
+        "sessions, errors": engineer.get(u("sessions_app_session_changelist", query="version=x")),
+        "versions": engineer.get(u("registry_bundleversion_changelist")),
+        "versions, errors": engineer.get(u("registry_bundleversion_changelist", query="state=nope")),
+        "login": Client().get("/admin/login/"),
+    }
+    described = 0
+    for name, response in pages.items():
+        assert response.status_code in (200, 400, 403, 409), (name, response.status_code)
+        assert missing_describedby_targets(response) == [], name
+        described += response.content.decode().count("aria-describedby")
+    assert described >= 20  # the check saw the references it is about
+
+
+def test_the_error_summary_is_focusable_and_links_each_field(engineer, bundle, v1):
+    response = engineer.post(u("adminui_version_new", "refunds"), version_post(tools="[{", message=""))
+    page = response.content.decode()
+    assert re.search(r'id="error-summary" tabindex="-1"', page)
+    assert '<a href="#id_tools">Tools</a>: This is not valid JSON' in unescape(page)
+    assert '<a href="#id_message">Change message</a>: Say what changed' in unescape(page)
+
+
+CSS = Path(__file__).resolve().parent.parent / "adminui" / "static" / "adminui" / "adminui.css"
+
+
+def _luminance(hex_colour: str) -> float:
+    h = hex_colour.lstrip("#")
+    if len(h) == 3:
+        h = "".join(c * 2 for c in h)
+    channels = [int(h[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours."""
+    high, low = sorted([_luminance(a), _luminance(b)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def badge_colours() -> dict[str, tuple[str, str]]:
+    """{selector: (text colour, background)} for every badge class in adminui.css: the base
+    `.state` rule sets white text on a grey; the state-, status-, tool- and level- rules
+    change the background."""
+    rules = re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", CSS.read_text(), flags=re.S))
+    base_text = base_bg = None
+    out = {}
+    for selectors, body in rules:
+        decl = dict(re.findall(r"([\w-]+)\s*:\s*([^;]+)", body))
+        for selector in (s.strip() for s in selectors.split(",")):
+            if selector == ".state":
+                base_text, base_bg = decl["color"].strip(), decl["background"].strip()
+                out[selector] = (base_text, base_bg)
+            elif re.fullmatch(r"\.(state|status|tool|level)-[\w-]+", selector) and "background" in decl:
+                out[selector] = (decl.get("color", base_text).strip(), decl["background"].strip())
+    return out
+
+
+def test_every_state_badge_meets_wcag_aa_contrast():
+    colours = badge_colours()
+    assert {".state", ".state-live", ".state-draining", ".state-drained", ".state-revoked", ".state-unreleased"} <= set(
+        colours
+    )
+    assert contrast("#fff", "#e08600") == pytest.approx(2.77, abs=0.01)  # draining before: the check can fail
+    low = {sel: round(contrast(*pair), 2) for sel, pair in colours.items() if contrast(*pair) < 4.5}
+    assert low == {}

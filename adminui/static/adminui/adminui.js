@@ -17,7 +17,37 @@
     sync();
   }
 
+  // After a failed save, focus goes to the summary of the errors, so keyboard and screen
+  // reader users start there (it is focusable with tabindex="-1" and lists each field).
+  function focusErrorSummary() {
+    var summary = document.getElementById("error-summary");
+    if (summary) summary.focus();
+  }
+
+  // Leaving a form with unsaved edits asks first; submitting it does not. A form that came
+  // back with errors (data-unsaved) holds text the server did not save, so it counts as edited.
+  function warnAboutUnsavedEdits() {
+    var forms = document.querySelectorAll("form[data-warn-unsaved]");
+    if (!forms.length) return;
+    var dirty = false;
+    var submitting = false;
+    Array.prototype.forEach.call(forms, function (form) {
+      if (form.hasAttribute("data-unsaved")) dirty = true;
+      form.addEventListener("input", function () { dirty = true; });
+      form.addEventListener("change", function () { dirty = true; });
+      form.addEventListener("submit", function () { submitting = true; });
+    });
+    window.addEventListener("beforeunload", function (event) {
+      if (!dirty || submitting) return undefined;
+      event.preventDefault();
+      event.returnValue = "";  // older browsers show the prompt only when this is set
+      return "";
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     guardBreakingMove();
+    focusErrorSummary();
+    warnAboutUnsavedEdits();
   });
 })();
