@@ -75,11 +75,16 @@ ToolOut = inline_serializer(
 class PackListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(operation_id="knowledge_packs_list", responses=paginated(PackOut))
+    @extend_schema(summary="List knowledge packs", operation_id="knowledge_packs_list", responses=paginated(PackOut))
     def get(self, request: Request) -> Response:
         return _paginate(self, request, selectors.packs_visible(request.auth), PackOut, "name")
 
-    @extend_schema(operation_id="knowledge_pack_create", request=PackIn, responses={201: PackOut})
+    @extend_schema(
+        summary="Create a knowledge pack",
+        operation_id="knowledge_pack_create",
+        request=PackIn,
+        responses={201: PackOut},
+    )
     def post(self, request: Request) -> Response:
         data = _valid(PackIn, request)
         pack = services.pack_create(name=data["name"], description=data["description"], actor=request.auth)
@@ -87,7 +92,7 @@ class PackListApi(BaseApi):
 
 
 class PackDetailApi(BaseApi):
-    @extend_schema(operation_id="knowledge_pack_get", responses=PackOut)
+    @extend_schema(summary="Get a knowledge pack", operation_id="knowledge_pack_get", responses=PackOut)
     def get(self, request: Request, pack: str) -> Response:
         return Response(PackOut(selectors.pack_get(name=pack, actor=request.auth)).data)
 
@@ -104,19 +109,26 @@ class ManifestApi(BaseApi):
 class FileApi(BaseApi):
     roles = {"PUT": Role.PUBLISHER, "DELETE": Role.PUBLISHER}
 
-    @extend_schema(operation_id="knowledge_file_get", responses=FileOut)
+    @extend_schema(summary="Read a file of a knowledge pack", operation_id="knowledge_file_get", responses=FileOut)
     def get(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=request.auth)
         return Response(FileOut(selectors.file_get(pack=found, path=path)).data)
 
-    @extend_schema(operation_id="knowledge_file_put", request=FileIn, responses={200: FileOut, 201: FileOut})
+    @extend_schema(
+        summary="Write a file of a knowledge pack (201 created, 200 replaced)",
+        operation_id="knowledge_file_put",
+        request=FileIn,
+        responses={200: FileOut, 201: FileOut},
+    )
     def put(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=request.auth)
         data = _valid(FileIn, request)
         file, created = services.file_put(pack=found, path=path, content=data["content"], actor=request.auth)
         return Response(FileOut(file).data, status=201 if created else 200)
 
-    @extend_schema(operation_id="knowledge_file_delete", responses={204: None})
+    @extend_schema(
+        summary="Delete a file of a knowledge pack", operation_id="knowledge_file_delete", responses={204: None}
+    )
     def delete(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=request.auth)
         services.file_delete(pack=found, path=path, actor=request.auth)

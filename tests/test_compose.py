@@ -207,6 +207,9 @@ def test_it_runs_the_asgi_application_in_web():
     assert (parsed.host, parsed.port) == ("0.0.0.0", 8000), "listen on all interfaces inside the container"
 
 
+# django_db: a request through the WSGI handler runs Django's request_started handlers, which
+# check a connection left open by an earlier test (DB_CONN_HEALTH_CHECKS).
+@pytest.mark.django_db
 @pytest.mark.parametrize("allowed", ["registry.example.com", ".example.org,registry.example.com", "*"])
 def test_it_health_checks_web_on_a_url_that_answers_200_for_the_configured_hosts(allowed):
     web = _services()["web"]
