@@ -5,6 +5,7 @@ import hashlib
 import json
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -499,3 +500,10 @@ def test_an_agent_starts_renders_explores_and_gets_notices_over_the_api(db):
     assert "read them again" in turn2["tail"]
     turn3 = agent.post(f"/api/v1/sessions/{sid}/render/", {"variables": {"ticket": "INC-2"}}).json()
     assert turn3["notices"] == [] and turn3["prefix_sha256"] == turn1["prefix_sha256"]
+
+
+def test_docs_show_the_exact_tool_definitions_and_guidance():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "rendering.md").read_text()
+    block = page.split("### The tool definitions", 1)[1].split("```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(block) == render.KNOWLEDGE_TOOLS
+    assert f"```\n{render.GUIDANCE}\n```" in page
