@@ -194,6 +194,9 @@ def test_a_prompt_engineer_writes_v2_with_a_tool_renamed_sees_the_diff_and_is_no
         "(did you mean `process_refund`?)"
     )
     expect(page.locator("#id_tools_error")).to_have_count(0)
+    # The prompt's editor marks line 1, and "Go to line 1" is offered next to the error.
+    expect(editor(page, "system_prompt").locator(".adminui-error-line")).to_contain_text("issue_refund")
+    expect(page.locator("#id_system_prompt_error button[data-line='1']")).to_have_count(1)
     shot(page, "prompt-names-a-missing-tool")
     assert BundleVersion.objects.filter(bundle=refunds).count() == 1
 
