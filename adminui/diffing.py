@@ -136,7 +136,7 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-OTHER_FIELDS = ("guardrails", "output_schema", "model", "metadata")
+OTHER_FIELDS = ("guardrails", "output_schema", "model", "metadata", "variables", "knowledge")
 
 
 @dataclass(frozen=True)

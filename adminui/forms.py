@@ -13,7 +13,11 @@ from registry.errors import DomainError, InvalidContent
 # data-editor: adminui/static/adminui/editor.js puts a code editor over the textarea ("json":
 # with JSON highlighting); the textarea stays the form field, so the form works without it.
 CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
-JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata")
+# Optional content fields (docs/rendering.md): left out of the document when their box is empty,
+# so a version written here keeps them exactly when its author does.
+OPTIONAL_JSON_FIELDS = ("variables", "knowledge")
+JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata", *OPTIONAL_JSON_FIELDS)
+ABSENT: Any = object()
 
 
 def add_domain_error(
@@ -109,6 +113,15 @@ class VersionForm(forms.Form):
     output_schema = JsonField(default=DEFAULTS["output_schema"], help_text="A JSON Schema object, or null.")
     model = JsonField(default=DEFAULTS["model"], help_text="A JSON object: model name, temperature, ...")
     metadata = JsonField(default=DEFAULTS["metadata"], help_text="A JSON object.")
+    variables = JsonField(
+        default=ABSENT,
+        help_text='Optional: {"name": {"type": "string", "scope": "session", ...}}, filled into {{name}} in the '
+        "prompt. Empty: no variables, and the prompt is used verbatim.",
+    )
+    knowledge = JsonField(
+        default=ABSENT,
+        help_text='Optional: the knowledge packs its sessions may explore, e.g. ["ops"]. Empty: none.',
+    )
     message = forms.CharField(
         label="Change message",
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -120,14 +133,15 @@ class VersionForm(forms.Form):
     def initial_from(cls, content: dict[str, Any]) -> dict[str, str]:
         initial = {"system_prompt": content.get("system_prompt", "")}
         for name in JSON_FIELDS:
-            initial[name] = pretty_json(content.get(name, DEFAULTS[name]))
+            if name in content or name not in OPTIONAL_JSON_FIELDS:
+                initial[name] = pretty_json(content.get(name, DEFAULTS.get(name)))
         return initial
 
     def content(self) -> dict[str, Any]:
         """The content document from the fields that parsed (call after is_valid())."""
         doc = {"system_prompt": self.cleaned_data.get("system_prompt", "")}
         for name in JSON_FIELDS:
-            if name in self.cleaned_data:
+            if name in self.cleaned_data and self.cleaned_data[name] is not ABSENT:
                 doc[name] = self.cleaned_data[name]
         return doc
 

@@ -410,7 +410,9 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         version=version,
         content=content,
         json_fields=[
-            (key, pretty(content.get(key))) for key in ("tools", "guardrails", "output_schema", "model", "metadata")
+            (key, pretty(content.get(key)))
+            for key in ("tools", "guardrails", "output_schema", "model", "metadata", "variables", "knowledge")
+            if key in content or key not in ("variables", "knowledge")  # optional: shown when present
         ],
         previous=previous,
         changes=changes,

@@ -71,7 +71,10 @@ class FileForm(forms.Form):
         "folder is a domain; its DUTY.md is shown to the model in every session's prompt.",
     )
     content = forms.CharField(
-        widget=forms.Textarea(attrs={**CODE, "rows": 24}),
+        # The prompt editor's widget (adminui's CodeMirror binds to data-editor="text").
+        widget=forms.Textarea(
+            attrs={**CODE, "rows": 24, "class": "adminui-code adminui-prompt", "data-editor": "text"}
+        ),
         required=False,
         strip=False,
         help_text="Text, at most 1 MiB. Or upload a file below instead.",

@@ -187,6 +187,7 @@ COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
     ),
     ("model_parameter_changed", "patch", "Another model setting (temperature, max_tokens, ...) changed."),
     ("metadata_changed", "patch", "metadata changed: neither the model nor the agent sees it."),
+    *variables.COMPATIBILITY_RULES,  # variables and knowledge packs (issue 11)
 ]
 _LEVEL_OF = {kind: level for kind, level, _ in COMPATIBILITY_RULES}
 
@@ -690,6 +691,7 @@ def diff_contents(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         *_diff_output(old.get("output_schema"), new.get("output_schema")),
         *_diff_settings("model", old.get("model"), new.get("model")),
         *_diff_settings("metadata", old.get("metadata"), new.get("metadata")),
+        *(_change(kind, path, message) for kind, path, message in variables.diff(old, new)),
     ]
     level = max((c.level for c in changes), key=LEVELS.index, default="patch")
     return Diff(level=level, changes=changes)

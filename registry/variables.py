@@ -123,6 +123,10 @@ def value_problem(decl: dict[str, Any], value: Any) -> str | None:
             return f"At most {MAX_VALUE_CHARS} characters."
         if "\x00" in value:
             return "May not contain NUL characters."
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate: neither storable nor sendable to a model
+            return "Must be valid Unicode text."
     elif kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
             return "Must be an integer."
@@ -222,7 +226,10 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
         if given:
             raise VariableError(
                 "This version declares no variables.",
-                {f"variables.{name}": ["Not declared by the pinned version."] for name in sorted(given)},
+                {
+                    f"variables.{name if NAME_RE.match(name) else ascii(name)}": ["Not declared by the pinned version."]
+                    for name in sorted(given)
+                },
             )
         return {}
     other = "turn" if scope == "session" else "session"
@@ -231,7 +238,10 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
     for name in sorted(given):
         decl = declared.get(name)
         if decl is None:
-            errors[f"variables.{name}"] = ["Not declared by the pinned version."]
+            # ascii(): an undeclared name is client input and may not even be valid Unicode.
+            errors[f"variables.{name if NAME_RE.match(name) else ascii(name)}"] = [
+                "Not declared by the pinned version."
+            ]
         elif decl.get("scope", "session") == other:
             when = "when the session starts" if other == "session" else "with each render"
             errors[f"variables.{name}"] = [f"{name!r} is {other}-scoped: give it {when}."]
@@ -275,3 +285,82 @@ def fill(prompt: str, values: dict[str, Any]) -> str:
     """`prompt` with each `{{name}}` replaced by its value (empty when the variable has none).
     Only called for content that declares variables (see the module docstring)."""
     return REFERENCE_RE.sub(lambda m: as_text(values[m.group(1)]) if m.group(1) in values else "", prompt)
+
+
+# Compatibility (rows of registry.contracts.COMPATIBILITY_RULES): what a change of declarations
+# or packs does to an agent that starts sessions and renders turns as it did on the old version.
+COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
+    (
+        "variable_added",
+        "minor",
+        "A variable was declared that is optional or has a default: every session start and render stays valid.",
+    ),
+    (
+        "variable_added_required",
+        "major",
+        "A required variable without a default was declared: session starts (or renders) that do not give it "
+        "are refused.",
+    ),
+    ("variable_removed", "major", "A variable was removed: session starts or renders that give it are refused."),
+    (
+        "variable_narrowed",
+        "major",
+        "A variable's type or scope changed, an enum lost a value, or it became required without a default: "
+        "values that were accepted are refused.",
+    ),
+    ("variable_widened", "minor", "A variable now accepts more: an enum gained values, or it became optional."),
+    ("variable_restated", "patch", "A variable's description or default changed; the same values are accepted."),
+    ("knowledge_added", "minor", "A knowledge pack was listed (with the first one, the file tools appear)."),
+    (
+        "knowledge_removed",
+        "major",
+        "A knowledge pack is no longer listed: the model's paths into it fail (with the last one, the file "
+        "tools go away).",
+    ),
+]
+
+
+def _must_give(decl: dict[str, Any]) -> bool:
+    return bool(decl.get("required")) and "default" not in decl
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(kind, path, message) for each change of declarations and packs from old to new."""
+    changes: list[tuple[str, str, str]] = []
+    before = old.get("variables") if isinstance(old.get("variables"), dict) else {}
+    after = new.get("variables") if isinstance(new.get("variables"), dict) else {}
+    for name in sorted(set(before) | set(after)):
+        path = f"variables.{name}"
+        a, b = before.get(name), after.get(name)
+        if a == b:
+            continue
+        if a is None:
+            kind = "variable_added_required" if _must_give(b) else "variable_added"
+            changes.append((kind, path, f"Variable {name!r} was declared."))
+        elif b is None:
+            changes.append(("variable_removed", path, f"Variable {name!r} was removed."))
+        else:
+            changes.append(_variable_change(name, path, a, b))
+    old_packs = old.get("knowledge") if isinstance(old.get("knowledge"), list) else []
+    new_packs = new.get("knowledge") if isinstance(new.get("knowledge"), list) else []
+    for pack in new_packs:
+        if pack not in old_packs:
+            changes.append(("knowledge_added", "knowledge", f"Knowledge pack {pack!r} is listed."))
+    for pack in old_packs:
+        if pack not in new_packs:
+            changes.append(("knowledge_removed", "knowledge", f"Knowledge pack {pack!r} is no longer listed."))
+    return changes
+
+
+def _variable_change(name: str, path: str, a: dict[str, Any], b: dict[str, Any]) -> tuple[str, str, str]:
+    if a.get("type") != b.get("type") or a.get("scope", "session") != b.get("scope", "session"):
+        return ("variable_narrowed", path, f"Variable {name!r} changed its type or scope.")
+    if _must_give(b) and not _must_give(a):
+        return ("variable_narrowed", path, f"Variable {name!r} became required.")
+    old_values = {json.dumps(v) for v in a.get("values", [])}
+    new_values = {json.dumps(v) for v in b.get("values", [])}
+    if old_values - new_values:
+        return ("variable_narrowed", path, f"Variable {name!r} lost enum values.")
+    if new_values - old_values or (_must_give(a) and not _must_give(b)):
+        return ("variable_widened", path, f"Variable {name!r} accepts more.")
+    return ("variable_restated", path, f"Variable {name!r}'s description or default changed.")

@@ -15,6 +15,7 @@ from core.tokens import estimate_tokens
 from knowledge import services
 from knowledge.models import Pack, PackFile
 from knowledge.render import GUIDANCE, version_prefix
+from registry.models import BundleVersion
 from registry.services import bundle_create, label_move, version_publish
 from tests.conftest import content
 from tests.test_adminui_views import client_for, make_user
@@ -74,7 +75,7 @@ def test_the_pack_page_shows_domains_manifest_and_the_bundles_that_use_it(engine
 def test_engineers_upload_edit_and_delete_files(engineer, reader, pack):
     url = reverse("admin:knowledge_file", args=["ops"])
     edit = text(engineer.get(url + "?" + urlencode({"path": "sre/DUTY.md"})))
-    assert "Start with the runbooks." in edit and 'class="adminui-code"' in edit
+    assert "Start with the runbooks." in edit and 'data-editor="text"' in edit  # the prompt editor
     saved = engineer.post(url, {"path": "sre/DUTY.md", "content": "Start with oom.md.\n"})
     assert saved.status_code == 302
     assert PackFile.objects.get(path="sre/DUTY.md").content == "Start with oom.md.\n"
@@ -124,3 +125,24 @@ def test_the_version_page_shows_the_rendered_prefix_with_bytes_and_tokens(engine
     invalid = text(engineer.get(url + "?" + urlencode({"variables": json.dumps({"tier": 3})})))
     assert "variables.customer" in invalid and "variables.tier" in invalid
     assert "Not JSON" in text(engineer.get(url + "?variables=%7B"))
+
+
+def test_a_new_version_from_one_with_variables_and_packs_keeps_them(engineer, pack):
+    bundle = bundle_create(name="helper", actor=SYSTEM)
+    declared = {"customer": {"type": "string", "default": "x"}}
+    doc = content("Help {{customer}}.", knowledge=["ops"], variables=declared)
+    v1 = version_publish(bundle=bundle, content=doc, message="m", actor=SYSTEM).version
+    url = reverse("admin:adminui_version_new", args=["helper"])
+    form = engineer.get(url + "?from=1").context["form"]
+    assert json.loads(form.initial["variables"]) == declared and json.loads(form.initial["knowledge"]) == ["ops"]
+    fields = {**form.initial, "message": "same again"}
+    page = text(engineer.post(url, fields))
+    assert "identical to" in page and BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+    without = engineer.post(url, {**fields, "system_prompt": "Help.", "variables": "", "knowledge": "", "message": "m"})
+    assert without.status_code == 302
+    v2 = BundleVersion.objects.get(bundle=bundle, number=2)
+    assert b"variables" not in bytes(v2.canonical) and b"knowledge" not in bytes(v2.canonical)
+    assert v1.content_hash != v2.content_hash
+    shown = text(engineer.get(reverse("admin:adminui_version", args=["helper", 1])))
+    assert 'id="field-variables"' in shown and 'id="field-knowledge"' in shown

@@ -240,3 +240,65 @@ def test_render_refuses_unknown_fields(world):
     _, agent = world
     session = start(agent, variables={"customer": "Ada"}).json()
     assert render(agent, session["id"], {"vars": {}}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "kind", "level"),
+    [
+        ({}, {"variables": {"a": {"type": "string"}}}, "variable_added", "minor"),
+        ({}, {"variables": {"a": {"type": "string", "required": True}}}, "variable_added_required", "major"),
+        ({"variables": {"a": {"type": "string"}}}, {"variables": {}}, "variable_removed", "major"),
+        (
+            {"variables": {"a": {"type": "string"}}},
+            {"variables": {"a": {"type": "integer"}}},
+            "variable_narrowed",
+            "major",
+        ),
+        (
+            {"variables": {"a": {"type": "enum", "values": ["x", "y"]}}},
+            {"variables": {"a": {"type": "enum", "values": ["x"]}}},
+            "variable_narrowed",
+            "major",
+        ),
+        (
+            {"variables": {"a": {"type": "enum", "values": ["x"]}}},
+            {"variables": {"a": {"type": "enum", "values": ["x", "y"]}}},
+            "variable_widened",
+            "minor",
+        ),
+        (
+            {"variables": {"a": {"type": "string", "description": "old"}}},
+            {"variables": {"a": {"type": "string", "description": "new"}}},
+            "variable_restated",
+            "patch",
+        ),
+        ({}, {"knowledge": ["ops"]}, "knowledge_added", "minor"),
+        ({"knowledge": ["ops", "kb"]}, {"knowledge": ["ops"]}, "knowledge_removed", "major"),
+    ],
+)
+def test_the_diff_classifies_changes_of_variables_and_packs(db, before, after, kind, level):
+    ops = make_api(Role.OPS)
+    ops.post("/api/v1/bundles/", {"name": "diffs"})
+    assert (
+        ops.post("/api/v1/bundles/diffs/versions/", {"content": content("p", **before), "message": "1"}).status_code
+        == 201
+    )
+    assert (
+        ops.post("/api/v1/bundles/diffs/versions/", {"content": content("p", **after), "message": "2"}).status_code
+        == 201
+    )
+    diff = ops.get("/api/v1/bundles/diffs/versions/2/diff/").json()
+    assert [(c["kind"], c["level"]) for c in diff["changes"]] == [(kind, level)]
+    assert diff["level"] == level
+
+
+def test_values_and_names_that_are_not_valid_unicode_are_a_400(world):
+    _, agent = world
+    body = '{"bundle": "tmpl", "variables": {"customer": "\\ud800"}}'
+    response = agent.post("/api/v1/sessions/", body)
+    assert response.status_code == 400 and "variables.customer" in response.json()["error"]["details"]
+    body = '{"bundle": "tmpl", "variables": {"customer": "A", "\\ud800": 1}}'
+    assert agent.post("/api/v1/sessions/", body).status_code == 400
+    session = start(agent, variables={"customer": "Ada"}).json()
+    response = agent.post(f"/api/v1/sessions/{session['id']}/render/", '{"variables": {"ticket": "\\ud800"}}')
+    assert response.status_code == 400
