@@ -9,6 +9,8 @@ p50/p99 latency for:
   a. GET  /api/v1/sessions/{id}/bundle/                      expects 200, spread over the sessions
   b. the same with If-None-Match: "<content_hash>"           expects 304
   c. POST /api/v1/sessions/ {"bundle": ...}                  expects 201
+  d. POST /api/v1/sessions/{id}/render/ {"variables": ...}   expects 200: the per-turn render of
+     a version with session and turn variables and a knowledge pack (two domains, a DUTY.md)
 
 Every status wrk receives is counted by a Lua `response` hook; anything unexpected, and any
 socket error, is reported and makes the exit status 1. Everything started is stopped at the
@@ -310,7 +312,7 @@ def create_data(base: str, *, ops_key: str, agent_key: str, bundle: str, session
     # What the scenarios will assert, checked once by hand first.
     status, headers, body = call(base, "GET", f"/api/v1/sessions/{ids[0]}/bundle/", agent_key)
     expect(status, 200, "fetch a pinned bundle", body)
-    etag = headers.get("ETag")
+    etag = headers.get("ETag") or headers.get("etag")  # the ASGI lane sends header names in lower case
     if etag != f'"{version["content_hash"]}"':
         raise SystemExit(f"the pinned bundle's ETag is {etag!r}, expected the content hash {version['content_hash']!r}")
     status, _, not_modified = call(
@@ -318,6 +320,50 @@ def create_data(base: str, *, ops_key: str, agent_key: str, bundle: str, session
     )
     expect(status, 304, "revalidate a pinned bundle", not_modified)
     return ids, version["content_hash"], len(body)
+
+
+def create_render_data(base: str, *, ops_key: str, agent_key: str, bundle: str, sessions: int) -> list[str]:
+    """A version with variables that lists a knowledge pack, and `sessions` sessions on it."""
+    pack = f"{bundle}-kb"
+    status, _, body = call(base, "POST", "/api/v1/knowledge/", ops_key, {"name": pack})
+    expect(status, 201, "create the knowledge pack", body)
+    files = {
+        "sre/DUTY.md": "# SRE\n\nIncidents: start with knowledge/" + pack + "/sre/runbooks/.\n" * 20,
+        "sre/runbooks/disk-full.md": "Check df -h, rotate logs.\n" * 50,
+        "billing/DUTY.md": "Refunds over 100 EUR need a second pair of eyes.\n",
+    }
+    for path, text in files.items():
+        status, _, body = call(base, "PUT", f"/api/v1/knowledge/{pack}/files/{path}", ops_key, {"content": text})
+        expect(status, 201, f"write {path}", body)
+    document = content_document()
+    document["system_prompt"] = "You serve {{customer}} ({{tier}}).\n\n" + document["system_prompt"]
+    document["knowledge"] = [pack]
+    document["variables"] = {
+        "customer": {"type": "string", "required": True},
+        "tier": {"type": "enum", "values": ["free", "pro"], "default": "free"},
+        "ticket": {"type": "string", "scope": "turn"},
+    }
+    status, _, body = call(base, "POST", "/api/v1/bundles/", ops_key, {"name": bundle})
+    expect(status, 201, "create the render bundle", body)
+    status, _, body = call(
+        base, "POST", f"/api/v1/bundles/{bundle}/versions/", ops_key, {"content": document, "message": "render"}
+    )
+    expect(status, 201, "publish the render version", body)
+    status, _, body = call(
+        base, "PUT", f"/api/v1/bundles/{bundle}/labels/production/", ops_key, {"version": 1, "reason": "bench"}
+    )
+    expect(status, 201, "label the render version", body)
+    ids = []
+    for i in range(sessions):
+        start = {"bundle": bundle, "variables": {"customer": f"customer {i}"}}
+        status, _, body = call(base, "POST", "/api/v1/sessions/", agent_key, start)
+        expect(status, 201, "start a render session", body)
+        ids.append(json.loads(body)["id"])
+    status, _, body = call(
+        base, "POST", f"/api/v1/sessions/{ids[0]}/render/", agent_key, {"variables": {"ticket": "T"}}
+    )
+    expect(status, 200, "render a turn", body)
+    return ids
 
 
 # --- wrk ------------------------------------------------------------------------------------
@@ -541,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
             base, ops_key=ops_key, agent_key=agent_key, bundle=bundle, sessions=ns.sessions
         )
 
+        render_ids = create_render_data(
+            base, ops_key=ops_key, agent_key=agent_key, bundle=f"{bundle}-render", sessions=ns.sessions
+        )
         auth = {"Authorization": f"Bearer {agent_key}"}
         fetch_paths = [f"/api/v1/sessions/{session_id}/bundle/" for session_id in ids]
         scenarios = {
@@ -555,6 +604,14 @@ def main(argv: list[str] | None = None) -> int:
                 201,
                 {**auth, "Content-Type": "application/json"},
                 json.dumps({"bundle": bundle}),
+            ),
+            "render": Scenario(
+                "POST render (variables, 1 pack)",
+                "POST",
+                [f"/api/v1/sessions/{session_id}/render/" for session_id in render_ids],
+                200,
+                {**auth, "Content-Type": "application/json"},
+                json.dumps({"variables": {"ticket": "T-1"}}),
             ),
         }
         wrk_args = {
