@@ -1,2 +1,248 @@
-def main() -> int:
-    raise SystemExit("not yet")
+"""`promptreg`: prompts as code. Push a bundle directory, pull one, diff two versions.
+
+    promptreg push DIR --bundle NAME [--message M] [--label L --reason R [--allow-breaking]]
+    promptreg pull NAME [--version N | --label L] DIR
+    promptreg diff NAME A B
+    promptreg catalog
+    promptreg mcp-stdio            (a stdio MCP server forwarding to the registry; needs the mcp extra)
+
+The registry comes from --url / --api-key or REGISTRY_URL / REGISTRY_API_KEY. Output is for
+people; --json prints one JSON document for scripts. Exit status: 0 done (including
+"unchanged"), 1 refused by the registry or an invalid directory, 2 usage, 3 unreachable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from promptreg import bundledir
+from promptreg.errors import Conflict, InvalidRequest, NotFound, RegistryError, Unavailable
+from promptreg.sync import Registry
+
+
+class Failure(Exception):
+    """Stop with this message (and JSON document) and exit status."""
+
+    def __init__(self, message: str, *, status: int = 1, doc: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.doc = doc or {"error": message}
+
+
+class Output:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.lines: list[str] = []
+
+    def say(self, line: str) -> None:
+        if not self.as_json:
+            print(line)
+
+    def warn(self, line: str) -> None:
+        if not self.as_json:
+            print(line, file=sys.stderr)
+
+    def done(self, doc: dict[str, Any]) -> None:
+        if self.as_json:
+            print(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    url = args.url or os.environ.get("REGISTRY_URL")
+    key = args.api_key or os.environ.get("REGISTRY_API_KEY")
+    if not url or not key:
+        raise Failure("Give the registry with --url and --api-key, or REGISTRY_URL and REGISTRY_API_KEY.", status=2)
+    return Registry(url, key)
+
+
+def _places(directory: bundledir.BundleDir, details: dict[str, Any]) -> list[dict[str, str]]:
+    """The registry's error details ({path: [messages]}) as places in the directory."""
+    found = []
+    for path, messages in details.items():
+        for message in messages if isinstance(messages, list) else [messages]:
+            found.append({"path": path, "place": directory.place(path), "message": str(message)})
+    return found
+
+
+def push(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    if args.label and not args.reason:
+        raise Failure("--label needs --reason: every label move records why.", status=2)
+    directory = bundledir.BundleDir(args.dir)
+    try:
+        content = directory.read()
+    except bundledir.BundleDirError as exc:
+        raise Failure(
+            f"error: {exc.place}: {exc.message}", doc={"errors": [{"place": exc.place, "message": exc.message}]}
+        )
+    with _registry(args) as registry:
+        try:
+            registry.bundle_info(args.bundle)
+        except NotFound:
+            registry.create_bundle(args.bundle, description=args.description or "", when_to_use=args.when_to_use or "")
+            out.say(f"created bundle {args.bundle}")
+        try:
+            message = args.message or f"promptreg push {os.path.basename(os.path.abspath(args.dir))}"
+            version, created = registry.publish(args.bundle, content, message=message)
+        except InvalidRequest as exc:
+            errors = _places(directory, exc.details) or [{"path": "", "place": str(args.dir), "message": exc.message}]
+            lines = "\n".join(f"error: {e['place']}: {e['message']}" for e in errors)
+            raise Failure(f"{exc.message}\n{lines}", doc={"errors": errors})
+        doc: dict[str, Any] = {
+            "bundle": args.bundle,
+            "version": version["number"],
+            "content_hash": version["content_hash"],
+            "created": created,
+            "warnings": _places(directory, {w["path"]: [w["message"]] for w in version.get("warnings", [])}),
+        }
+        for warning in doc["warnings"]:
+            out.warn(f"warning: {warning['place']}: {warning['message']}")
+        if created:
+            out.say(f"published {args.bundle} version {version['number']} ({version['content_hash'][:12]})")
+        else:
+            out.say(f"unchanged, version {version['number']}")
+        if args.label:
+            doc["label"] = _move(registry, args, version["number"], out)
+    return doc
+
+
+def _move(registry: Registry, args: argparse.Namespace, number: int, out: Output) -> dict[str, Any]:
+    try:
+        current = registry.label_info(args.bundle, args.label)["version"]
+    except NotFound:
+        current = None
+    if current == number:
+        out.say(f"{args.label} already targets version {number}")
+        return {"name": args.label, "version": number, "moved": False}
+    try:
+        registry.move_label(
+            args.bundle, args.label, version=number, reason=args.reason, allow_breaking=args.allow_breaking
+        )
+    except Conflict as exc:
+        changes = exc.details.get("changes") or []
+        lines = "".join(f"\n  {c.get('level', '')}: {c.get('path', '')}: {c.get('message', '')}" for c in changes)
+        hint = "" if args.allow_breaking else "\nPass --allow-breaking if this is meant."
+        raise Failure(f"{args.label} not moved: {exc.message}{lines}{hint}", doc={"error": exc.message, **exc.details})
+    out.say(f"{args.label}: {current if current is not None else '(new)'} -> version {number}")
+    return {"name": args.label, "version": number, "moved": True, "from": current}
+
+
+def pull(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    if args.version is not None and args.label:
+        raise Failure("Give --version or --label, not both.", status=2)
+    with _registry(args) as registry:
+        number = args.version
+        if number is None:
+            number = registry.label_info(args.name, args.label or "production")["version"]
+        version = registry.version_info(args.name, number)
+    written = bundledir.write(version["content"], args.dir)
+    out.say(
+        f"pulled {args.name} version {number} ({version['content_hash'][:12]}) into {args.dir}: {len(written)} files"
+    )
+    return {"bundle": args.name, "version": number, "content_hash": version["content_hash"], "files": written}
+
+
+def diff(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    with _registry(args) as registry:
+        found = registry.diff(args.name, args.a, args.b)
+    out.say(f"{args.name} v{args.a} -> v{args.b}: {found['level']}")
+    for change in found["changes"]:
+        out.say(f"  {change['level']:<5} {change['path']}: {change['message']}")
+    if not found["changes"]:
+        out.say("  no changes")
+    return found
+
+
+def catalog(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    with _registry(args) as registry:
+        entries = registry.catalog()
+    for entry in entries:
+        labels = ", ".join(f"{k}=v{v}" for k, v in sorted(entry["labels"].items()))
+        out.say(f"{entry['name']}  [{labels}]  {entry.get('when_to_use') or entry.get('description') or ''}")
+    return {"results": entries}
+
+
+def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    url = args.url or os.environ.get("REGISTRY_URL")
+    key = args.api_key or os.environ.get("REGISTRY_API_KEY")
+    if not url or not key:
+        raise Failure("Give the registry with --url and --api-key, or REGISTRY_URL and REGISTRY_API_KEY.", status=2)
+    try:
+        from promptreg import mcp_stdio as bridge
+    except ImportError as exc:
+        raise Failure(f"The stdio bridge needs the MCP SDK: pip install 'promptreg[mcp]' ({exc}).", status=2)
+    bridge.run(url=url, api_key=key)
+    return {}
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: accepted before or after the command, and a subcommand's absent option must not
+    # overwrite the value given before it (argparse's subparser defaults would).
+    common.add_argument("--url", default=argparse.SUPPRESS, help="the registry's root URL (default: $REGISTRY_URL)")
+    common.add_argument("--api-key", default=argparse.SUPPRESS, help="an API key (default: $REGISTRY_API_KEY)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON document for scripts")
+    top = argparse.ArgumentParser(prog="promptreg", description=__doc__.split("\n\n")[0], parents=[common])
+    commands = top.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("push", parents=[common], help="publish a bundle directory (idempotent)")
+    p.add_argument("dir")
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--message", help="the version's message (default: 'promptreg push DIR')")
+    p.add_argument("--label", help="then point this label at the version")
+    p.add_argument("--reason", help="why the label moves (required with --label)")
+    p.add_argument("--allow-breaking", action="store_true", help="move the label even across a breaking change")
+    p.add_argument("--description", help="when the bundle does not exist yet: its description")
+    p.add_argument("--when-to-use", help="when the bundle does not exist yet: its when_to_use")
+    p.set_defaults(run=push)
+
+    p = commands.add_parser("pull", parents=[common], help="write a version as a bundle directory")
+    p.add_argument("name")
+    p.add_argument("dir")
+    p.add_argument("--version", type=int)
+    p.add_argument("--label", help="the version this label targets (default production)")
+    p.set_defaults(run=pull)
+
+    p = commands.add_parser("diff", parents=[common], help="compatibility level and changes from version A to B")
+    p.add_argument("name")
+    p.add_argument("a", type=int)
+    p.add_argument("b", type=int)
+    p.set_defaults(run=diff)
+
+    p = commands.add_parser("catalog", parents=[common], help="what this key may start sessions on")
+    p.set_defaults(run=catalog)
+
+    p = commands.add_parser("mcp-stdio", parents=[common], help="serve MCP on stdio, forwarding to the registry")
+    p.set_defaults(run=mcp_stdio)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    for name, default in (("url", None), ("api_key", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    out = Output(args.json)
+    try:
+        doc = args.run(args, out)
+    except Failure as failure:
+        if args.json:
+            print(json.dumps(failure.doc, indent=2, ensure_ascii=False))
+        else:
+            print(str(failure), file=sys.stderr)
+        return failure.status
+    except Unavailable as exc:
+        print(json.dumps({"error": str(exc)}) if args.json else f"error: {exc}", file=sys.stderr)
+        return 3
+    except RegistryError as exc:
+        doc = {"error": exc.message, "status": exc.status, "code": exc.code, "details": exc.details}
+        print(json.dumps(doc, ensure_ascii=False) if args.json else f"error: {exc}", file=sys.stderr)
+        return 1
+    out.done(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

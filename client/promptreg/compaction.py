@@ -223,9 +223,9 @@ def compact(messages: Any, policy: Policy | None = None) -> CompactionResult:
             _content_chars(message.get("content"), f"{path}.content")
             results.append((m, None))
         elif isinstance(message.get("content"), list):
-            for b, block in enumerate(message["content"]):
+            for index, block in enumerate(message["content"]):
                 if isinstance(block, dict) and block.get("type") == "tool_result":
-                    results.append((m, b))
+                    results.append((m, index))
         chars_before += _message_chars(message, path)
 
     keep_from = max(0, len(results) - policy.keep_tool_results)
