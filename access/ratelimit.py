@@ -44,3 +44,13 @@ def seconds_until_allowed(*, group: str, key: str, rate: str | None) -> int | No
     if count <= limit:
         return None
     return max(1, (window + 1) * period - now)
+
+
+def api_throttle_wait(*, actor, method: str) -> int | None:
+    """The per-key API budget (API_THROTTLE_RATES): count this request of `actor` (an Actor)
+    and return None when allowed, else seconds to wait. Reads are GET/HEAD/OPTIONS. The DRF
+    throttle and the fast lane both call this."""
+    kind = "read" if method in ("GET", "HEAD", "OPTIONS") else "write"
+    return seconds_until_allowed(
+        group=f"api-{kind}", key=str(actor.api_key_id or actor.name), rate=settings.API_THROTTLE_RATES.get(kind)
+    )

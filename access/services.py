@@ -80,11 +80,34 @@ def api_key_create(
 
 
 # Look a key up by its prefix (not secret on its own), then compare the stored hash in
-# constant time, so response timing says nothing about how close a guess was.
-_AUTH_SQL = """
-SELECT id, name, role, scopes, last_used_at, secret_hash FROM access_apikey
-WHERE prefix = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-"""
+# constant time, so response timing says nothing about how close a guess was. The fast lane
+# (api.fastlane) reads the same columns under the same condition, joined with the session, in
+# one statement: KEY_COLUMNS and KEY_WHERE are the one definition of "a working key".
+KEY_COLUMNS = "k.id, k.name, k.role, k.scopes, k.last_used_at, k.secret_hash"
+KEY_WHERE = "k.prefix = %s AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())"
+_AUTH_SQL = f"SELECT {KEY_COLUMNS} FROM access_apikey k WHERE {KEY_WHERE}"
+
+
+def api_key_lookup(secret: str) -> tuple[str, str] | None:
+    """(prefix to look up, SHA-256 of the secret), or None when `secret` cannot be a key."""
+    if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
+        return None
+    return secret[:10], hash_secret(secret)
+
+
+def api_key_match(rows: list[tuple[Any, ...]], digest: str) -> Actor | None:
+    """The Actor of the row (KEY_COLUMNS first) whose hash is `digest`, or None; notes the key
+    as used (a write at most every LAST_USED_RESOLUTION)."""
+    match = next((row for row in rows if row[0] is not None and hmac.compare_digest(row[5], digest)), None)
+    if match is None:
+        return None
+    key_id, name, role, scopes, last_used = match[:5]
+    now = timezone.now()
+    if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    if isinstance(scopes, str):
+        scopes = json.loads(scopes)
+    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes)
 
 
 def api_key_authenticate(*, secret: str) -> Actor | None:
@@ -92,22 +115,14 @@ def api_key_authenticate(*, secret: str) -> Actor | None:
 
     No cache: a revoked or expired key fails on its very next request. Raw SQL because every
     request, the pinned-bundle fetch included, pays for it."""
-    if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
+    lookup = api_key_lookup(secret)
+    if lookup is None:
         return None
-    digest = hash_secret(secret)
+    prefix, digest = lookup
     with connection.cursor() as cursor:
-        cursor.execute(_AUTH_SQL, [secret[:10]])
+        cursor.execute(_AUTH_SQL, [prefix])
         rows = cursor.fetchall()
-    match = next((row for row in rows if hmac.compare_digest(row[5], digest)), None)
-    if match is None:
-        return None
-    key_id, name, role, scopes, last_used, _ = match
-    now = timezone.now()
-    if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
-    if isinstance(scopes, str):
-        scopes = json.loads(scopes)
-    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes)
+    return api_key_match(rows, digest)
 
 
 @transaction.atomic

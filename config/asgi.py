@@ -1,12 +1,16 @@
-"""The one ASGI application every server entry point serves (`make run`, the image, the bench).
+"""The one ASGI application every server entry point serves (`python -m config.serve`: make run,
+the image, compose, the benchmark).
 
 A prefix table (config.dispatch) in front of:
-  * the fast lane for the per-turn session calls (sessions_app.fastlane),
-  * `/mcp`: reserved for the MCP server (issue 13); plug it in with one line in ROUTES,
-    e.g. `Route("/mcp", mcp_app, lifespan=True)`, where `mcp_app` is the `mcp` SDK's
-    streamable HTTP (Starlette) app: it gets the full path and its lifespan is forwarded,
+  * the fast lane for the per-turn session calls (api.fastlane): it serves
+    GET .../bundle/ and POST .../heartbeat/ itself and declines every other session path;
+  * `/mcp`: reserved for the MCP server (issue 13). Plug it in with one line in ROUTES:
+        Route("/mcp", mcp_app, lifespan=True),
+    where `mcp_app` is the `mcp` SDK's streamable HTTP (Starlette) app. It sees the full path
+    (mount its endpoint at "/mcp") and its lifespan (the session manager's task group) is
+    started and stopped by the dispatcher with the server's;
   * Django for everything else, run as WSGI on a fixed thread pool after the body has been
-    read on the event loop (see config.dispatch for why).
+    read on the event loop (config.django_lane).
 """
 
 import os
@@ -17,10 +21,12 @@ import django  # noqa: E402
 
 django.setup()
 
+from api import fastlane  # noqa: E402
 from config.dispatch import Dispatcher, Route  # noqa: E402
 from config.django_lane import django_app  # noqa: E402
 
 ROUTES: list[Route] = [
+    Route("/api/v1/sessions/", fastlane.application),
     # Route("/mcp", mcp_app, lifespan=True),  # issue 13: the MCP server's streamable HTTP app
 ]
 

@@ -36,7 +36,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Decline(Exception):  # noqa: N818 (a signal, not an error)
-    """Raised by a sub-app before it has sent anything: "not mine, ask the next one"."""
+    """Raised by a sub-app before it has sent anything: "not mine, ask the next one". A sub-app
+    that has already read the body passes `receive=replay(body)` so the next one can read it."""
+
+    def __init__(self, receive: "Receive | None" = None) -> None:
+        super().__init__()
+        self.receive = receive
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,8 @@ class Dispatcher:
                 try:
                     await route.app(scope, receive, send)
                     return
-                except Decline:
+                except Decline as decline:
+                    receive = decline.receive or receive
                     continue
         await self.default(scope, receive, send)
 

@@ -9,6 +9,7 @@ gunicorn), and the collected response is sent from the loop. Django responses ar
 streamed here, so collecting them is fine; static files are small (whitenoise)."""
 
 import asyncio
+import gc
 import io
 import sys
 from collections.abc import Callable, Iterable
@@ -32,6 +33,16 @@ def pool() -> ThreadPoolExecutor:
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=settings.WEB_THREADS, thread_name_prefix="web")
     return _pool
+
+
+def shutdown_pool() -> None:
+    """Stop the pool's threads; their database connections close with them (tests use this,
+    so that the test database can be dropped)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=True)
+        _pool = None
+        gc.collect()
 
 
 def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:

@@ -6,9 +6,15 @@ a drained version's bytes for every web process at once. Redis being away is not
 the bytes come from the database, which always holds them.
 
 It talks to Redis through config.redis_client rather than Django's cache API: this is the
-hot path."""
+hot path. In front of Redis each process keeps a small LRU of the same bytes (bounded in total
+size): an entry keyed by content hash can never be wrong, so the per-process copy needs no
+invalidation, and a fetch then makes no Redis round trip for the bytes at all (and does not
+wait on a hung Redis for them). Whether a session may be served those bytes is decided
+before, on every call, from PostgreSQL."""
 
 import logging
+import threading
+from collections import OrderedDict
 
 import redis
 from django.conf import settings
@@ -18,6 +24,43 @@ from registry.models import BundleVersion
 
 logger = logging.getLogger(__name__)
 TTL_SECONDS = 7 * 24 * 3600
+LOCAL_LIMIT_BYTES = 64 * 1024 * 1024  # per process; one content document is at most 1 MiB
+
+
+class _LocalBytes:
+    """A thread-safe LRU of content bytes by content hash, bounded in total bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.entries: OrderedDict[str, bytes] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, content_hash: str) -> bytes | None:
+        with self.lock:
+            data = self.entries.get(content_hash)
+            if data is not None:
+                self.entries.move_to_end(content_hash)
+            return data
+
+    def put(self, content_hash: str, data: bytes) -> None:
+        with self.lock:
+            if content_hash in self.entries or len(data) > self.limit:
+                return
+            self.entries[content_hash] = data
+            self.size += len(data)
+            while self.size > self.limit:
+                _, evicted = self.entries.popitem(last=False)
+                self.size -= len(evicted)
+
+    def pop(self, content_hash: str) -> None:
+        with self.lock:
+            data = self.entries.pop(content_hash, None)
+            if data is not None:
+                self.size -= len(data)
+
+
+_local = _LocalBytes(LOCAL_LIMIT_BYTES)
 
 
 def _client() -> redis.Redis:
@@ -29,6 +72,9 @@ def _key(content_hash: str) -> str:
 
 
 def content_bytes(*, version_id: int, content_hash: str) -> bytes:
+    local = _local.get(content_hash)
+    if local is not None:
+        return local
     try:
         data = _client().get(_key(content_hash))
     except redis.RedisError:  # the cache is an accelerator; never fail a fetch because of it
@@ -40,16 +86,20 @@ def content_bytes(*, version_id: int, content_hash: str) -> bytes:
             _client().set(_key(content_hash), data, ex=TTL_SECONDS)
         except redis.RedisError:
             logger.warning("bundle cache unavailable on set", exc_info=True)
+    _local.put(content_hash, data)
     return data
 
 
 def is_cached(content_hash: str) -> bool:
-    return bool(_client().exists(_key(content_hash)))
+    """In this process's LRU or in Redis."""
+    return _local.get(content_hash) is not None or bool(_client().exists(_key(content_hash)))
 
 
 def drop(content_hash: str) -> None:
     """Drop the bytes of a drained or revoked version. If another bundle has a version with the
-    same content, its next fetch simply reloads them from the database."""
+    same content, its next fetch simply reloads them from the database. Other processes keep
+    their local copy until it ages out of their LRU: harmless, the bytes are still right."""
+    _local.pop(content_hash)
     try:
         _client().delete(_key(content_hash))
     except redis.RedisError:

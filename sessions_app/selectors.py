@@ -46,16 +46,25 @@ def session_for_fetch(*, session_id: Any, actor: Actor, force_renew: bool = Fals
     bundle), then a lease renewal that writes only every quarter-TTL unless forced.
     Raises 410s for ended, expired and revoked."""
     session = next(iter(Session.objects.raw(_PINNED_SQL, [session_id])), None)
-    if not _visible_to(session, session.b_name if session else "", actor):
+    if session is not None:
+        session.bundle = Bundle(id=session.bundle_id, name=session.b_name)
+        session.version = BundleVersion(
+            id=session.version_id,
+            bundle_id=session.bundle_id,
+            number=session.v_number,
+            content_hash=session.v_content_hash,
+            state=session.v_state,
+        )
+    return session_checked(session=session, session_id=session_id, actor=actor, force_renew=force_renew)
+
+
+def session_checked(*, session: Session | None, session_id: Any, actor: Actor, force_renew: bool = False) -> Session:
+    """The rules of every per-turn call on a loaded session (with `bundle` and `version` set,
+    or None when there is none): 404 unless `actor` may see it, 410 when its version was
+    revoked, then the lease (session_renew: 410 when ended or expired). session_for_fetch and
+    the fast lane (api.fastlane), which loads the session joined with the key, both call this."""
+    if session is None or not _visible_to(session, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
-    session.bundle = Bundle(id=session.bundle_id, name=session.b_name)
-    session.version = BundleVersion(
-        id=session.version_id,
-        bundle_id=session.bundle_id,
-        number=session.v_number,
-        content_hash=session.v_content_hash,
-        state=session.v_state,
-    )
     version = session.version
     if version.state == VersionState.REVOKED:
         raise VersionRevoked(

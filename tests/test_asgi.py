@@ -12,8 +12,14 @@ import pytest
 from django.test import override_settings
 
 from config.dispatch import Decline, Dispatcher, Route
-from config.django_lane import django_app
+from config.django_lane import django_app, shutdown_pool
 from tests.servers import web_server
+
+
+@pytest.fixture(autouse=True)
+def _close_pool_connections():
+    yield
+    shutdown_pool()
 
 
 def _scope(path: str, method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:

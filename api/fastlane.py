@@ -1,0 +1,273 @@
+"""The fast lane: the per-turn session calls without Django's request cycle.
+
+`GET /api/v1/sessions/{id}/bundle/` and `POST /api/v1/sessions/{id}/heartbeat/` are what every
+agent calls on every turn. Through Django they pay ten middlewares (sessions, CSRF, messages,
+history: none of which an API key call uses), URL resolution and DRF's request wrapping, which
+cost several times the work itself. Here the same work runs as a plain function on the web
+thread pool (config.django_lane.pool):
+
+1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
+   session, its version and its bundle; psycopg prepares it after a few executions;
+2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
+3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
+4. sessions_app.selectors.session_checked applies visibility, revocation and the lease;
+5. the bytes come from registry.bundle_cache (a per-process LRU by content hash, then Redis,
+   then the database) and are spliced into the envelope by pinned_bundle_body.
+
+Every rule is the function the DRF views call (the views call the same `bundle_answer` and
+`heartbeat_answer` too), and nothing about a key, session or version is cached: each call reads
+PostgreSQL. Errors are rendered by api.errors.exception_handler, so their bodies are the
+contract's to the byte. Anything unusual is declined (config.dispatch.Decline) before any work
+is counted and goes to Django, which answers it exactly as before: a missing or malformed
+Authorization header, an unknown key (401 is Django's), HEAD/OPTIONS, a host outside
+ALLOWED_HOSTS, a plain-HTTP request that SECURE_SSL_REDIRECT would redirect, a database
+connection error (Django's path reconnects and reports it). Headers are the ones Django's
+middleware would add (tests/test_fastlane.py compares both paths)."""
+
+import asyncio
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.http.request import split_domain_port, validate_host
+from rest_framework.exceptions import Throttled
+from rest_framework.renderers import JSONRenderer
+
+from access.ratelimit import api_throttle_wait
+from access.services import KEY_COLUMNS, KEY_WHERE, api_key_lookup, api_key_match
+from api.errors import exception_handler
+from api.serializers import SessionOut
+from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
+from config.dispatch import BodyTimeout, BodyTooLarge, Decline, Receive, Scope, Send, buffered_body, replay
+from config.django_lane import pool
+from metrics import usage
+from metrics.instruments import request_answered
+from registry.errors import DomainError
+from registry.models import Bundle, BundleVersion
+from sessions_app.models import Session
+from sessions_app.selectors import pinned_bundle_body, session_checked
+
+_PATH = re.compile(
+    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat)/$"
+)
+_ROUTES = {
+    "bundle": ("GET", "api/v1/sessions/<uuid:session_id>/bundle/", b"GET, HEAD, OPTIONS"),
+    "heartbeat": ("POST", "api/v1/sessions/<uuid:session_id>/heartbeat/", b"POST, OPTIONS"),
+}
+
+_SESSION_FIELDS = Session._meta.concrete_fields
+_CONVERTED = [(i, f) for i, f in enumerate(_SESSION_FIELDS) if hasattr(f, "from_db_value")]
+_N_KEY = KEY_COLUMNS.count(",") + 1
+_N_SESSION = len(_SESSION_FIELDS)
+# The key (by prefix) joined with the session, its version and its bundle. LEFT JOINs: a
+# working key with no such session still comes back (a 404, counted against the key's budget).
+_FETCH_SQL = (
+    f"SELECT {KEY_COLUMNS}, "
+    + ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS)
+    + ", v.number, v.content_hash, v.state, b.name"
+    + " FROM access_apikey k"
+    + " LEFT JOIN sessions_app_session s ON s.id = %s"
+    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
+    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
+    + f" WHERE {KEY_WHERE}"
+)
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+
+def _etag_matches(header: str | None, content_hash: str) -> bool:
+    """If-None-Match against the content hash (weak tags compare equal, `*` matches)."""
+    if not header:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return "*" in tags or f'"{content_hash}"' in tags
+
+
+def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
+    """The pinned-bundle answer for a checked session: 304 when the client holds these bytes."""
+    usage.fetch_recorded(session.version_id)
+    content_hash = session.version.content_hash
+    etag = [(b"etag", f'"{content_hash}"'.encode())]
+    if _etag_matches(if_none_match, content_hash):
+        # Django's HttpResponse(status=304) carries its default content type; so does this.
+        return Answer(304, [(b"content-type", b"text/html; charset=utf-8"), *etag], b"")
+    return Answer(200, [(b"content-type", b"application/json"), *etag], pinned_bundle_body(session))
+
+
+def heartbeat_answer(session: Session) -> Answer:
+    return Answer(200, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
+
+
+def _session_of(row: tuple[Any, ...]) -> Session | None:
+    values = list(row[_N_KEY : _N_KEY + _N_SESSION])
+    if values[0] is None:
+        return None
+    for index, field in _CONVERTED:
+        values[index] = field.from_db_value(values[index], None, connection)
+    session = Session.from_db("default", [f.attname for f in _SESSION_FIELDS], values)
+    number, content_hash, state, bundle_name = row[_N_KEY + _N_SESSION :]
+    session.bundle = Bundle(id=session.bundle_id, name=bundle_name)
+    session.version = BundleVersion(
+        id=session.version_id, bundle_id=session.bundle_id, number=number, content_hash=content_hash, state=state
+    )
+    return session
+
+
+def _error(exc: Exception) -> Answer:
+    response = exception_handler(exc, {})
+    assert response is not None
+    return Answer(
+        response.status_code,
+        [(k.lower().encode("latin1"), v.encode("latin1")) for k, v in response.items()],
+        response.content,
+    )
+
+
+def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
+    """The work of one call (runs on a pool thread). Raises Decline for what Django answers."""
+    authorization = headers.get(b"authorization", b"").split()
+    if len(authorization) != 2 or authorization[0].lower() != b"bearer":
+        raise Decline
+    try:
+        lookup = api_key_lookup(authorization[1].decode("ascii"))
+    except UnicodeDecodeError:
+        raise Decline from None
+    if lookup is None:
+        raise Decline
+    prefix, digest = lookup
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_FETCH_SQL, [session_id, prefix])
+            rows = cursor.fetchall()
+        actor = api_key_match(rows, digest)
+        if actor is None:
+            raise Decline
+        row = next(row for row in rows if row[0] == actor.api_key_id)
+        wait = api_throttle_wait(actor=actor, method=_ROUTES[kind][0])
+        if wait is not None:
+            return _error(Throttled(wait))
+        try:
+            session = session_checked(
+                session=_session_of(row), session_id=session_id, actor=actor, force_renew=kind == "heartbeat"
+            )
+        except DomainError as exc:
+            return _error(exc)
+        if kind == "bundle":
+            inm = headers.get(b"if-none-match")
+            return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
+        return heartbeat_answer(session)
+    except DatabaseError:
+        # A broken connection (database restarted or away): drop it and let Django's path
+        # answer, which reconnects or reports the outage as it does for every endpoint.
+        connection.close()
+        raise Decline from None
+    finally:
+        connection.close_if_unusable_or_obsolete()  # what request_finished does under Django
+
+
+def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
+    """What SecurityMiddleware and XFrameOptionsMiddleware add to an API answer."""
+    out = [(b"x-frame-options", settings.X_FRAME_OPTIONS.encode())]
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        out.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_HSTS_SECONDS and secure:
+        value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+            value += "; includeSubDomains"
+        if settings.SECURE_HSTS_PRELOAD:
+            value += "; preload"
+        out.append((b"strict-transport-security", value.encode()))
+    if settings.SECURE_REFERRER_POLICY:
+        out.append((b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        out.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
+    return out
+
+
+def _is_secure(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_header:
+        name, value = proxy_header
+        given = headers.get(name.removeprefix("HTTP_").lower().replace("_", "-").encode())
+        return given is not None and given.decode("latin1").split(",")[0].strip() == value
+    return scope.get("scheme") == "https"
+
+
+def _host_allowed(headers: dict[bytes, bytes]) -> bool:
+    host = headers.get(b"host", b"").decode("latin1")
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)
+
+
+class _Meta:
+    """Enough of a request for audit.context.client_ip."""
+
+    def __init__(self, scope: Scope, headers: dict[bytes, bytes]) -> None:
+        client = scope.get("client")
+        self.META = {"REMOTE_ADDR": client[0] if client else ""}
+        forwarded = headers.get(b"x-forwarded-for")
+        if forwarded is not None:
+            self.META["HTTP_X_FORWARDED_FOR"] = forwarded.decode("latin1")
+
+
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    """ASGI: serve the fast lane's paths, decline everything else (config.dispatch)."""
+    if scope["type"] != "http":
+        raise Decline
+    match = _PATH.match(scope["path"])
+    if match is None or scope["method"] != _ROUTES[match.group(2)][0]:
+        raise Decline
+    started = time.perf_counter()
+    headers: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        headers[name] = headers[name] + b"," + value if name in headers else value
+    secure = _is_secure(scope, headers)
+    if not _host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
+        raise Decline
+    session_id, kind = match.group(1), match.group(2)
+    try:
+        # A heartbeat has no body, but a client may send one: read it here, not on a thread.
+        body, _ = await buffered_body(receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT)
+    except (BodyTooLarge, BodyTimeout):
+        raise Decline from None  # Django's front answers 413/408 (it reads what is left)
+    if body:
+        raise Decline(replay(body))  # a body on a heartbeat is Django's to judge
+
+    given = headers.get(b"x-request-id", b"").decode("latin1")
+    request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
+    context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
+
+    def work() -> Answer:
+        token = current.set(context)
+        try:
+            return serve(kind=kind, session_id=session_id, headers=headers)
+        finally:
+            current.reset(token)
+
+    try:
+        answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
+    except Decline:
+        raise Decline(replay(body)) from None
+    method, route, allow = _ROUTES[kind]
+    response_headers = [
+        *answer.headers,
+        (b"content-length", str(len(answer.body)).encode()),
+        (b"allow", allow),
+        *_security_headers(secure),
+        (b"x-request-id", request_id.encode()),
+    ]
+    await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
+    await send({"type": "http.response.body", "body": answer.body})
+    request_answered(route=route, method=method, status=answer.status, seconds=time.perf_counter() - started)

@@ -1,0 +1,225 @@
+"""The fast lane (api.fastlane) answers exactly what Django answers for the per-turn calls, and
+serves nothing stale: checked in process against Django's path, and across two real server
+processes (python -m config.serve) for revoked and expired keys, ended and expired sessions
+and revoked versions."""
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from access.actors import SYSTEM
+from access.models import ApiKey
+from access.services import api_key_revoke
+from api import fastlane
+from config.dispatch import Decline
+from config.django_lane import django_app, shutdown_pool
+from registry.services import label_move, version_publish, version_revoke
+from sessions_app.models import Session
+from sessions_app.services import session_end, session_start
+from tests.conftest import content, make_api, pinned_body
+from tests.servers import web_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _close_pool_connections():
+    yield
+    shutdown_pool()  # the pool threads' connections would keep the test database from being dropped
+
+
+IGNORED = {b"x-request-id", b"date", b"server"}
+
+
+def _scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+    }
+
+
+def _run(app, method: str, path: str, headers: dict[str, str]) -> tuple[int, dict[bytes, bytes], bytes]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(_scope(method, path, headers), receive, send))
+    headers_out = {k: v for k, v in sent[0]["headers"] if k not in IGNORED}
+    return sent[0]["status"], headers_out, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+_django = None
+
+
+def both(method: str, path: str, secret: str, **headers: str):
+    """(fast lane's answer, Django's answer) for the same request; fails if the lane declines."""
+    global _django
+    _django = _django or django_app()
+    headers = {"Authorization": f"Bearer {secret}", **headers}
+    try:
+        fast = _run(fastlane.application, method, path, headers)
+    except Decline:
+        pytest.fail(f"the fast lane declined {method} {path}")
+    return fast, _run(_django, method, path, headers)
+
+
+def _same(fast, slow, *, volatile: tuple[str, ...] = ()) -> None:
+    assert fast[0] == slow[0]
+    assert fast[1] == slow[1], "headers differ"
+    if volatile:
+        a, b = json.loads(fast[2]), json.loads(slow[2])
+        for name in volatile:
+            a.pop(name), b.pop(name)
+        assert a == b
+    else:
+        assert fast[2] == slow[2]
+
+
+def test_it_answers_fetch_304_and_heartbeat_as_django_does(bundle, production, v1, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    path = f"/api/v1/sessions/{session.pk}/"
+    fast, slow = both("GET", path + "bundle/", agent.secret)
+    _same(fast, slow)
+    assert fast[0] == 200 and fast[2] == pinned_body(v1)
+    assert fast[1][b"etag"] == f'"{v1.content_hash}"'.encode()
+
+    _same(*both("GET", path + "bundle/", agent.secret, **{"If-None-Match": f'"{v1.content_hash}"'}))
+    fast, slow = both("POST", path + "heartbeat/", agent.secret)
+    _same(fast, slow, volatile=("last_seen_at", "expires_at"))
+    assert fast[0] == 200
+
+
+def test_it_answers_the_errors_as_django_does(bundle, production, v1, v2, agent, ops):
+    other = make_api("agent", name="someone-else")
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    path = f"/api/v1/sessions/{session.pk}/bundle/"
+    _same(*both("GET", "/api/v1/sessions/00000000-0000-0000-0000-000000000000/bundle/", agent.secret))
+    _same(*both("GET", path, other.secret))  # another key's session: 404
+
+    with override_settings(API_THROTTLE_RATES={"read": "1/m", "write": "1/m"}):
+        throttled = make_api("agent", name="throttled")
+        mine, _ = session_start(bundle=bundle, actor=throttled.actor)
+        fast, slow = both("GET", f"/api/v1/sessions/{mine.pk}/bundle/", throttled.secret)
+        assert (fast[0], slow[0]) == (200, 429), "the first call spent the budget"
+        fast, slow = both("GET", f"/api/v1/sessions/{mine.pk}/bundle/", throttled.secret)
+        _same(fast, slow)
+        assert fast[0] == 429 and b"retry-after" in fast[1]
+
+    session_end(session=session, actor=agent.actor)
+    fast, slow = both("GET", path, agent.secret)
+    _same(fast, slow)
+    assert json.loads(fast[2])["error"]["code"] == "session_ended"
+
+    revoked, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    version_revoke(version=v1, actor=ops.actor, reason="leaks")
+    fast, slow = both("GET", f"/api/v1/sessions/{revoked.pk}/bundle/", agent.secret)
+    _same(fast, slow)
+    assert json.loads(fast[2])["error"]["code"] == "version_revoked"
+
+
+def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    path = f"/api/v1/sessions/{session.pk}/bundle/"
+    for method, where, headers in [
+        ("GET", path, {}),  # no key: Django's 401
+        ("GET", path, {"Authorization": "Bearer pr_not-a-key"}),
+        ("POST", path, {"Authorization": f"Bearer {agent.secret}"}),  # Django's 405
+        ("GET", f"/api/v1/sessions/{session.pk}/", {"Authorization": f"Bearer {agent.secret}"}),
+        ("POST", f"/api/v1/sessions/{session.pk}/end/", {"Authorization": f"Bearer {agent.secret}"}),
+        ("GET", path.upper(), {"Authorization": f"Bearer {agent.secret}"}),
+    ]:
+        with pytest.raises(Decline):
+            _run(fastlane.application, method, where, headers)
+
+
+# --- two real server processes ----------------------------------------------------------------
+
+
+def _get(base: str, path: str, secret: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {secret}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+@pytest.mark.timeout(180)
+def test_nothing_is_stale_on_any_of_two_server_processes(bundle, production, v1, v2, agent, ops):
+    """Each step changes the database once (through the services, as the API or the admin
+    would), and the very next request on each of two servers sees it."""
+    pinned, _ = session_start(bundle=bundle, actor=agent.actor)
+    ending, _ = session_start(bundle=bundle, actor=agent.actor)
+    lapsing, _ = session_start(bundle=bundle, actor=agent.actor)
+    short = make_api("agent", name="short-lived")
+    short_session, _ = session_start(bundle=bundle, actor=short.actor)
+    with web_server() as a, web_server() as b:
+        servers = (a, b)
+        fetch = "/api/v1/sessions/{}/bundle/"
+        for base in servers:
+            for session in (pinned, ending, lapsing):
+                assert _get(base, fetch.format(session.pk), agent.secret) == (200, pinned_body(v1))
+            assert _get(base, fetch.format(short_session.pk), short.secret)[0] == 200
+
+        # A label move changes nothing for a pinned session.
+        label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+        for base in servers:
+            assert _get(base, fetch.format(pinned.pk), agent.secret) == (200, pinned_body(v1))
+
+        # Ended and expired sessions: 410 at once, on both.
+        session_end(session=ending, actor=agent.actor)
+        Session.objects.filter(pk=lapsing.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        for base in servers:
+            for session in (ending, lapsing):
+                status, body = _get(base, fetch.format(session.pk), agent.secret)
+                assert (status, json.loads(body)["error"]["code"]) == (410, "session_ended")
+
+        # An expired key and a revoked key: 401 at once, on both.
+        ApiKey.objects.filter(name="short-lived").update(expires_at=timezone.now() - timedelta(seconds=1))
+        for base in servers:
+            assert _get(base, fetch.format(short_session.pk), short.secret)[0] == 401
+
+        # A revoked version: 410 at once, on both.
+        version_revoke(version=v1, actor=ops.actor, reason="leaks")
+        for base in servers:
+            status, body = _get(base, fetch.format(pinned.pk), agent.secret)
+            assert (status, json.loads(body)["error"]["code"]) == (410, "version_revoked")
+
+        new, _ = session_start(bundle=bundle, actor=agent.actor)
+        api_key_revoke(key=ApiKey.objects.get(pk=agent.actor.api_key_id), actor=SYSTEM)
+        for base in servers:
+            assert _get(base, fetch.format(new.pk), agent.secret)[0] == 401
+
+
+def test_a_new_version_is_served_by_a_process_that_cached_the_old_bytes(bundle, production, v1, agent, ops):
+    """The per-process bytes are keyed by content hash: a session on a new version gets the new
+    bytes from a process that has served the old ones."""
+    old, _ = session_start(bundle=bundle, actor=agent.actor)
+    with web_server() as base:
+        assert _get(base, f"/api/v1/sessions/{old.pk}/bundle/", agent.secret) == (200, pinned_body(v1))
+        v3 = version_publish(bundle=bundle, content=content("Three."), message="v3", actor=ops.actor).version
+        label_move(bundle=bundle, name="production", version=v3, actor=ops.actor, reason="ship v3")
+        new, _ = session_start(bundle=bundle, actor=agent.actor)
+        assert _get(base, f"/api/v1/sessions/{new.pk}/bundle/", agent.secret) == (200, pinned_body(v3))
+        assert _get(base, f"/api/v1/sessions/{old.pk}/bundle/", agent.secret) == (200, pinned_body(v1))
