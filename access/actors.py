@@ -2,7 +2,8 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from access.models import ROLE_RANK, Role
+from access.groups import ROLE_OF_GROUP
+from access.roles import ROLE_RANK, Role
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,5 @@ def actor_for_user(user) -> Actor:
         role = Role.ADMIN
     else:
         groups = set(user.groups.values_list("name", flat=True))
-        if "Ops" in groups:
-            role = Role.OPS
-        elif "Prompt engineers" in groups:
-            role = Role.PUBLISHER
-        else:
-            role = Role.AGENT
+        role = next((r for name, r in ROLE_OF_GROUP.items() if name in groups), Role.AGENT)
     return Actor(name=f"user:{user.username}", role=role)

@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from access.actors import actor_for_user
 from access.models import ApiKey
 from access.services import api_key_create, api_key_revoke, api_key_rotate
-from registry.errors import DomainError
+from core.errors import DomainError
 
 
 class ApiKeyCreateForm(forms.ModelForm):

@@ -2,16 +2,10 @@
 
 from django.db import models
 
+from access.actors import Actor
+from access.roles import ROLE_RANK, Role
 
-class Role(models.TextChoices):
-    # Ordered: each role includes the ones before it (ROLE_RANK below).
-    AGENT = "agent"
-    PUBLISHER = "publisher"
-    OPS = "ops"
-    ADMIN = "admin"
-
-
-ROLE_RANK = {Role.AGENT: 0, Role.PUBLISHER: 1, Role.OPS: 2, Role.ADMIN: 3}
+__all__ = ["ROLE_RANK", "ApiKey", "Role"]  # Role and ROLE_RANK live in access.roles
 
 
 class ApiKey(models.Model):
@@ -35,7 +29,5 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.role}, {self.prefix}…)"
 
-    def as_actor(self):
-        from access.actors import Actor
-
+    def as_actor(self) -> Actor:
         return Actor.for_key(key_id=self.pk, name=self.name, role=self.role, scopes=self.scopes)

@@ -4,7 +4,6 @@
 import hashlib
 import hmac
 import json
-import re
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,10 +14,10 @@ from django.utils import timezone
 from access.actors import Actor
 from access.models import ApiKey, Role
 from audit.services import audit_record
-from registry.errors import Forbidden, InvalidContent
+from core.errors import Forbidden, InvalidContent
+from core.limits import API_KEY_NAME_MAX, SCOPE_RE
 
 KEY_PREFIX = "pr_"
-SCOPE_RE = re.compile(r"^[a-z0-9*?][a-z0-9._*?-]{0,99}$")
 # last_used_at is written at most this often per key, not on every request.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -29,8 +28,8 @@ def hash_secret(secret: str) -> str:
 
 def _validate(*, name: Any, role: Any, scopes: Any, expires_at: Any) -> tuple[str, str, list[str]]:
     errors: dict[str, list[str]] = {}
-    if not isinstance(name, str) or not name.strip() or len(name) > 100:
-        errors["name"] = ["A name of 1 to 100 characters is required."]
+    if not isinstance(name, str) or not name.strip() or len(name) > API_KEY_NAME_MAX:
+        errors["name"] = [f"A name of 1 to {API_KEY_NAME_MAX} characters is required."]
     if role not in Role.values:
         errors["role"] = [f"Choose one of {', '.join(Role.values)}."]
     scopes = list(scopes or [])

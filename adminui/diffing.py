@@ -11,6 +11,8 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from registry.contracts import tool_renames
+
 # Words and the whitespace/punctuation between them, so a changed word is marked whole.
 _TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 
@@ -107,18 +109,14 @@ def _body(tool: dict[str, Any]) -> dict[str, Any]:
 
 def tool_changes(old_tools: Any, new_tools: Any) -> list[ToolChange]:
     """Tools matched by name: which were added, removed, or changed and in which fields.
-    A removed and an added tool with the same description and schema are noted as a likely
-    rename, which still breaks callers of the old name."""
+    A removed and an added tool that registry.contracts pairs as a rename (its one rule, the
+    same the version's classification uses) are noted as a likely rename, which still breaks
+    callers of the old name."""
     old, new = _tools_by_name(old_tools), _tools_by_name(new_tools)
     removed = [n for n in old if n not in new]
     added = [n for n in new if n not in old]
-    renamed_from = {}
-    for name in added:
-        for gone in removed:
-            if _body(old[gone]) == _body(new[name]) and gone not in renamed_from.values():
-                renamed_from[name] = gone
-                break
-    renamed_to = {v: k for k, v in renamed_from.items()}
+    renamed_to = tool_renames(list(old.values()), list(new.values()))
+    renamed_from = {v: k for k, v in renamed_to.items()}
     changes: list[ToolChange] = []
     for name in removed:
         note = f"probably renamed to {renamed_to[name]}" if name in renamed_to else ""

@@ -7,8 +7,9 @@ from typing import Any
 
 from django import forms
 
+from core import limits
+from core.errors import DomainError, InvalidContent
 from registry.canonical import DEFAULTS
-from registry.errors import DomainError, InvalidContent
 
 # data-editor: adminui/static/adminui/editor.js puts a code editor over the textarea ("json":
 # with JSON highlighting); the textarea stays the form field, so the form works without it.
@@ -54,7 +55,7 @@ def add_domain_error(
 
 class BundleCreateForm(forms.Form):
     name = forms.CharField(
-        max_length=200,
+        max_length=limits.BUNDLE_NAME_MAX,
         help_text="Lowercase letters, digits, dot, dash and underscore; starts with a letter or digit.",
     )
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
@@ -154,7 +155,7 @@ class MoveForm(forms.Form):
     label = forms.CharField(required=False, widget=forms.Select, help_text="Only the labels you may move are offered.")
     new_label = forms.CharField(
         required=False,
-        max_length=50,
+        max_length=limits.LABEL_NAME_MAX,
         label="or a new label",
         help_text="Lowercase letters, digits, dash and underscore.",
     )

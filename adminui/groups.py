@@ -8,8 +8,7 @@ from typing import Any
 
 from django.apps.registry import Apps
 
-PROMPT_ENGINEERS = "Prompt engineers"
-OPS = "Ops"
+from access.groups import OPS, PROMPT_ENGINEERS
 
 _READ = [
     "registry.view_bundle",

@@ -40,11 +40,10 @@ from adminui.forms import (
     VersionSearchForm,
     add_domain_error,
 )
-from adminui.moves import classify, compatibility_check, may_move, movable_labels, move_consequence
+from adminui.moves import classify, movable_labels
+from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from registry import services as registry_services
-from registry.canonical import normalise_content
-from registry.contracts import check_content
-from registry.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
+from registry.lifecycle import label_is_protected, label_move_preview, may_move, version_publish_check
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import bundle_get, versions_of
 from sessions_app import services as sessions_services
@@ -354,7 +353,7 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
                         messages.warning(request, f"Warning, {where}: {warning.get('message', '')}")
                     return HttpResponseRedirect(url("adminui_version", bundle.name, version.number))
         else:
-            _precheck(form, latest)
+            _precheck(form, bundle)
     else:
         _need_role(actor, Role.PUBLISHER, "Writing a version")
         initial = VersionForm.initial_from(content_of(source) if source else {"system_prompt": ""})
@@ -373,23 +372,19 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     )
 
 
-def _precheck(form: VersionForm, latest: BundleVersion | None) -> None:
+def _precheck(form: VersionForm, bundle: Bundle) -> None:
     """When the form has errors (bad JSON, no message), show the content's own problems with
-    them, all at once: the validator version_publish runs on the fields that did parse and,
-    when every JSON field parsed, its contract checks against the latest version too."""
+    them, all at once: registry.lifecycle.version_publish_check (what version_publish would
+    say) on the fields that did parse; its contract findings only when every JSON field parsed."""
     try:
-        doc = normalise_content(form.content())
+        check = version_publish_check(bundle=bundle, content=form.content())
     except InvalidContent as exc:
         add_domain_error(form, exc)
         return
     if any(name in form.errors for name in JSON_FIELDS):
         return  # a field that did not parse would be checked as empty: its errors would mislead
-    result = check_content(doc, content_of(latest) if latest else None)
-    if result.errors:
-        details: dict[str, list[str]] = {}
-        for finding in result.errors:
-            details.setdefault(f"content.{finding.path}", []).append(finding.message)
-        add_domain_error(form, InvalidContent("The bundle contradicts itself.", details))
+    if check.errors:
+        add_domain_error(form, InvalidContent("The bundle contradicts itself.", check.errors))
 
 
 def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, number: int) -> HttpResponse:
@@ -527,10 +522,11 @@ def _confirm_page(
     refusal: Conflict | None = None,
 ) -> HttpResponse:
     """Step 2: what the move would do now, and what the label's compatibility policy makes of
-    it (registry.services applies the same rule when the move is confirmed)."""
+    it (registry.lifecycle.label_move_preview; label_move applies the same rules when the move
+    is confirmed)."""
     actor = actor_for_user(request.user)
-    consequence = move_consequence(bundle=bundle, label_name=label_name, target=target)
-    check = compatibility_check(bundle=bundle, consequence=consequence)
+    preview = label_move_preview(bundle=bundle, label_name=label_name, target=target, actor=actor)
+    consequence, check = preview.consequence, preview.check
     return _render(
         request,
         model_admin,
@@ -542,7 +538,7 @@ def _confirm_page(
         check=check,
         classification=check.diff,
         # The checkbox is offered to whoever may make this move: for a protected label, ops.
-        can_allow_breaking=may_move(actor, protected=consequence.protected),
+        can_allow_breaking=preview.allowed,
         rollback=rollback,
         refusal=refusal.message if refusal else "",
         refused_changes=_changes_in_words(refusal.details.get("changes")) if refusal else [],
@@ -609,9 +605,7 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
     if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
         # Say at this first step what the confirm would be refused for: a protected label (an
         # existing one, or `production` typed as a new name) is for ops only.
-        if not may_move(
-            actor, protected=move_consequence(bundle=bundle, label_name=label_name, target=target).protected
-        ):
+        if not may_move(actor, protected=label_is_protected(bundle=bundle, name=label_name)):
             form.add_error(field, f"The label {label_name!r} is protected: only ops may move it.")
             return _move_form(request, model_admin, bundle, form, status=403)
         if current == str(target.number):

@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
-from registry.errors import DomainError
+from core.errors import DomainError
 
 _DRF_CODES: list[tuple[type[Exception], int, str]] = [
     (drf.ParseError, 400, "malformed_json"),

@@ -10,7 +10,8 @@ thread pool (config.django_lane.pool):
    session, its version and its bundle; psycopg prepares it after a few executions;
 2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
 3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
-4. sessions_app.selectors.session_checked applies visibility, revocation and the lease;
+4. sessions_app.selectors.session_checked applies visibility and revocation, and
+   sessions_app.services.session_touch the lease;
 5. the bytes come from registry.bundle_cache (a per-process LRU by content hash, then Redis,
    then the database) and are spliced into the envelope by pinned_bundle_body.
 
@@ -44,12 +45,13 @@ from api.serializers import SessionOut
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import BodyTimeout, BodyTooLarge, Decline, Receive, Scope, Send, buffered_body, replay
 from config.django_lane import pool
+from core.errors import DomainError
 from metrics import usage
 from metrics.instruments import request_answered
-from registry.errors import DomainError
 from registry.models import Bundle, BundleVersion
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_checked
+from sessions_app.services import session_touch
 
 _PATH = re.compile(
     r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat)/$"
@@ -156,8 +158,9 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
         if wait is not None:
             return _error(Throttled(wait))
         try:
-            session = session_checked(
-                session=_session_of(row), session_id=session_id, actor=actor, force_renew=kind == "heartbeat"
+            session = session_touch(
+                session=session_checked(session=_session_of(row), session_id=session_id, actor=actor),
+                force=kind == "heartbeat",
             )
         except DomainError as exc:
             return _error(exc)

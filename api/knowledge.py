@@ -11,8 +11,8 @@ from access.models import Role
 from api.pagination import paginated
 from api.serializers import IdentifierField, StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
+from core.errors import InvalidContent
 from knowledge import render, selectors, services, tools
-from registry.errors import InvalidContent
 
 
 class PackIn(StrictInput):

@@ -11,13 +11,15 @@ from rest_framework.pagination import Cursor as DrfCursor
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
+from core import limits
+
 
 class Cursor(CursorPagination):
     """The contract's list shape: {"results": [...], "next": url-or-null}, paged by ?cursor=."""
 
-    page_size = 50
+    page_size = limits.PAGE_SIZE
     page_size_query_param = "limit"
-    max_page_size = 200
+    max_page_size = limits.PAGE_SIZE_MAX
     ordering = "pk"
     invalid_cursor_message = "The cursor is not valid; follow the `next` link of the previous page."
 

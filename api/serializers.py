@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from django.utils import timezone
 from rest_framework import serializers
 
+from core import limits
 from registry.contracts import LEVELS
 from registry.models import Compatibility
 from registry.selectors import bundle_label_map
@@ -61,9 +62,9 @@ class StrictInput(serializers.Serializer):
 
 
 class BundleIn(StrictInput):
-    name = IdentifierField(max_length=100)
-    description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
-    when_to_use = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+    name = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
+    description = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")
+    when_to_use = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")
 
 
 class AuditQuery(serializers.Serializer):
@@ -79,7 +80,7 @@ class AuditQuery(serializers.Serializer):
 
 class VersionIn(StrictInput):
     content = serializers.JSONField()
-    message = StrictCharField(max_length=10000)
+    message = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -93,27 +94,29 @@ class StrictBooleanField(serializers.BooleanField):
 
 class LabelIn(StrictInput):
     version = StrictIntegerField(min_value=1)
-    reason = StrictCharField(max_length=10000)
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
 
 
 class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
-    reason = StrictCharField(max_length=10000)
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
 
 
 class RevokeIn(StrictInput):
-    reason = StrictCharField(max_length=10000)
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
 
 
 class SessionIn(StrictInput):
-    bundle = IdentifierField(max_length=100)
-    label = IdentifierField(required=False, allow_null=True, max_length=50)
+    bundle = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
+    label = IdentifierField(required=False, allow_null=True, max_length=limits.LABEL_NAME_MAX)
     version = StrictIntegerField(required=False, allow_null=True, min_value=1)
-    external_id = IdentifierField(required=False, allow_null=True, max_length=200)
-    ttl_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=604800)
+    external_id = IdentifierField(required=False, allow_null=True, max_length=limits.EXTERNAL_ID_MAX)
+    ttl_seconds = StrictIntegerField(
+        required=False, allow_null=True, min_value=limits.TTL_MIN_SECONDS, max_value=limits.TTL_MAX_SECONDS
+    )
     # Session-scoped variable values; checked against the pinned version by session_start.
     variables = serializers.JSONField(required=False, allow_null=True)
 

@@ -32,10 +32,11 @@ from api.serializers import (
     VersionUsageOut,
 )
 from audit import selectors as audit_selectors
+from core import limits
+from core.errors import InvalidContent, NotFound
 from metrics import selectors as metrics_selectors
 from registry import selectors as registry_selectors
 from registry import services as registry_services
-from registry.errors import InvalidContent, NotFound
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
 
@@ -142,7 +143,9 @@ class VersionListApi(BaseApi):
     def get(self, request: Request, name: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         # Each version carries its content (up to 1 MiB): a smaller page bounds the answer.
-        return _paginate(self, request, registry_selectors.versions_of(bundle), VersionOut, "-number", 20)
+        return _paginate(
+            self, request, registry_selectors.versions_of(bundle), VersionOut, "-number", limits.VERSION_PAGE_SIZE
+        )
 
     @extend_schema(
         summary="Publish a version",
@@ -409,7 +412,7 @@ class SessionBundleApi(BaseApi):
         },
     )
     def get(self, request: Request, session_id) -> HttpResponse:
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         # The fast lane (api.fastlane) serves this path; both build the answer with this function.
         answer = fastlane.bundle_answer(session, request.headers.get("If-None-Match"))
         headers = dict((name.decode(), value.decode()) for name, value in answer.headers)
@@ -430,7 +433,7 @@ class SessionHeartbeatApi(BaseApi):
         responses=SessionOut,
     )
     def post(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth, force_renew=True)
+        session = session_services.session_use(session_id=session_id, actor=request.auth, force=True)
         return Response(SessionOut(session).data)
 
 

@@ -6,9 +6,9 @@ from rest_framework.response import Response
 
 from api.views import BaseApi
 from core.compaction import CompactionError, compact, policy_from_content
+from core.errors import InvalidContent
 from registry import selectors as registry_selectors
-from registry.errors import InvalidContent
-from sessions_app import selectors as session_selectors
+from sessions_app import services as session_services
 from skills import selectors as skill_selectors
 from skills import services as skill_services
 
@@ -21,7 +21,7 @@ class SessionCompactApi(BaseApi):
         body = request.data
         if not isinstance(body, dict) or "messages" not in body:
             raise InvalidContent('Send {"messages": [...]}.', {"messages": ["This field is required."]})
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         policy = policy_from_content(skill_selectors.session_content(session))
         try:
             result = compact(body["messages"], policy)
@@ -42,7 +42,7 @@ class SessionRouteApi(BaseApi):
     @extend_schema(request=dict, responses={200: OpenApiResponse(description="resident, routed, session, turn")})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         return Response(skill_services.skill_route(session=session, messages=body.get("messages"), k=body.get("k")))
 
 
@@ -52,7 +52,7 @@ class SessionTurnsApi(BaseApi):
     @extend_schema(request=dict, responses={200: OpenApiResponse(description="The turn as recorded")})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         turn = skill_services.skill_turn_report(session=session, turn=body.get("turn"), invoked=body.get("invoked"))
         return Response(
             {
@@ -82,7 +82,7 @@ class SessionSkillListApi(BaseApi):
         responses={200: OpenApiResponse(description="The session's live L3 cards")},
     )
     def get(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         return Response({"results": [_card(c) for c in skill_selectors.session_skills_list(session=session)]})
 
     @extend_schema(
@@ -91,7 +91,7 @@ class SessionSkillListApi(BaseApi):
         responses={201: OpenApiResponse(description="The card"), 200: OpenApiResponse()},
     )
     def post(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         card, created = skill_services.session_skill_register(session=session, data=request.data)
         return Response(_card(card), status=201 if created else 200)
 
@@ -103,7 +103,7 @@ class SessionSkillDetailApi(BaseApi):
         responses={204: None},
     )
     def delete(self, request: Request, session_id, name: str) -> Response:
-        session = session_selectors.session_for_fetch(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=request.auth)
         skill_services.session_skill_remove(session=session, name=name)
         return Response(status=204)
 

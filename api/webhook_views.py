@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from access.models import Role
 from api.serializers import StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
-from registry.errors import NotFound
+from core.errors import NotFound
 from webhooks import services
 from webhooks.models import Delivery, Endpoint, Event
 

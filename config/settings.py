@@ -10,6 +10,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core import limits
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -178,7 +180,7 @@ STORAGES = {
 }
 
 # Request bodies over 2 MiB are refused with 413 by api.middleware before anything reads them.
-MAX_REQUEST_BODY_BYTES = 2 * 1024 * 1024
+MAX_REQUEST_BODY_BYTES = limits.REQUEST_BODY_MAX_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # The ASGI front (config.asgi): a client has WEB_BODY_TIMEOUT seconds to deliver its whole body
 # (then 408), read on the event loop, so a slow client never holds one of the WEB_THREADS threads
@@ -261,8 +263,8 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 USAGE_FLUSH_THREAD = True
 
 # Leases: the default TTL and the fraction of it after which a fetch writes a renewal.
-SESSION_DEFAULT_TTL = 1800
-SESSION_MAX_TTL = 604800
+SESSION_DEFAULT_TTL = limits.TTL_DEFAULT_SECONDS
+SESSION_MAX_TTL = limits.TTL_MAX_SECONDS
 SESSION_RENEW_FRACTION = 0.25
 
 LOGGING = {

@@ -19,9 +19,9 @@ from django.views.decorators.http import require_POST
 from access.actors import actor_for_user
 from access.models import Role
 from adminui.forms import CODE, add_domain_error
+from core.errors import DomainError, Forbidden, NotFound
 from knowledge import paths, selectors, services
 from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
-from registry.errors import DomainError, Forbidden, NotFound
 
 View = Callable[..., HttpResponse]
 

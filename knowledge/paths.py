@@ -8,8 +8,8 @@ path a sync tool PUTs is the path the manifest lists."""
 import re
 from dataclasses import dataclass
 
+from core.errors import InvalidContent
 from knowledge.models import MAX_PATH_BYTES
-from registry.errors import InvalidContent
 
 ROOT = "knowledge"
 DUTY = "DUTY.md"

@@ -23,14 +23,14 @@ from django.db import connection
 from django.utils import timezone
 
 from access.actors import Actor
+from core.errors import InvalidContent
 from knowledge import paths
 from knowledge.models import FileRead, Pack
 from registry import variables as content_variables
 from registry.canonical import canonical_bytes
-from registry.errors import InvalidContent
 from registry.parsed_content import content_document
 from sessions_app.models import Session
-from sessions_app.selectors import session_for_fetch
+from sessions_app.services import session_use
 
 DUTY_LIMIT_BYTES = 32 * 1024
 PREFIX_CACHE_SIZE = 512
@@ -316,7 +316,7 @@ def _zone(session_variables: dict[str, Any]) -> str | None:
 
 def session_render(*, session_id: Any, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
     """Render one turn of a session (renews its lease like a fetch; 410 when ended or revoked)."""
-    session = session_for_fetch(session_id=session_id, actor=actor)
+    session = session_use(session_id=session_id, actor=actor)
     version = session.version
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
     try:

@@ -5,8 +5,8 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from access.actors import Actor
+from core.errors import NotFound
 from knowledge.models import Pack, PackFile
-from registry.errors import NotFound
 
 
 def packs_visible(actor: Actor | None) -> QuerySet[Pack]:

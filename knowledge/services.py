@@ -10,10 +10,10 @@ from django.utils import timezone
 from access.actors import Actor
 from access.models import Role
 from audit.services import audit_record
+from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from knowledge import paths
 from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
 from registry.canonical import canonical_bytes
-from registry.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from registry.variables import PACK_NAME_RE
 
 

@@ -15,12 +15,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from access.actors import Actor
+from core.errors import InvalidContent, NotFound
 from knowledge import paths
 from knowledge.models import FileRead, Pack, PackFile
-from registry.errors import InvalidContent, NotFound
 from registry.parsed_content import content_document
 from sessions_app.models import Session
-from sessions_app.selectors import session_for_fetch
+from sessions_app.services import session_use
 
 MAX_ANSWER_BYTES = 100_000
 READ_DEFAULT_LIMIT = 2000
@@ -45,7 +45,7 @@ class _Scope:
 
 
 def _scope(*, session_id: Any, actor: Actor) -> _Scope:
-    session = session_for_fetch(session_id=session_id, actor=actor)
+    session = session_use(session_id=session_id, actor=actor)
     content = content_document(version_id=session.version.pk, content_hash=session.version.content_hash)
     listed = list(content.get("knowledge") or [])
     packs = dict(Pack.objects.filter(name__in=listed).values_list("name", "pk")) if listed else {}

@@ -7,17 +7,15 @@ optional field, say) cannot change an old version's bytes or hash.
 
 import hashlib
 import json
-import re
 from typing import Any
 
+from core.errors import InvalidContent
+from core.limits import CANONICAL_MAX_BYTES as MAX_CANONICAL_BYTES
+from core.limits import PROMPT_MAX_CHARS as MAX_PROMPT_CHARS
+from core.limits import TOOL_NAME_RE
 from registry import variables
-from registry.errors import InvalidContent
 from skills.content import content_errors as skills_content_errors
 
-MAX_PROMPT_CHARS = 200_000
-MAX_CANONICAL_BYTES = 1024 * 1024
-# Always fullmatch: with .match, "$" also matches before a trailing newline ("lookup\n").
-TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 TOOL_KEYS = {"name", "description", "input_schema"}
 
 # Top-level fields with their defaults; system_prompt has none (required).

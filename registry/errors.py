@@ -1,45 +1,12 @@
-"""Domain errors. Services raise these; api.errors turns each into the contract's error shape."""
+"""Moved to core.errors (the errors are project-wide). This alias keeps code written against
+the old path importing while it is updated; it goes away once nothing imports it."""
 
-from typing import Any
-
-
-class DomainError(Exception):
-    status = 400
-    code = "validation_error"
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-
-
-class InvalidContent(DomainError):
-    """The content document or a field of a request breaks the contract; details: field -> messages."""
-
-    status = 400
-    code = "validation_error"
-
-
-class NotFound(DomainError):
-    status = 404
-    code = "not_found"
-
-
-class Forbidden(DomainError):
-    status = 403
-    code = "permission_denied"
-
-
-class Conflict(DomainError):
-    status = 409
-    code = "conflict"
-
-
-class SessionEnded(DomainError):
-    status = 410
-    code = "session_ended"
-
-
-class VersionRevoked(DomainError):
-    status = 410
-    code = "version_revoked"
+from core.errors import (  # noqa: F401
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidContent,
+    NotFound,
+    SessionEnded,
+    VersionRevoked,
+)

@@ -3,11 +3,7 @@
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-BUNDLE_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,99}$"
-LABEL_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,49}$"
-PROTECTED_ON_CREATE = {"production"}
-# Labels created with these names require backward compatibility (see registry.contracts).
-COMPATIBLE_ON_CREATE = {"production"}
+# Name lengths and patterns: core.limits (BUNDLE_NAME_MAX, LABEL_NAME_MAX, ...).
 
 
 class Bundle(models.Model):
@@ -40,7 +36,7 @@ class BundleVersion(models.Model):
     a PostgreSQL trigger (migration 0002) refuses any UPDATE of them and any DELETE.
 
     `state` is the lifecycle; it is only written under a row lock on this version
-    (see sessions_app.services for the protocol)."""
+    (see registry.lifecycle for the protocol)."""
 
     bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="versions")
     number = models.PositiveIntegerField()

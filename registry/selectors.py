@@ -5,8 +5,8 @@ import json
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from access.actors import Actor
+from core.errors import NotFound
 from registry.contracts import Diff, diff_contents
-from registry.errors import NotFound
 from registry.models import Bundle, BundleVersion, Label
 from sessions_app.models import SessionStatus
 

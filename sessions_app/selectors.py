@@ -4,13 +4,12 @@ from typing import Any
 
 from access.actors import Actor
 from access.models import Role
+from core.errors import NotFound, SessionEnded, VersionRevoked
 from registry import bundle_cache
 from registry.canonical import canonical_bytes
-from registry.errors import NotFound, VersionRevoked
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.selectors import label_targets
-from sessions_app.models import Session
-from sessions_app.services import session_renew
+from sessions_app.models import Session, SessionStatus
 
 # The hot path reads session, version and bundle in one statement, as raw SQL: Django's query
 # compiler costs more than the query itself here (measured: about a third of a fetch).
@@ -41,10 +40,11 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
     return session
 
 
-def session_for_fetch(*, session_id: Any, actor: Actor, force_renew: bool = False) -> Session:
-    """The checks of the hot path and of heartbeats: one indexed read (session, version,
-    bundle), then a lease renewal that writes only every quarter-TTL unless forced.
-    Raises 410s for ended, expired and revoked."""
+def session_for_fetch(*, session_id: Any, actor: Actor) -> Session:
+    """The read of the hot path and of heartbeats: one indexed read (session, version,
+    bundle). Raises 404 for a session the actor may not see, 410 for an ended or expired
+    session and for a revoked version. Every caller then renews the lease with
+    sessions_app.services.session_touch, which also refuses (and records) a lease that ran out."""
     session = next(iter(Session.objects.raw(_PINNED_SQL, [session_id])), None)
     if session is not None:
         session.bundle = Bundle(id=session.bundle_id, name=session.b_name)
@@ -55,14 +55,15 @@ def session_for_fetch(*, session_id: Any, actor: Actor, force_renew: bool = Fals
             content_hash=session.v_content_hash,
             state=session.v_state,
         )
-    return session_checked(session=session, session_id=session_id, actor=actor, force_renew=force_renew)
+    return session_checked(session=session, session_id=session_id, actor=actor)
 
 
-def session_checked(*, session: Session | None, session_id: Any, actor: Actor, force_renew: bool = False) -> Session:
-    """The rules of every per-turn call on a loaded session (with `bundle` and `version` set,
-    or None when there is none): 404 unless `actor` may see it, 410 when its version was
-    revoked, then the lease (session_renew: 410 when ended or expired). session_for_fetch and
-    the fast lane (api.fastlane), which loads the session joined with the key, both call this."""
+def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -> Session:
+    """The read-only rules of every per-turn call on a loaded session (with `bundle` and
+    `version` set, or None when there is none): 404 unless `actor` may see it, 410 when its
+    version was revoked or the session ended. session_for_fetch and the fast lane
+    (api.fastlane), which loads the session joined with the key, both call this, and then the
+    service sessions_app.services.session_touch (the lease: 410 when it ran out, else renewed)."""
     if session is None or not _visible_to(session, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
     version = session.version
@@ -71,7 +72,9 @@ def session_checked(*, session: Session | None, session_id: Any, actor: Actor, f
             f"Version {version.number} of {session.bundle.name!r} was revoked; start a new session.",
             {"labels": label_targets(session.bundle_id)},
         )
-    return session_renew(session=session, force=force_renew)
+    if session.status != SessionStatus.ACTIVE:
+        raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
+    return session
 
 
 def pinned_bundle_body(session: Session) -> bytes:

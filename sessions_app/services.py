@@ -1,30 +1,7 @@
-"""Sessions, pinning and draining: every write to a session or to a version's lifecycle state.
+"""Sessions: start (pinned to one version), lease renewal, end, expiry and the sweep.
 
-The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
-
-* Lock order is label row, then version rows in ascending id. Session start takes
-  label FOR SHARE then version FOR SHARE; a label move takes label FOR UPDATE then its
-  two versions FOR UPDATE; a drain or a revoke takes only the version FOR UPDATE.
-  No service takes them in another order, so none can wait on another in a cycle.
-* A session that starts while its label moves pins the old or the new target, never
-  anything else: the label row lock makes the two serial, and a locking read in READ
-  COMMITTED returns the newest committed row (so the starter sees the move it waited on).
-* A version is never drained under an active session: session start holds the version
-  FOR SHARE from its state check until its INSERT commits; the drain takes the version
-  FOR UPDATE (which waits for that commit) and only then, in a *separate* statement with a
-  fresh snapshot, looks for labels and active sessions. A single
-  `UPDATE ... WHERE NOT EXISTS (active session)` is not enough: its subquery runs on the
-  snapshot taken before it waited, so it misses the session that just committed
-  (tests/test_races.py keeps that broken drain as a negative control). The session's
-  foreign key alone does not help either: it takes FOR KEY SHARE, which does not conflict
-  with the UPDATE of a non-key column such as `state`.
-* The Django ORM has no FOR SHARE; session start uses raw SQL for it, deliberately, so
-  that many sessions can start on one version at once (FOR UPDATE would serialise every
-  session start of a bundle on its production version row).
-* A session never starts on a drained version: start re-reads the state under the lock and
-  refuses `drained`. Starting on an `unreleased` version takes FOR UPDATE instead, because
-  it writes the state (to `draining`: pinned, no label) in the same transaction.
-"""
+Every lock a session start takes, and why session start, label moves and drains are safe
+against each other, is in registry.lifecycle (version_pin and the module docstring there)."""
 
 import logging
 from datetime import datetime, timedelta
@@ -36,103 +13,20 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
+from access.permissions import require_bundle_scope
 from audit.services import audit_record
-from registry import bundle_cache, events
+from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
+from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
+from registry import lifecycle
 from registry import variables as content_variables
-from registry.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded, VersionRevoked
-from registry.models import Bundle, BundleVersion, Label, VersionState
+from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
-from registry.selectors import label_targets
-from sessions_app import tasks
 from sessions_app.models import Session, SessionStatus
+from sessions_app.selectors import session_for_fetch
 
 logger = logging.getLogger(__name__)
 
 SWEEP_LOCK_ID = 0x5E551011  # pg advisory lock key: one sweep at a time, whatever runs beat
-
-
-# --- version lifecycle (callers hold the version row FOR UPDATE) ---------------------------
-
-
-def version_make_live(*, version: BundleVersion) -> None:
-    """A label now targets `version` (locked FOR UPDATE by the caller)."""
-    if version.state != VersionState.LIVE:
-        version.state = VersionState.LIVE
-        version.draining_since = None
-        version.drained_at = None
-        version.save(update_fields=["state", "draining_since", "drained_at"])
-
-
-def version_release(*, version: BundleVersion) -> None:
-    """A label has left `version` (locked FOR UPDATE by the caller, the label already saved):
-    if no label targets it any more it drains, at once when no session is pinned to it."""
-    if version.state != VersionState.LIVE or Label.objects.filter(version=version).exists():
-        return
-    version.state = VersionState.DRAINING
-    version.draining_since = timezone.now()
-    version.save(update_fields=["state", "draining_since"])
-    if not Session.objects.active().pinned_to(version).exists():
-        _mark_drained(version)
-    else:
-        # A session counted above may end before we commit; its own drain request then saw
-        # this version still live and skipped (see _request_drain), so ask once more after commit.
-        version_id = version.pk
-        transaction.on_commit(lambda: tasks.enqueue_version_drain(version_id))
-
-
-def _mark_drained(version: BundleVersion) -> None:
-    version.state = VersionState.DRAINED
-    version.drained_at = timezone.now()
-    version.save(update_fields=["state", "drained_at"])
-    digest, number, bundle_id = version.content_hash, version.number, version.bundle_id
-    bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=bundle_id)
-
-    def drain_actions() -> None:
-        # After commit: a rolled-back drain must neither drop the cache nor announce itself.
-        bundle_cache.drop(digest)
-        events.emit("version.drained", bundle=bundle_name, version=number, content_hash=digest)
-
-    transaction.on_commit(drain_actions)
-
-
-@transaction.atomic
-def version_drain(*, version_id: int) -> bool:
-    """Mark a draining version drained if no label targets it and no active session is pinned
-    to it. Idempotent and safe to run concurrently; returns whether this call drained it."""
-    # Unlocked fast path: session ends on a live version (the common case) must not take the
-    # hot version row FOR UPDATE. Safe, because a version only becomes draining in a label
-    # move, which asks for its own drain after it commits.
-    if not BundleVersion.objects.filter(pk=version_id, state=VersionState.DRAINING).exists():
-        return False
-    # Lock first, then check in separate statements (see the module docstring).
-    version = BundleVersion.objects.select_for_update(of=("self",)).filter(pk=version_id).first()
-    if version is None or version.state != VersionState.DRAINING:
-        return False
-    if Label.objects.filter(version=version).exists():
-        return False
-    if Session.objects.active().pinned_to(version).exists():
-        return False
-    _mark_drained(version)
-    return True
-
-
-# --- sessions -------------------------------------------------------------------------------
-
-
-def _lock_label_shared(*, bundle: Bundle, name: str) -> int | None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT version_id FROM registry_label WHERE bundle_id = %s AND name = %s FOR SHARE",
-            [bundle.pk, name],
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
-
-
-def _lock_version_shared(version_id: int) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT state FROM registry_bundleversion WHERE id = %s FOR SHARE", [version_id])
-        return cursor.fetchone()[0]
 
 
 def _validate_ttl(ttl_seconds: Any) -> int:
@@ -140,47 +34,12 @@ def _validate_ttl(ttl_seconds: Any) -> int:
         return settings.SESSION_DEFAULT_TTL
     if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int):
         raise InvalidContent("ttl_seconds must be an integer.", {"ttl_seconds": ["A whole number of seconds."]})
-    if not 1 <= ttl_seconds <= settings.SESSION_MAX_TTL:
+    if not TTL_MIN_SECONDS <= ttl_seconds <= settings.SESSION_MAX_TTL:
         raise InvalidContent(
-            "ttl_seconds is out of range.", {"ttl_seconds": [f"Must be 1 to {settings.SESSION_MAX_TTL}."]}
+            "ttl_seconds is out of range.",
+            {"ttl_seconds": [f"Must be {TTL_MIN_SECONDS} to {settings.SESSION_MAX_TTL}."]},
         )
     return ttl_seconds
-
-
-def _pin_version_id(*, bundle: Bundle, label: str | None, version: BundleVersion | None) -> int:
-    """Lock and return the version a new session pins to; call inside the session's transaction."""
-    if version is None:
-        version_id = _lock_label_shared(bundle=bundle, name=label or "production")
-        if version_id is None:
-            raise NotFound(f"Bundle {bundle.name!r} has no label {label or 'production'!r}.")
-        state = _lock_version_shared(version_id)
-        if state != VersionState.LIVE:
-            # A label targets it and we hold the label: only a broken invariant gets here.
-            raise RuntimeError(f"version {version_id} is targeted by a label but is {state}")
-        return version_id
-
-    if version.state == VersionState.UNRELEASED:
-        # Pinning writes the state, so take the exclusive lock, then re-read.
-        version = BundleVersion.objects.select_for_update(of=("self",)).get(pk=version.pk)
-        if version.state == VersionState.UNRELEASED:
-            version.state = VersionState.DRAINING
-            version.draining_since = timezone.now()
-            version.save(update_fields=["state", "draining_since"])
-            return version.pk
-        state = version.state
-    else:
-        state = _lock_version_shared(version.pk)
-    if state == VersionState.DRAINED:
-        raise Conflict(
-            f"Version {version.number} is drained: its tool backends may be gone. Start on a label instead.",
-            {"labels": label_targets(bundle.pk)},
-        )
-    if state == VersionState.REVOKED:
-        raise VersionRevoked(
-            f"Version {version.number} was revoked; start a session on a label instead.",
-            {"labels": label_targets(bundle.pk)},
-        )
-    return version.pk
 
 
 def session_start(
@@ -197,13 +56,17 @@ def session_start(
 
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
-    external_id from the same key returns the session it started before (created=False)."""
+    external_id from the same key returns the session it started before (created=False).
+    The bundle must be within the key's scope."""
+    require_bundle_scope(actor, bundle.name)
     if label is not None and version is not None:
         raise InvalidContent("Give label or version, not both.", {"label": ["Not allowed together with version."]})
     if version is not None and version.bundle_id != bundle.pk:
         raise NotFound("That version does not belong to this bundle.")
-    if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= 200):
-        raise InvalidContent("external_id is not valid.", {"external_id": ["A string of 1 to 200 characters."]})
+    if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= EXTERNAL_ID_MAX):
+        raise InvalidContent(
+            "external_id is not valid.", {"external_id": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
+        )
     ttl = _validate_ttl(ttl_seconds)
 
     if external_id is not None and actor.api_key_id is not None:
@@ -212,13 +75,13 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
-            version_id = _pin_version_id(bundle=bundle, label=label, version=version)
+            version_id = lifecycle.version_pin(bundle=bundle, label=label, version=version)
             session_variables = _session_variables(version_id=version_id, given=variables)
             now = timezone.now()
             session = Session.objects.create(
                 bundle=bundle,
                 version_id=version_id,
-                label=label if version is not None else (label or "production"),
+                label=label if version is not None else (label or DEFAULT_LABEL),
                 api_key_id=actor.api_key_id,
                 external_id=external_id,
                 ttl_seconds=ttl,
@@ -266,7 +129,7 @@ def session_end(*, session: Session, actor: Actor) -> Session:
         )
         if ended:
             version_id = session.version_id
-            transaction.on_commit(lambda: _request_drain(version_id))
+            transaction.on_commit(lambda: lifecycle.version_drain_request(version_id))
             if actor.api_key_id is None or session.api_key_id != actor.api_key_id:
                 audit_record(
                     actor=actor,
@@ -279,20 +142,14 @@ def session_end(*, session: Session, actor: Actor) -> Session:
     return session
 
 
-def _request_drain(version_id: int) -> None:
-    """After a session ended or expired: ask a worker to drain its version if it is draining.
-
-    Read after our commit, so a label move that committed earlier shows as `draining`; one that
-    commits later saw our session as active and enqueues its own drain after it commits."""
-    if BundleVersion.objects.filter(pk=version_id, state=VersionState.DRAINING).exists():
-        tasks.enqueue_version_drain(version_id)
-
-
 def _check_owner(*, session: Session, actor: Actor) -> None:
     # Ownership needs a key on both sides: two keyless actors (people in the admin) share nothing.
     owns = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
     if not owns and not actor.has_role(Role.OPS):
         raise Forbidden("Only the key that started a session, or ops, may change it.")
+    # Ops too only within its key's bundle scope (the same answer as for no such session).
+    if not actor.may_see_bundle(session.bundle.name):
+        raise NotFound(f"No session {session.pk}.")
 
 
 def session_expire_lapsed(*, session_ids: list[Any] | None = None, now: datetime | None = None) -> int:
@@ -308,12 +165,21 @@ def session_expire_lapsed(*, session_ids: list[Any] | None = None, now: datetime
         version_ids = set(lapsed.values_list("version_id", flat=True))
         count = lapsed.update(status=SessionStatus.EXPIRED, ended_at=now)
         for version_id in version_ids:
-            transaction.on_commit(lambda v=version_id: _request_drain(v))
+            transaction.on_commit(lambda v=version_id: lifecycle.version_drain_request(v))
     return count
 
 
-def session_renew(*, session: Session, force: bool = False) -> Session:
-    """Renew the lease of an active session (raises SessionEnded otherwise).
+def session_use(*, session_id: Any, actor: Actor, force: bool = False) -> Session:
+    """One per-turn call on a session (fetch, heartbeat, render, route, compact, file tools):
+    the read and checks of session_for_fetch (404, 410 revoked or ended), then session_touch
+    (410 for a lease that ran out, else the lease renewed; `force` for a heartbeat)."""
+    return session_touch(session=session_for_fetch(session_id=session_id, actor=actor), force=force)
+
+
+def session_touch(*, session: Session, force: bool = False) -> Session:
+    """Renew the lease of an active session on a fetch or heartbeat (raises SessionEnded
+    otherwise, and expires a session whose lease ran out). The caller has checked that the
+    actor may see the session (sessions_app.selectors.session_for_fetch).
 
     A fetch (force=False) writes only once the lease is a quarter-TTL old: after any fetch
     the lease then still runs at least 3/4 TTL, so an agent fetching at least every TTL/2
@@ -349,7 +215,7 @@ def sessions_sweep() -> dict[str, int] | None:
         expired = session_expire_lapsed()
         draining = list(BundleVersion.objects.filter(state=VersionState.DRAINING).values_list("pk", flat=True))
         # Each drain in its own transaction: one busy version must not hold the others' locks.
-        drained = sum(version_drain(version_id=version_id) for version_id in draining)
+        drained = sum(lifecycle.version_drain(version_id=version_id) for version_id in draining)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])

@@ -1,6 +1,6 @@
 """Writes for skills: a routed turn, a turn's report, session (L3) skills.
 
-Every service takes the session already resolved by `sessions_app.selectors.session_for_fetch`,
+Every service takes the session already resolved by `sessions_app.services.session_use`,
 which checks that the actor may see it (the key that started it, or ops) and that it is active
 and not revoked: an ended session has no routing, no turns and no L3 skills."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from registry.errors import Conflict, InvalidContent, NotFound
+from core.errors import Conflict, InvalidContent, NotFound
 from sessions_app.models import Session
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn

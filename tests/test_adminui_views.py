@@ -1024,7 +1024,7 @@ def test_a_rollback_to_the_current_target_is_an_error_not_a_confirm_page(ops_use
 
 
 def test_the_rollback_service_refuses_a_no_op(bundle, v1, production, ops):
-    from registry.errors import Conflict
+    from core.errors import Conflict
     from registry.services import label_rollback
 
     with pytest.raises(Conflict, match="already targets version 1"):

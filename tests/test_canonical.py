@@ -3,8 +3,8 @@ import json
 
 import pytest
 
+from core.errors import InvalidContent
 from registry.canonical import canonical_bytes, canonicalise
-from registry.errors import InvalidContent
 from tests.conftest import content
 
 

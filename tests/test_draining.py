@@ -8,12 +8,13 @@ import time
 import pytest
 from django.db import connection, connections
 
+from core.errors import Conflict
 from registry import bundle_cache
-from registry.errors import Conflict
+from registry.lifecycle import version_drain
 from registry.models import BundleVersion
 from registry.services import label_move, label_rollback, version_revoke
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, sessions_sweep, version_drain
+from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, session_touch, sessions_sweep
 
 
 def v1_of(bundle):
@@ -76,7 +77,7 @@ def test_a_pinned_version_drains_only_after_its_last_session_ends(
 
 def test_draining_drops_the_cached_bytes(bundle, production, v1, v2, agent, ops, django_capture_on_commit_callbacks):
     session, _ = session_start(bundle=bundle, actor=agent.actor)
-    pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent.actor))
+    pinned_bundle_body(session_touch(session=session_for_fetch(session_id=session.pk, actor=agent.actor)))
     assert bundle_cache.is_cached(v1.content_hash)
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     session_end(session=session, actor=agent.actor)
@@ -168,7 +169,9 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(
             began = time.monotonic()
             with django_capture_on_commit_callbacks(execute=True):
                 session, _ = session_start(bundle=bundle, actor=agent.actor)
-                body = pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent.actor))
+                body = pinned_bundle_body(
+                    session_touch(session=session_for_fetch(session_id=session.pk, actor=agent.actor))
+                )
             with django_capture_on_commit_callbacks(execute=True):
                 label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
             with django_capture_on_commit_callbacks(execute=True):

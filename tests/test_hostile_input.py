@@ -103,7 +103,7 @@ def test_it_refuses_a_tool_name_with_a_newline(ops, bundle, name):
 def test_it_refuses_a_key_scope_with_a_trailing_newline(db):
     from access.actors import SYSTEM
     from access.services import api_key_create
-    from registry.errors import DomainError
+    from core.errors import DomainError
 
     with pytest.raises(DomainError):
         api_key_create(name="scoped", role="agent", scopes=["refunds\n"], actor=SYSTEM)

@@ -22,12 +22,13 @@ from django.utils import timezone
 from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
-from registry.errors import Conflict, SessionEnded
+from core.errors import Conflict, SessionEnded
+from registry.lifecycle import version_drain
 from registry.models import BundleVersion, Label
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import session_end, session_expire_lapsed, session_start, version_drain
+from sessions_app.services import session_end, session_expire_lapsed, session_start, session_touch
 from tests.conftest import content, pinned_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,7 +108,7 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
     def check_pinned(session) -> bool:
         """Fetch, compare the bytes, and check the version is not drained. False once ended."""
         try:
-            body = pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=agent))
+            body = pinned_bundle_body(session_touch(session=session_for_fetch(session_id=session.pk, actor=agent)))
         except SessionEnded:
             status = Session.objects.values_list("status", flat=True).get(pk=session.pk)
             if status == "active":

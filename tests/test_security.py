@@ -88,7 +88,7 @@ def test_rotation_with_grace_keeps_the_old_key_until_it_expires(db):
 
 def test_only_admins_manage_keys(db):
     _, key = make(Role.OPS)
-    from registry.errors import Forbidden
+    from core.errors import Forbidden
 
     with pytest.raises(Forbidden):
         api_key_create(name="x", role=Role.AGENT, actor=key.as_actor())

@@ -5,17 +5,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from registry.errors import Conflict, NotFound, SessionEnded, VersionRevoked
+from core.errors import Conflict, NotFound, SessionEnded, VersionRevoked
 from registry.models import BundleVersion
 from registry.services import label_move, version_revoke
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import session_end, session_renew, session_start, sessions_sweep
+from sessions_app.services import session_end, session_start, session_touch, sessions_sweep
 from tests.conftest import pinned_body
 
 
 def fetch(session, actor) -> bytes:
-    return pinned_bundle_body(session_for_fetch(session_id=session.pk, actor=actor))
+    return pinned_bundle_body(session_touch(session=session_for_fetch(session_id=session.pk, actor=actor)))
 
 
 def test_it_keeps_a_session_on_its_version_after_the_label_moves(bundle, production, v1, v2, agent, ops):
@@ -135,7 +135,7 @@ def test_ending_is_idempotent_and_then_fetch_and_heartbeat_answer_ended(bundle, 
     with pytest.raises(SessionEnded):
         fetch(session, agent.actor)
     with pytest.raises(SessionEnded):
-        session_renew(session=Session.objects.get(pk=session.pk), force=True)
+        session_touch(session=Session.objects.get(pk=session.pk), force=True)
 
 
 def test_a_heartbeat_on_a_revoked_version_answers_revoked_too(bundle, production, v1, v2, agent, ops):

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from access.models import Role
+from core.errors import InvalidContent
 from knowledge.render import session_render
 from registry.canonical import canonical_bytes, canonicalise
-from registry.errors import InvalidContent
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from tests.conftest import content, make_api

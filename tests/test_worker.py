@@ -19,6 +19,7 @@ from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
 from config.celery import app as celery_app
+from registry import lifecycle
 from sessions_app import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +163,7 @@ def test_a_task_delivered_twice_drains_once(live_server, worker, bundle, product
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     session_end(session=session, actor=agent.actor)  # enqueues on commit
     for _ in range(3):
-        tasks.enqueue_version_drain(session.version_id)
+        lifecycle.enqueue_version_drain(session.version_id)
     _wait_for(lambda: sum('"version.drained"' in line for line in worker) >= 1, 2.0)
     time.sleep(0.5)
     assert sum('"version.drained"' in line for line in worker) == 1

@@ -26,7 +26,7 @@ from standardwebhooks import Webhook
 from access.actors import SYSTEM, Actor
 from access.models import Role
 from audit.services import audit_record
-from registry.errors import Conflict, Forbidden, InvalidContent
+from core.errors import Conflict, Forbidden, InvalidContent
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.urlcheck import UrlNotAllowed, check_url
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import template
 
+from core.errors import InvalidContent
 from core.tokens import estimate_tokens
 from knowledge.render import version_prefix
-from registry.errors import InvalidContent
 from registry.parsed_content import content_document
 
 register = template.Library()

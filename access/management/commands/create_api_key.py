@@ -6,7 +6,7 @@ from django.utils import timezone
 from access.management.commands._keys import CLI
 from access.models import Role
 from access.services import api_key_create
-from registry.errors import DomainError
+from core.errors import DomainError
 
 
 class Command(BaseCommand):

@@ -1,0 +1,19 @@
+"""The two checks every service makes before it writes: the actor's role, and its key's
+bundle scope. Services call them (they are the one place a rule is enforced); the API may
+call the same functions earlier, so that a refusal still comes before a validation error."""
+
+from access.actors import Actor
+from core.errors import Forbidden, NotFound
+
+
+def require_role(actor: Actor, role: str, doing: str) -> None:
+    """Forbidden unless `actor` has `role` or a higher one; `doing` names the action."""
+    if not actor.has_role(role):
+        raise Forbidden(f"{doing} needs the {role} role.")
+
+
+def require_bundle_scope(actor: Actor, bundle_name: str) -> None:
+    """NotFound unless the actor's key may see the bundle: the same answer the API gives for a
+    bundle that does not exist, so a scoped key cannot learn that other bundles exist."""
+    if not actor.may_see_bundle(bundle_name):
+        raise NotFound(f"No bundle named {bundle_name!r}.")

@@ -1,0 +1,46 @@
+"""Domain errors, project-wide. Services of every app raise these; api.errors turns each into
+the contract's error shape {"error": {"code", "message", "details"}}."""
+
+from typing import Any
+
+
+class DomainError(Exception):
+    status = 400
+    code = "validation_error"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidContent(DomainError):
+    """The content document or a field of a request breaks the contract; details: field -> messages."""
+
+    status = 400
+    code = "validation_error"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class Forbidden(DomainError):
+    status = 403
+    code = "permission_denied"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+
+
+class SessionEnded(DomainError):
+    status = 410
+    code = "session_ended"
+
+
+class VersionRevoked(DomainError):
+    status = 410
+    code = "version_revoked"

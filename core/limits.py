@@ -1,0 +1,43 @@
+"""Every size, range and name pattern of the contract, in one place.
+
+Serializers (api/), admin forms (adminui/) and services read these, so that the API and the
+admin refuse exactly the same input; the services check them again, since they are the one
+place a rule is enforced. Model field lengths match them (a migration would be needed to
+change a column, so they are written there as literals with a pointer back here)."""
+
+import re
+
+# Names. A bundle name is also a URL path segment and a scope pattern target.
+BUNDLE_NAME_MAX = 100
+BUNDLE_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,99}$"
+LABEL_NAME_MAX = 50
+LABEL_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+DEFAULT_LABEL = "production"  # what a session starts on when it names neither label nor version
+
+# Free text a person writes: change messages, reasons, descriptions, when_to_use.
+TEXT_MAX_CHARS = 10_000
+
+# The content document (registry.canonical).
+PROMPT_MAX_CHARS = 200_000
+CANONICAL_MAX_BYTES = 1024 * 1024
+# Always fullmatch: with .match, "$" also matches before a trailing newline ("lookup\n").
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+# Sessions. The lease: a session lives ttl_seconds past its last fetch or heartbeat.
+EXTERNAL_ID_MAX = 200
+TTL_MIN_SECONDS = 1
+TTL_MAX_SECONDS = 604_800  # one week
+TTL_DEFAULT_SECONDS = 1_800
+
+# API keys.
+API_KEY_NAME_MAX = 100
+SCOPE_RE = re.compile(r"^[a-z0-9*?][a-z0-9._*?-]{0,99}$")
+
+# Request bodies over this are refused with 413 before anything reads them.
+REQUEST_BODY_MAX_BYTES = 2 * 1024 * 1024
+
+# Pages of lists: the default and the most a client may ask for with ?limit=; versions carry
+# their content (up to CANONICAL_MAX_BYTES each), so their pages are smaller.
+PAGE_SIZE = 50
+PAGE_SIZE_MAX = 200
+VERSION_PAGE_SIZE = 20

@@ -1,0 +1,30 @@
+"""The import direction (entry points -> services -> selectors -> models, no cycle) is checked
+by import-linter's contracts in pyproject.toml; `make lint` runs them, and so does this test."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from devtools.import_contracts import cycles
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_import_contracts_hold():
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint_imports)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def test_it_finds_a_cycle_across_packages_and_ignores_a_chain():
+    edges = {
+        "registry.services": {"sessions_app.services", "registry.models"},
+        "sessions_app.services": {"sessions_app.tasks"},
+        "sessions_app.tasks": {"sessions_app.services"},
+        "registry.models": set(),
+        "api.views": {"registry.services"},
+    }
+    assert cycles(edges) == [["sessions_app.services", "sessions_app.tasks"]]
+    edges["sessions_app.services"].add("registry.services")
+    assert cycles(edges) == [["registry.services", "sessions_app.services", "sessions_app.tasks"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
