@@ -23,6 +23,7 @@ from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import session_for_fetch
+from skills.models import SessionSkill
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ def session_end(*, session: Session, actor: Actor) -> Session:
         if ended:
             version_id = session.version_id
             transaction.on_commit(lambda: lifecycle.version_drain_request(version_id))
+            SessionSkill.objects.filter(session_id=session.pk).delete()  # L3 cards end with their session
             if actor.api_key_id is None or session.api_key_id != actor.api_key_id:
                 audit_record(
                     actor=actor,

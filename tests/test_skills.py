@@ -6,6 +6,7 @@ import copy
 import pytest
 
 from skills.content import MAX_L1_TOKENS, content_errors, content_warnings
+from skills.models import SessionSkill
 from skills.router import History, Index
 from tests.conftest import content, make_api
 
@@ -315,6 +316,7 @@ def test_session_skills_are_private_lapse_after_ten_idle_turns_and_go_with_the_s
     assert agent.client.delete(url + "skills/summarise_pdf/").status_code == 404
     agent.post(url + "skills/", new)
     agent.post(url + "end/")
+    assert not SessionSkill.objects.filter(session_id=session_id).exists()
     assert agent.get(url + "skills/").status_code == 410
     assert agent.post(url + "route/", message).status_code == 410
     stranger = make_api("agent", name="stranger")
