@@ -508,7 +508,7 @@ def test_the_image_copies_no_tests_benchmarks_or_docs():
     leaked = [
         path
         for path in context
-        if path.split("/")[0] in {"tests", "bench", "docs", "devtools", ".ci", "test-output", "chaos"}
+        if path.split("/")[0] in {"tests", "bench", "eval", "docs", "devtools", ".ci", "test-output", "chaos"}
         or re.search(r"(^|/)(test_[^/]*\.py|conftest\.py)$", path)
         or path.endswith((".png", ".jpg"))
         or path.startswith("requirements-dev")
