@@ -5,6 +5,7 @@ import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
@@ -67,7 +68,32 @@ def _as_details(detail: Any) -> dict[str, Any]:
     return {}
 
 
+# Seconds a client is asked to wait when the database is away. PostgreSQL restarts take a few
+# seconds and the first request after it returns succeeds (persistent connections are
+# health-checked), so a short wait is right; clients back off further themselves.
+UNAVAILABLE_RETRY_AFTER = 5
+
+
+def is_unavailable(exc: BaseException | None) -> bool:
+    """True for the database being unreachable or going away mid-request (a stop, a restart, a
+    network cut; also a statement cancelled by the server's statement_timeout): a fault of
+    ours that retrying later fixes, not a bug and not the client's doing."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def unavailable_response() -> JsonResponse:
+    """503 `unavailable` with Retry-After: the one answer to an outage, for DRF views (below),
+    every other view (config.urls.server_error) and any other entry point."""
+    response = error_response(
+        503, "unavailable", "The service is temporarily unavailable (its database is not answering); try again shortly."
+    )
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
 def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
+    if is_unavailable(exc):
+        return unavailable_response()
     if isinstance(exc, DomainError):
         return error_response(exc.status, exc.code, exc.message, exc.details)
     if isinstance(exc, Http404):

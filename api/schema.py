@@ -33,6 +33,7 @@ ERRORS = {
     "413": "payload_too_large",
     "415": "unsupported_media_type",
     "429": "throttled",
+    "503": "unavailable",
 }
 
 

@@ -1,3 +1,5 @@
+import sys
+
 from django.conf import settings
 from django.contrib import admin
 from django.db import connection
@@ -6,7 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from access.ratelimit import seconds_until_allowed
-from api.errors import error_response
+from api.errors import error_response, is_unavailable, unavailable_response
 from audit.context import client_ip
 from config.celery import app as celery_app
 from config.index import favicon, index
@@ -46,6 +48,11 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Jso
 
 
 def server_error(request: HttpRequest) -> JsonResponse:
+    # Django calls this inside its `except` for any exception a view (or middleware) let out, so
+    # sys.exc_info() is the cause: a database outage in the admin, the login or a health page is
+    # a 503 like in the API, not a 500.
+    if is_unavailable(sys.exc_info()[1]):
+        return unavailable_response()
     return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
 
