@@ -2,19 +2,23 @@
 
 One pipelined round trip (INCR and EXPIRE of a key named after the window) on a long-lived
 client. We tried django-ratelimit first: through Django's cache API it costs two round trips
-and two client constructions per request, a third of a pinned-bundle fetch. It fails open:
-when Redis is away a request is let through rather than refused, because the registry staying
-available matters more than exact limits while the broker is down."""
+and two client constructions per request, a third of a pinned-bundle fetch.
 
-import logging
+When Redis is away (an error, a timeout, or the process's circuit breaker open after one:
+config.breaker) the API throttle fails open: a request is let through rather than refused,
+because the registry staying available matters more than exact limits while Redis is down.
+The admin login does not: password guessing must stay limited, so it falls back to counting
+in this process (`local_fallback`), which limits each web process separately: a guesser gets
+at most the rate times the number of processes."""
+
+import threading
 import time
 
-import redis
 from django.conf import settings
 
+from config import breaker
 from config.redis_client import redis_client
 
-logger = logging.getLogger(__name__)
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -25,22 +29,54 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return int(count), multiple * PERIODS[per[-1]]
 
 
-def seconds_until_allowed(*, group: str, key: str, rate: str | None) -> int | None:
-    """Count one request against `rate` for `key`; None when allowed, else seconds to wait."""
+class LocalCounter:
+    """Fixed-window counts in this process's memory, for when Redis cannot count. Old windows
+    are dropped as time moves on, so memory is bounded by the keys seen in one window."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._window: dict[str, int] = {}  # name -> window it counts
+
+    def incr(self, name: str, window: int) -> int:
+        with self._lock:
+            if len(self._counts) > 10_000:  # many addresses: keep only the current windows
+                for key in [k for k, w in self._window.items() if w != window]:
+                    del self._counts[key], self._window[key]
+            if self._window.get(name) != window:
+                self._window[name], self._counts[name] = window, 0
+            self._counts[name] += 1
+            return self._counts[name]
+
+
+local_counts = LocalCounter()
+
+
+def _count_in_redis(name: str, period: int) -> int | None:
+    def incr() -> int:
+        pipe = redis_client(settings.REDIS_URL).pipeline(transaction=False)
+        pipe.incr(name)
+        pipe.expire(name, period + 1)
+        count, _ = pipe.execute()
+        return int(count)
+
+    return breaker.for_url(settings.REDIS_URL).call(incr, fallback=None)
+
+
+def seconds_until_allowed(*, group: str, key: str, rate: str | None, local_fallback: bool = False) -> int | None:
+    """Count one request against `rate` for `key`; None when allowed, else seconds to wait.
+    Without Redis: allowed, or with `local_fallback` counted in this process instead."""
     if not rate:
         return None
     limit, period = parse_rate(rate)
     now = int(time.time())
     window = now // period
-    name = f"registry:rl:{group}:{key}:{period}:{window}"
-    try:
-        pipe = redis_client(settings.REDIS_URL).pipeline(transaction=False)
-        pipe.incr(name)
-        pipe.expire(name, period + 1)
-        count, _ = pipe.execute()
-    except redis.RedisError:
-        logger.warning("rate limit store unavailable; letting the request through", exc_info=True)
-        return None
+    name = f"registry:rl:{group}:{key}:{period}"
+    count = _count_in_redis(f"{name}:{window}", period)
+    if count is None:
+        if not local_fallback:
+            return None
+        count = local_counts.incr(name, window)
     if count <= limit:
         return None
     return max(1, (window + 1) * period - now)

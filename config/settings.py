@@ -150,6 +150,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL")
 # Where registry.bundle_cache keeps canonical content bytes (by content hash).
 BUNDLE_CACHE_URL = env_str("BUNDLE_CACHE_URL", REDIS_URL)
+# Socket timeouts of the Redis calls made while serving a request (rate limits, the bytes cache,
+# enqueueing a task). A hung Redis costs a request at most this, once per process and breaker
+# cooldown (config.breaker); a healthy one answers in well under a millisecond.
+REDIS_REQUEST_TIMEOUT_MS = env_int("REDIS_REQUEST_TIMEOUT_MS", 50)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -228,11 +232,14 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
+# A task whose pool child died (kill -9, out of memory) goes back to the queue at once instead of
+# being acknowledged as failed. Safe because every task is idempotent.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Enqueueing happens after commit in request threads: give up fast when Redis is away
-# (the periodic sweep catches up) instead of making the request wait on the broker.
-# max_retries/interval_* bound kombu's reconnect loop on publish (its default retries for seconds).
+# The worker's and beat's broker connection. Requests enqueue through config.celery.enqueue
+# instead, with the short request-path timeouts and the Redis breaker. max_retries/interval_*
+# bound kombu's reconnect loop (its default retries for seconds).
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 0.5,
@@ -241,7 +248,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "interval_start": 0,
     "interval_step": 0.1,
     "interval_max": 0.2,
-    "visibility_timeout": 60,  # an unacked task of a killed worker is redelivered after this
+    # A message delivered to a worker that dies before acknowledging it (kill -9 of the worker's
+    # main process) waits in Redis's unacked set; any live worker puts it back on the queue once
+    # it is this many seconds old, checking every second (kombu's default check runs every
+    # 10 x 10 s). So after a crash the task runs within about 5 s of a worker being back, not
+    # at the next sweep. The cost: a message held longer than this is delivered twice: a
+    # task running that long, one waiting in a prefetch slot (at most one per process here)
+    # or one held for its ETA. Our tasks take milliseconds and are idempotent; the only ETAs are
+    # autoretry backoffs of a few seconds (a duplicate is harmless), and webhook retries are
+    # scheduled by their database sweep, not by ETA. Do not add long-ETA tasks without
+    # raising this.
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 5),
+    "unacked_restore_interval": 1,
+    "unacked_restore_throttle": 1,
 }
 SESSION_SWEEP_INTERVAL = env_int("SESSION_SWEEP_INTERVAL", 60)
 CELERY_BEAT_SCHEDULE = {

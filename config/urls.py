@@ -59,7 +59,9 @@ def server_error(request: HttpRequest) -> JsonResponse:
 def rate_limited_login(request: HttpRequest):
     """The admin login, with failed-password guessing limited per client address."""
     if request.method == "POST":
-        wait = seconds_until_allowed(group="admin-login", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE)
+        wait = seconds_until_allowed(
+            group="admin-login", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE, local_fallback=True
+        )
         if wait is not None:
             response = HttpResponse("Too many sign-in attempts; try again in a minute.", status=429)
             response["Retry-After"] = str(wait)

@@ -12,17 +12,16 @@ invalidation, and a fetch then makes no Redis round trip for the bytes at all (a
 wait on a hung Redis for them). Whether a session may be served those bytes is decided
 before, on every call, from PostgreSQL."""
 
-import logging
 import threading
 from collections import OrderedDict
 
 import redis
 from django.conf import settings
 
+from config import breaker
 from config.redis_client import redis_client
 from registry.models import BundleVersion
 
-logger = logging.getLogger(__name__)
 TTL_SECONDS = 7 * 24 * 3600
 LOCAL_LIMIT_BYTES = 64 * 1024 * 1024  # per process; one content document is at most 1 MiB
 
@@ -67,6 +66,11 @@ def _client() -> redis.Redis:
     return redis_client(settings.BUNDLE_CACHE_URL)
 
 
+def _breaker() -> breaker.CircuitBreaker:
+    # Through the breaker: with Redis hung, a fetch must not pay a timeout to learn it again.
+    return breaker.for_url(settings.BUNDLE_CACHE_URL)
+
+
 def _key(content_hash: str) -> str:
     return f"registry:content:{content_hash}"
 
@@ -75,17 +79,12 @@ def content_bytes(*, version_id: int, content_hash: str) -> bytes:
     local = _local.get(content_hash)
     if local is not None:
         return local
-    try:
-        data = _client().get(_key(content_hash))
-    except redis.RedisError:  # the cache is an accelerator; never fail a fetch because of it
-        logger.warning("bundle cache unavailable on get", exc_info=True)
-        data = None
+    # Redis is an accelerator: a fetch never fails (or waits long) because of it.
+    key = _key(content_hash)
+    data = _breaker().call(lambda: _client().get(key), fallback=None)
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
-        try:
-            _client().set(_key(content_hash), data, ex=TTL_SECONDS)
-        except redis.RedisError:
-            logger.warning("bundle cache unavailable on set", exc_info=True)
+        _breaker().call(lambda: _client().set(key, data, ex=TTL_SECONDS), fallback=None)
     _local.put(content_hash, data)
     return data
 
@@ -100,7 +99,4 @@ def drop(content_hash: str) -> None:
     same content, its next fetch simply reloads them from the database. Other processes keep
     their local copy until it ages out of their LRU: harmless, the bytes are still right."""
     _local.pop(content_hash)
-    try:
-        _client().delete(_key(content_hash))
-    except redis.RedisError:
-        logger.warning("bundle cache unavailable on drop", exc_info=True)
+    _breaker().call(lambda: _client().delete(_key(content_hash)), fallback=None)

@@ -17,7 +17,6 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from celery import current_app
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -26,6 +25,7 @@ from standardwebhooks import Webhook
 from access.actors import SYSTEM, Actor
 from access.models import Role
 from audit.services import audit_record
+from core import enqueue
 from core.errors import Conflict, Forbidden, InvalidContent
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.urlcheck import UrlNotAllowed, check_url
@@ -144,12 +144,8 @@ def endpoint_delete(*, endpoint: Endpoint, actor: Actor) -> None:
 def _enqueue(delivery_id: int) -> None:
     """Send the task by name (no import of tasks here). If the broker is away the delivery
     stays due and the sweep sends it: an event is never lost to a broker outage."""
-    try:
-        current_app.send_task("webhooks.tasks.webhook_deliver_task", kwargs={"delivery_id": delivery_id})
-    except Exception as exc:  # broker down: the sweep covers it
-        log.warning(
-            "webhook enqueue failed (%s); the retry sweep will send delivery %s", type(exc).__name__, delivery_id
-        )
+    # Behind the Redis breaker with short timeouts (core.enqueue): never raises.
+    enqueue.send("webhooks.tasks.webhook_deliver_task", what=f"webhook delivery {delivery_id}", delivery_id=delivery_id)
 
 
 def event_emit(*, event: str, data: dict[str, Any]) -> int:
