@@ -36,7 +36,7 @@ urlpatterns = [
     # Knowledge packs, the per-turn render and the model's file tools (docs/rendering.md).
     path("sessions/<uuid:session_id>/render/", knowledge.SessionRenderApi.as_view()),
     re_path(
-        r"^sessions/(?P<session_id>[0-9a-f-]{36})/knowledge/(?P<tool>ls|glob|grep|read)$",
+        r"^sessions/(?P<session_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/knowledge/(?P<tool>ls|glob|grep|read)$",
         knowledge.SessionKnowledgeToolApi.as_view(),
     ),
     path("knowledge/", knowledge.PackListApi.as_view()),

@@ -507,3 +507,8 @@ def test_docs_show_the_exact_tool_definitions_and_guidance():
     block = page.split("### The tool definitions", 1)[1].split("```json\n", 1)[1].split("\n```", 1)[0]
     assert json.loads(block) == render.KNOWLEDGE_TOOLS
     assert f"```\n{render.GUIDANCE}\n```" in page
+
+
+def test_a_malformed_session_id_is_a_404_not_a_database_error(world):
+    assert world.agent.get("/api/v1/sessions/" + "0" * 36 + "/knowledge/ls").status_code == 404
+    assert world.agent.post("/api/v1/sessions/" + "0" * 36 + "/render/").status_code == 404
