@@ -49,6 +49,10 @@ format: $(VENV)/.installed
 bench: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py $(ARGS)
 
+# The skill router alone, 100 skills, warm: p50/p99 wall and CPU time (goal: p99 < 20 ms).
+bench-route: $(VENV)/.installed
+	$(PY) bench/route.py $(ARGS)
+
 # Regenerate both lock files from requirements.in / requirements-dev.in (needs the index).
 # Existing pins are kept; upgrade one with ARGS="--upgrade-package NAME", all with ARGS=--upgrade.
 # --universal: one lock for Linux, macOS and Windows; the hashes cover every published file.

@@ -73,6 +73,37 @@ hotel room stay accommodation sleep night nights 酒店 住宿 住 房间 一晚
 baggage luggage suitcase bag bags carry-on 行李 箱子 托运
 visa passport entry enter 签证 护照 入境 手续
 insurance insured covered ill sick medical 保险 意外险 生病 医疗
+search find look-up lookup query google browse 搜索 查找 查 搜 查询 找
+summarize summarise summary tldr recap digest condense 总结 摘要 概括 归纳 汇总
+translate translation translator english chinese language 翻译 译 英文 中文 语言
+write draft compose rewrite edit proofread polish wording 写 撰写 起草 改写 润色 修改 文案
+code program script function bug debug error exception traceback stack 代码 程序 脚本 函数 报错 调试 异常 错误 bug
+test tests unit-test pytest coverage 测试 单元测试 覆盖率
+deploy deployment release rollout ship production server 部署 发布 上线 服务器 生产
+database sql table query schema postgres mysql 数据库 表 查询 sql
+chart graph plot visualize visualise dashboard diagram 图表 画图 可视化 折线图 柱状图 报表
+spreadsheet excel csv sheet column row 表格 电子表格 excel 列 行
+file document doc pdf attachment upload folder 文件 文档 附件 上传 文件夹
+image picture photo screenshot drawing 图片 照片 截图 图像 画
+video clip movie 视频 影片
+audio voice speech recording transcribe transcript 语音 录音 音频 转写 转文字
+meeting calendar schedule appointment invite slot 会议 日程 日历 预约 约 开会
+remind reminder alarm notify notification 提醒 闹钟 通知
+weather forecast temperature rain 天气 气温 下雨 预报
+calculate calculation math compute sum average percent 计算 算 数学 求和 平均 百分比
+convert conversion unit currency exchange-rate 换算 转换 汇率 单位
+news headline article 新闻 头条 文章
+contract legal lawyer law clause 合同 法律 律师 条款
+customer client user 客户 用户 顾客
+complaint complain unhappy angry feedback 投诉 抱怨 不满 反馈 差评
+question ask faq 问题 咨询 常见问题
+account login user-name username 账号 账户 用户名
+delete remove erase 删除 删掉 移除
+create add new make 创建 新建 添加 增加
+update change modify edit 更新 修改 更改 变更
+cancel stop 取消 停止
+price cost fee how-much 价格 费用 多少钱 收费
+time date deadline 时间 日期 截止
 """
 
 
