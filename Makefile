@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz lint format bench lock clean eval-routing ui-assets screenshots
+.PHONY: run test fuzz lint format bench bench-route lock clean eval-routing ui-assets screenshots
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded

@@ -21,6 +21,7 @@ MAX_SESSION_SKILLS = 20
 MAX_K = 20
 MAX_MESSAGES = 500
 MAX_SOURCE = 200
+MAX_TURN = 2**31 - 1  # the column is a PostgreSQL integer
 ROLES = {"user", "assistant", "system", "tool", "developer"}
 
 
@@ -108,7 +109,10 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
 
 
 def _check_names(values: Any, field: str) -> list[str]:
-    if not isinstance(values, list) or not all(isinstance(v, str) and 0 < len(v) <= MAX_NAME for v in values):
+    # NUL cannot be stored in PostgreSQL text or jsonb; no skill name holds one anyway.
+    if not isinstance(values, list) or not all(
+        isinstance(v, str) and 0 < len(v) <= MAX_NAME and "\x00" not in v for v in values
+    ):
         raise InvalidContent(f"{field} must list skill names.", {field: ["Must be a list of skill names."]})
     if len(values) > 100:
         raise InvalidContent(f"Too many {field}.", {field: ["At most 100 names."]})
@@ -118,7 +122,7 @@ def _check_names(values: Any, field: str) -> list[str]:
 @transaction.atomic
 def skill_turn_report(*, session: Session, turn: Any, invoked: Any) -> SkillTurn:
     """Record what the model invoked in `turn` (replacing an earlier report of that turn)."""
-    if not isinstance(turn, int) or isinstance(turn, bool) or turn < 1:
+    if not isinstance(turn, int) or isinstance(turn, bool) or not 1 <= turn <= MAX_TURN:
         raise InvalidContent("turn must be a turn number.", {"turn": ["Must be a positive integer."]})
     names = _check_names(invoked, "invoked")
     row = SkillTurn.objects.select_for_update().filter(session=session, number=turn).first()
@@ -138,6 +142,8 @@ def _text(data: dict[str, Any], key: str, limit: int) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
         raise InvalidContent(f"{key} is not valid.", {key: [f"Must be a non-empty string of at most {limit}."]})
+    if "\x00" in value:  # PostgreSQL text cannot hold NUL
+        raise InvalidContent(f"{key} is not valid.", {key: ["Must not contain NUL characters."]})
     return value
 
 

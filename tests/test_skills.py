@@ -333,3 +333,16 @@ def test_the_admin_version_page_shows_the_cards_and_the_metrics(agent, session_i
     assert "Skills" in page and "refund_order" in page and "Use when the customer wants money back" in page
     assert "Load hit rate 1.0" in page and "Turns routed 1 in 1 session; 1 reported" in page
     assert "keep the last 5 tool results" in page and "Resident cards about" in page
+
+
+def test_client_input_never_makes_a_500(agent, session_id):
+    url = f"/api/v1/sessions/{session_id}/"
+    agent.post(url + "route/", {"messages": [{"role": "user", "content": "refund"}]})
+    assert agent.post(url + "turns/", {"turn": 2**40, "invoked": []}).status_code == 400
+    assert agent.post(url + "turns/", {"turn": 1, "invoked": ["a\x00b"]}).status_code == 400
+    nul = {"name": "ok_name", "summary": "Use when x\x00", "description": "d", "source": "user"}
+    assert agent.post(url + "skills/", nul).status_code == 400
+    assert agent.post(url + "skills/", {**nul, "summary": "fine", "source": "\x00"}).status_code == 400
+    weird = {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}, "x", {"text": "\x00 refund"}]}]}
+    assert agent.post(url + "route/", weird).status_code == 200
+    assert agent.post(url + "route/", {"messages": [{"role": "user", "content": "x"}], "k": 5.0}).status_code == 400
