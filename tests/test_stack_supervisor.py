@@ -1,0 +1,113 @@
+"""`make run` supervises its children: a worker, beat or web server that dies is restarted
+(and it says so); only SIGINT/SIGTERM to the supervisor stops everything. Run for real: the
+whole `python -m devtools.stack run` against the test's PostgreSQL server and Redis."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from devtools.stack import free_port
+from devtools.supervisor import Supervisor
+from tests.test_worker import _database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.worker
+
+
+def _wait_for(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+def test_the_supervisor_restarts_a_child_with_a_growing_backoff_and_stops_all_on_request(tmp_path):
+    supervisor = Supervisor()
+    crasher = supervisor.add("crasher", [sys.executable, "-c", "import sys; sys.exit(3)"], cwd=tmp_path)
+    sleeper = supervisor.add("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)
+    began = time.monotonic()
+    supervisor.run(until=lambda: crasher.restarts >= 2 or time.monotonic() - began > 10)
+    assert crasher.restarts == 2
+    assert [code for _, code in crasher.history[:2]] == [3, 3]
+    # 1 s, then 2 s between the restarts.
+    assert 2.5 < time.monotonic() - began < 6
+    assert sleeper.restarts == 0 and sleeper.proc.poll() is None
+    supervisor.stop(grace=5)
+    assert sleeper.proc.poll() is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_make_run_restarts_a_killed_worker_and_stops_everything_on_sigterm(tmp_path):
+    port = free_port()
+    database = f"{connection.settings_dict['NAME']}_stack"
+    url = _database_url().rsplit("/", 1)[0] + f"/{database}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "PORT": str(port),
+        "STACK_RUN_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SECRET_KEY": "stack-test-" + "k" * 50,
+        "WEB_CONCURRENCY": "1",
+    }
+    stack = subprocess.Popen(
+        [sys.executable, "-m", "devtools.stack", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert stack.stdout is not None
+        for line in stack.stdout:
+            lines.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def pid_of(name: str) -> int | None:
+        found = [int(m.group(1)) for line in lines if (m := re.search(rf"started {name} \(pid (\d+)\)", line))]
+        return found[-1] if found else None
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        _wait_for(lambda: pid_of("worker") and healthy(), 120, "the stack up:\n" + "".join(lines[-30:]))
+        _wait_for(lambda: any(" ready." in line for line in lines), 60, "the worker ready")
+        first = pid_of("worker")
+        os.kill(first, signal.SIGKILL)
+        _wait_for(lambda: pid_of("worker") != first, 10, "the worker restarted:\n" + "".join(lines[-30:]))
+        assert any(f"worker (pid {first}) killed by signal 9; restarting in 1 s" in line for line in lines)
+        assert stack.poll() is None and healthy()  # nothing else stopped
+        children = [pid_of(name) for name in ("web", "worker", "beat")]
+        stack.send_signal(signal.SIGTERM)
+        stack.wait(40)
+    finally:
+        if stack.poll() is None:
+            os.killpg(stack.pid, signal.SIGKILL)
+            stack.wait(10)
+    assert stack.returncode == 0, "".join(lines[-30:])
+    for pid in children:
+        assert pid is not None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not healthy()
