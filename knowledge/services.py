@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
+from access.permissions import require_role
 from audit.services import audit_record
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from knowledge import paths
@@ -22,9 +23,11 @@ class FileTooLarge(DomainError):
     code = "payload_too_large"
 
 
-def _require_publisher(actor: Actor, doing: str) -> None:
-    if not actor.has_role(Role.PUBLISHER):
-        raise Forbidden(f"{doing} needs the {Role.PUBLISHER} role.")
+def _require_publisher(actor: Actor, doing: str, pack: Pack | None = None) -> None:
+    require_role(actor, Role.PUBLISHER, doing)
+    if pack is not None and not actor.may_see_bundle(pack.name):
+        # Key scopes name packs as they name bundles; outside them a pack does not exist.
+        raise NotFound(f"No knowledge pack named {pack.name!r}.")
 
 
 def pack_create(*, name: Any, actor: Actor, description: Any = "") -> Pack:
@@ -82,7 +85,7 @@ def _refresh_prefix_state(pack: Pack) -> None:
 def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[PackFile, bool]:
     """Create or replace the file at `path`; returns (file, created). Writing the same bytes
     again changes nothing (no notice, no audit row)."""
-    _require_publisher(actor, "Writing a knowledge file")
+    _require_publisher(actor, "Writing a knowledge file", pack)
     path = paths.check_file_path(path if isinstance(path, str) else "")
     if not isinstance(content, str):
         raise InvalidContent("The file content must be a string.", {"content": ["A JSON string of text."]})
@@ -137,7 +140,7 @@ def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[Pack
 
 
 def file_delete(*, pack: Pack, path: Any, actor: Actor) -> None:
-    _require_publisher(actor, "Deleting a knowledge file")
+    _require_publisher(actor, "Deleting a knowledge file", pack)
     path = paths.check_file_path(path if isinstance(path, str) else "")
     with transaction.atomic():
         pack = _lock(pack)
@@ -157,7 +160,7 @@ def file_delete(*, pack: Pack, path: Any, actor: Actor) -> None:
 
 
 def pack_update(*, pack: Pack, description: Any, actor: Actor) -> Pack:
-    _require_publisher(actor, "Editing a knowledge pack")
+    _require_publisher(actor, "Editing a knowledge pack", pack)
     description = _description(description)
     with transaction.atomic():
         pack = _lock(pack)

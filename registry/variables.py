@@ -164,7 +164,7 @@ def check(doc: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, s
     variables = doc.get("variables")
     if not isinstance(variables, dict):
         return errors, warnings
-    prompt = doc.get("system_prompt") if isinstance(doc.get("system_prompt"), str) else ""
+    prompt = _of_type(doc.get("system_prompt"), str, "")
     reported: set[str] = set()
     for match in references(prompt):
         name = match.group(1)
@@ -320,6 +320,10 @@ COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
 ]
 
 
+def _of_type(value: Any, kind: type, fallback: Any) -> Any:
+    return value if isinstance(value, kind) else fallback
+
+
 def _must_give(decl: dict[str, Any]) -> bool:
     return bool(decl.get("required")) and "default" not in decl
 
@@ -327,22 +331,22 @@ def _must_give(decl: dict[str, Any]) -> bool:
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(kind, path, message) for each change of declarations and packs from old to new."""
     changes: list[tuple[str, str, str]] = []
-    before = old.get("variables") if isinstance(old.get("variables"), dict) else {}
-    after = new.get("variables") if isinstance(new.get("variables"), dict) else {}
+    before: dict[str, Any] = _of_type(old.get("variables"), dict, {})
+    after: dict[str, Any] = _of_type(new.get("variables"), dict, {})
     for name in sorted(set(before) | set(after)):
         path = f"variables.{name}"
         a, b = before.get(name), after.get(name)
         if a == b:
             continue
-        if a is None:
+        if a is None and b is not None:
             kind = "variable_added_required" if _must_give(b) else "variable_added"
             changes.append((kind, path, f"Variable {name!r} was declared."))
-        elif b is None:
+        elif b is None or a is None:
             changes.append(("variable_removed", path, f"Variable {name!r} was removed."))
         else:
             changes.append(_variable_change(name, path, a, b))
-    old_packs = old.get("knowledge") if isinstance(old.get("knowledge"), list) else []
-    new_packs = new.get("knowledge") if isinstance(new.get("knowledge"), list) else []
+    old_packs: list[Any] = _of_type(old.get("knowledge"), list, [])
+    new_packs: list[Any] = _of_type(new.get("knowledge"), list, [])
     for pack in new_packs:
         if pack not in old_packs:
             changes.append(("knowledge_added", "knowledge", f"Knowledge pack {pack!r} is listed."))
