@@ -40,10 +40,13 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script (`python bench/pinned_fetch.py`), not a module
 
+import slow_clients  # noqa: E402  (bench/slow_clients.py, beside this script)
+
 from devtools.stack import free_port, start_services, stop_services, web_command  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
+RESULTS_LOG = ROOT / "bench" / "results.jsonl"  # one JSON line per run, committed with the figures it backs
 BENCH_DATABASE = "registry_bench"  # on the embedded server: ours alone, recreated each run
 HTTP_TIMEOUT = 10  # seconds, for every set-up request the script makes itself
 WRK_TIMEOUT = "5s"  # a request slower than this counts as a wrk timeout error
@@ -250,13 +253,13 @@ def recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def wait_until_ready(base: str, web: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+def wait_until_ready(base: str, web: subprocess.Popen, log: Path, timeout: float = 60, path: str = "/readyz") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if web.poll() is not None:
             raise SystemExit(f"the web server exited with status {web.returncode}; see {log}")
         try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+            with urllib.request.urlopen(base + path, timeout=2) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError):
@@ -382,6 +385,7 @@ local method = {method}
 local paths = {{{paths}}}
 local headers = {{{headers}}}
 local body = {body}
+local nthreads = {nthreads}
 local threads = {{}}
 
 function setup(thread)
@@ -397,10 +401,9 @@ function init(args)
     for k, v in pairs(headers) do h[k] = v end
     requests[i] = wrk.format(method, path, h, body)
   end
-  -- Each thread starts at its own place in the list and walks it, so that the load is spread
-  -- over every session rather than hammering one row.
-  math.randomseed(tid * 7919 + 17)
-  index = math.random(#requests) - 1
+  -- Each thread starts at its own share of the list and walks it, so that the load is spread
+  -- over every session rather than hammering one row (and session ends do not repeat).
+  index = math.floor(tid * #requests / nthreads)
 end
 
 function request()
@@ -428,8 +431,9 @@ end
 """
 
 
-def lua_script(scenario: Scenario) -> str:
+def lua_script(scenario: Scenario, threads: int) -> str:
     return LUA_TEMPLATE.format(
+        nthreads=threads,
         title=scenario.title,
         method=lua_string(scenario.method),
         paths=", ".join(lua_string(p) for p in scenario.paths),
@@ -484,7 +488,7 @@ def run_wrk(
     slug: str,
 ) -> Result:
     script = script_dir / f"{slug}.lua"  # holds the API key: kept out of bench/results
-    script.write_text(lua_script(scenario))
+    script.write_text(lua_script(scenario, threads))
     argv = [
         "wrk",
         f"--threads={threads}",
@@ -515,12 +519,81 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2, one per core here)")
     parser.add_argument("--sessions", type=int, default=200, help="sessions the fetches are spread over (default 200)")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of unreported fetches first (default 2)")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; medians are reported (default 1)")
+    parser.add_argument("--slow-clients", type=int, default=20, help="slow-body connections held (default 20)")
+    parser.add_argument("--short", action="store_true", help="CI: 2 s per scenario, 50 sessions, 1 s warm-up")
+    parser.add_argument("--only", help="comma-separated scenarios to run (default: all)")
     ns = parser.parse_args(argv)
+    if ns.short:
+        ns.duration, ns.sessions, ns.warmup, ns.rounds, ns.slow_clients = 2, 50, 1, 1, 5
     if ns.connections < ns.threads:
         parser.error("--connections must be at least --threads (wrk gives each thread one or more)")
-    if min(ns.duration, ns.threads, ns.sessions) < 1 or ns.warmup < 0:
-        parser.error("--duration, --threads and --sessions must be positive, --warmup not negative")
+    if min(ns.duration, ns.threads, ns.sessions, ns.rounds) < 1 or ns.warmup < 0:
+        parser.error("--duration, --threads, --sessions and --rounds must be positive, --warmup not negative")
     return ns
+
+
+def seed_sessions_to_end(*, bundle: str, agent_key_name: str, count: int) -> list[str]:
+    """`count` active sessions of the agent key on the bundle's production version, inserted in
+    one statement (generate_series), for the session-end scenario: each end must find an
+    active session, as in real use."""
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        rows = conn.execute(
+            """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status,
+                   ttl_seconds, started_at, last_seen_at, expires_at, variables)
+               SELECT gen_random_uuid(), b.id, l.version_id, 'production', k.id, 'active',
+                   3600, now(), now(), now() + interval '3600 seconds', '{}'::jsonb
+               FROM registry_bundle b JOIN registry_label l ON l.bundle_id = b.id AND l.name = 'production',
+                   access_apikey k, generate_series(1, %s)
+               WHERE b.name = %s AND k.name = %s
+               RETURNING id""",
+            [count, bundle, agent_key_name],
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def process_rss_mb(pid: int) -> dict[str, list[float]]:
+    """RSS in MB of a process tree: {"main": [...], "children": [...]}."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return {
+            "main": [round(proc.memory_info().rss / 2**20, 1)],
+            "children": [round(c.memory_info().rss / 2**20, 1) for c in proc.children(recursive=True)],
+        }
+    except psutil.Error:
+        return {"main": [], "children": []}
+
+
+def git_commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def median_result(results: list[Result]) -> Result:
+    """The round with the median throughput (its latencies and counts go with it)."""
+    ordered = sorted(results, key=lambda r: r.requests_per_second)
+    chosen = ordered[len(ordered) // 2]
+    statuses: dict[int, int] = {}
+    errors: dict[str, int] = {}
+    for r in results:  # but every unexpected status and error of every round counts
+        for code, n in r.statuses.items():
+            statuses[code] = statuses.get(code, 0) + n
+        for kind, n in r.socket_errors.items():
+            errors[kind] = errors.get(kind, 0) + n
+    return Result(
+        scenario=chosen.scenario,
+        requests_per_second=chosen.requests_per_second,
+        p50_ms=chosen.p50_ms,
+        p99_ms=chosen.p99_ms,
+        requests=chosen.requests,
+        statuses=statuses,
+        socket_errors=errors,
+        raw=chosen.raw,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -564,18 +637,14 @@ def main(argv: list[str] | None = None) -> int:
         manage("migrate", "--no-input", "-v", "0")
         stamp = time.strftime("%Y%m%d%H%M%S")
         ops_key = manage("create_api_key", "--name", f"bench-ops-{stamp}", "--role", "ops").strip().splitlines()[-1]
-        agent_key = (
-            manage("create_api_key", "--name", f"bench-agent-{stamp}", "--role", "agent").strip().splitlines()[-1]
-        )
+        agent_name = f"bench-agent-{stamp}"
+        agent_key = manage("create_api_key", "--name", agent_name, "--role", "agent").strip().splitlines()[-1]
 
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         web_log = out_dir / "web.log"
-        web = processes.start(
-            web_command(str(port), access_log=False),
-            web_log,
-        )
-        processes.start(
+        web = processes.start(web_command(str(port), access_log=False), web_log)
+        worker = processes.start(
             [str(BIN / "celery"), "-A", "config", "worker", "-l", "warning", "-c", "2"],
             out_dir / "worker.log",
         )
@@ -586,51 +655,91 @@ def main(argv: list[str] | None = None) -> int:
         ids, content_hash, body_size = create_data(
             base, ops_key=ops_key, agent_key=agent_key, bundle=bundle, sessions=ns.sessions
         )
-
         render_ids = create_render_data(
             base, ops_key=ops_key, agent_key=agent_key, bundle=f"{bundle}-render", sessions=ns.sessions
         )
+
+        # The ceiling: the same server and worker count serving only the bytes a fetch returns.
+        _, _, fetched = call(base, "GET", f"/api/v1/sessions/{ids[0]}/bundle/", agent_key)
+        body_file = out_dir / "bundle.json"
+        body_file.write_bytes(fetched)
+        bare_port = free_port()
+        bare_base = f"http://127.0.0.1:{bare_port}"
+        bare_log = out_dir / "bare.log"
+        os.environ["BARE_BODY_FILE"] = str(body_file)
+        bare = processes.start(
+            [
+                str(BIN / "python"),
+                "-m",
+                "config.serve",
+                "--port",
+                str(bare_port),
+                "--workers",
+                workers,
+                "--app",
+                "bench.bare_app:application",
+            ],
+            bare_log,
+        )
+        wait_until_ready(bare_base, bare, bare_log, path="/")
+
+        # Session ends need active sessions: enough for the fastest plausible rate, per round.
+        to_end = seed_sessions_to_end(bundle=bundle, agent_key_name=agent_name, count=4000 * ns.duration * ns.rounds)
+
         auth = {"Authorization": f"Bearer {agent_key}"}
+        json_auth = {**auth, "Content-Type": "application/json"}
         fetch_paths = [f"/api/v1/sessions/{session_id}/bundle/" for session_id in ids]
+        end_paths = [f"/api/v1/sessions/{session_id}/end/" for session_id in to_end]
+        bare_scenario = Scenario("bare app (the ceiling)", "GET", ["/"], 200)
         scenarios = {
             "fetch": Scenario("GET bundle", "GET", fetch_paths, 200, auth),
             "revalidate": Scenario(
                 "GET bundle, If-None-Match", "GET", fetch_paths, 304, {**auth, "If-None-Match": f'"{content_hash}"'}
             ),
-            "start": Scenario(
-                "POST session start",
-                "POST",
-                ["/api/v1/sessions/"],
-                201,
-                {**auth, "Content-Type": "application/json"},
-                json.dumps({"bundle": bundle}),
+            "heartbeat": Scenario(
+                "POST heartbeat", "POST", [f"/api/v1/sessions/{i}/heartbeat/" for i in ids], 200, auth
             ),
+            "start": Scenario(
+                "POST session start", "POST", ["/api/v1/sessions/"], 201, json_auth, json.dumps({"bundle": bundle})
+            ),
+            "end": Scenario("POST session end", "POST", end_paths, 200, auth),
             "render": Scenario(
                 "POST render (variables, 1 pack)",
                 "POST",
                 [f"/api/v1/sessions/{session_id}/render/" for session_id in render_ids],
                 200,
-                {**auth, "Content-Type": "application/json"},
+                json_auth,
                 json.dumps({"variables": {"ticket": "T-1"}}),
             ),
         }
-        wrk_args = {
-            "base": base,
-            "threads": ns.threads,
-            "connections": ns.connections,
-            "out_dir": out_dir,
-            "script_dir": script_dir,
-        }
+        if ns.only:
+            scenarios = {k: v for k, v in scenarios.items() if k in ns.only.split(",")}
+        wrk_args = {"threads": ns.threads, "connections": ns.connections, "out_dir": out_dir, "script_dir": script_dir}
         if ns.warmup:
             print(f"warming up for {ns.warmup}s ...", flush=True)
-            run_wrk(scenarios["fetch"], duration=ns.warmup, slug="warmup", **wrk_args)
-        results = []
-        for slug, scenario in scenarios.items():
-            print(f"running {scenario.title} for {ns.duration}s ...", flush=True)
-            results.append(run_wrk(scenario, duration=ns.duration, slug=slug, **wrk_args))
+            run_wrk(bare_scenario, base=bare_base, duration=ns.warmup, slug="warmup-bare", **wrk_args)
+            if "fetch" in scenarios:
+                run_wrk(scenarios["fetch"], base=base, duration=ns.warmup, slug="warmup", **wrk_args)
+        rounds: dict[str, list[Result]] = {"bare": [], **{slug: [] for slug in scenarios}}
+        for n in range(ns.rounds):
+            # Interleaved: the ceiling is measured in each round, next to what it is compared with.
+            print(f"round {n + 1}/{ns.rounds}: bare app for {ns.duration}s ...", flush=True)
+            rounds["bare"].append(
+                run_wrk(bare_scenario, base=bare_base, duration=ns.duration, slug=f"bare-{n}", **wrk_args)
+            )
+            for slug, scenario in scenarios.items():
+                if slug == "end":  # each round ends its own sessions
+                    share = len(end_paths) // ns.rounds
+                    scenario = Scenario(**{**scenario.__dict__, "paths": end_paths[n * share : (n + 1) * share]})
+                print(f"round {n + 1}/{ns.rounds}: {scenario.title} for {ns.duration}s ...", flush=True)
+                rounds[slug].append(run_wrk(scenario, base=base, duration=ns.duration, slug=f"{slug}-{n}", **wrk_args))
 
-        report(ns, results, workers=workers, port=port, body_size=body_size, out_dir=out_dir)
-        return 0 if all(r.ok for r in results) else 1
+        results = {slug: median_result(rs) for slug, rs in rounds.items()}
+        rss = {"web": process_rss_mb(web.pid), "bare": process_rss_mb(bare.pid), "celery": process_rss_mb(worker.pid)}
+        print(f"holding {ns.slow_clients} slow-body connections while timing /healthz ...", flush=True)
+        slow = slow_clients.measure(base, clients=ns.slow_clients, seconds=2 if ns.short else 5)
+        report(ns, results, rss=rss, slow=slow, workers=workers, body_size=body_size, out_dir=out_dir)
+        return 0 if all(r.ok for r in results.values()) else 1
     except KeyboardInterrupt:
         print("\ninterrupted; stopping everything", file=sys.stderr)
         return 130
@@ -647,23 +756,69 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(
-    ns: argparse.Namespace, results: list[Result], *, workers: str, port: int, body_size: int, out_dir: Path
+    ns: argparse.Namespace,
+    results: dict[str, Result],
+    *,
+    rss: dict[str, dict[str, list[float]]],
+    slow: dict[str, dict[str, float]],
+    workers: str,
+    body_size: int,
+    out_dir: Path,
 ) -> None:
+    bare = results["bare"].requests_per_second
     print(
-        f"\nwrk: {ns.threads} threads, {ns.connections} connections, {ns.duration}s per scenario, timeout {WRK_TIMEOUT}"
-        f"\nserver: granian config.asgi, {workers} workers, on 127.0.0.1:{port} (no access log);"
-        f" {os.cpu_count()} CPUs shared with wrk; load average at the end {os.getloadavg()[0]:.1f}"
+        f"\nwrk: {ns.threads} threads, {ns.connections} connections, {ns.duration}s per scenario, {ns.rounds} round(s)"
+        f" (medians), timeout {WRK_TIMEOUT}"
+        f"\nserver: python -m config.serve (granian, config.asgi), {workers} workers, no access log; the bare app on"
+        f" the same server and worker count; {os.cpu_count()} CPUs shared with wrk, PostgreSQL and Redis;"
+        f" load average at the end {os.getloadavg()[0]:.1f}"
         f"\ndata: {ns.sessions} sessions, pinned-bundle body {body_size} bytes\n"
     )
-    print(f"{'scenario':<28} {'expect':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'requests':>9}  errors")
-    for r in results:
+    header = f"{'scenario':<32} {'expect':>6} {'req/s':>9} {'x bare':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>7}"
+    print(header + f" {'requests':>9}  errors")
+    for r in results.values():
         problems = [f"{n} x {code}" for code, n in sorted(r.unexpected.items())]
         problems += [f"{n} socket {kind}" for kind, n in r.socket_errors.items() if n]
         print(
-            f"{r.scenario.title:<28} {r.scenario.expected:>6} {r.requests_per_second:>9.1f} {r.p50_ms:>8.2f}"
-            f" {r.p99_ms:>8.2f} {r.requests:>9}  {', '.join(problems) or 'none'}"
+            f"{r.scenario.title:<32} {r.scenario.expected:>6} {r.requests_per_second:>9.1f}"
+            f" {r.requests_per_second / bare:>7.3f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f}"
+            f" {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.requests:>9}  {', '.join(problems) or 'none'}"
         )
-    print(f"\nraw wrk output and server logs: {out_dir.relative_to(ROOT)}/")
+    web_workers = rss["web"]["children"]
+    print(
+        f"\nRSS (MB): web workers {web_workers} (server process {rss['web']['main']}),"
+        f" bare-app workers {rss['bare']['children']},"
+        f" Celery {rss['celery']['main']} + pool {rss['celery']['children']}"
+    )
+    for phase, f in slow.items():
+        print(
+            f"/healthz {phase} {ns.slow_clients} slow-body clients: p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms,"
+            f" max {f['max_ms']:.1f} ms ({f['requests']:.0f} requests)"
+        )
+    line = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": git_commit(),
+        "short": ns.short,
+        "machine": {"cpus": os.cpu_count(), "load_average_end": round(os.getloadavg()[0], 2)},
+        "server": {"command": "python -m config.serve", "workers": int(workers)},
+        "wrk": {"threads": ns.threads, "connections": ns.connections, "duration_s": ns.duration, "rounds": ns.rounds},
+        "body_bytes": body_size,
+        "scenarios": {
+            slug: {
+                "rps": round(r.requests_per_second, 1),
+                "x_bare": round(r.requests_per_second / bare, 4),
+                "p50_ms": r.p50_ms,
+                "p99_ms": r.p99_ms,
+                "unexpected": {str(k): v for k, v in r.unexpected.items()},
+            }
+            for slug, r in results.items()
+        },
+        "rss_mb": rss,
+        "slow_clients": {"count": ns.slow_clients, **slow},
+    }
+    with RESULTS_LOG.open("a") as out:
+        out.write(json.dumps(line) + "\n")
+    print(f"\nraw wrk output and server logs: {out_dir.relative_to(ROOT)}/; this run appended to {RESULTS_LOG.name}")
 
 
 if __name__ == "__main__":
