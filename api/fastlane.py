@@ -1,8 +1,9 @@
 """The fast lane: the per-turn session calls without Django's request cycle.
 
 `GET /api/v1/sessions/{id}/bundle/` and `POST /api/v1/sessions/{id}/heartbeat/` are what every
-agent calls on every turn. Through Django they pay ten middlewares (sessions, CSRF, messages,
-history: none of which an API key call uses), URL resolution and DRF's request wrapping, which
+agent calls on every turn, and `POST /api/v1/sessions/{id}/end/` what it calls once per
+session. Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of
+which an API key call uses), URL resolution and DRF's request wrapping, which
 cost several times the work itself. Here the same work runs as a plain function on the web
 thread pool (config.django_lane.pool):
 
@@ -16,7 +17,7 @@ thread pool (config.django_lane.pool):
    then the database) and are spliced into the envelope by pinned_bundle_body.
 
 Every rule is the function the DRF views call (the views call the same `bundle_answer` and
-`heartbeat_answer` too), and nothing about a key, session or version is cached: each call reads
+`session_answer` too), and nothing about a key, session or version is cached: each call reads
 PostgreSQL. Errors are rendered by api.errors.exception_handler, so their bodies are the
 contract's to the byte. Anything unusual is declined (config.dispatch.Decline) before any work
 is counted and goes to Django, which answers it exactly as before: a missing or malformed
@@ -50,15 +51,16 @@ from metrics import usage
 from metrics.instruments import request_answered
 from registry.models import Bundle, BundleVersion
 from sessions_app.models import Session
-from sessions_app.selectors import pinned_bundle_body, session_checked
-from sessions_app.services import session_touch
+from sessions_app.selectors import pinned_bundle_body, session_checked, session_visible
+from sessions_app.services import session_end, session_touch
 
 _PATH = re.compile(
-    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat)/$"
+    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat|end)/$"
 )
 _ROUTES = {
     "bundle": ("GET", "api/v1/sessions/<uuid:session_id>/bundle/", b"GET, HEAD, OPTIONS"),
     "heartbeat": ("POST", "api/v1/sessions/<uuid:session_id>/heartbeat/", b"POST, OPTIONS"),
+    "end": ("POST", "api/v1/sessions/<uuid:session_id>/end/", b"POST, OPTIONS"),
 }
 
 _SESSION_FIELDS = Session._meta.concrete_fields
@@ -105,7 +107,8 @@ def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
     return Answer(200, [(b"content-type", b"application/json"), *etag], pinned_bundle_body(session))
 
 
-def heartbeat_answer(session: Session) -> Answer:
+def session_answer(session: Session) -> Answer:
+    """The session as SessionOut (heartbeat, end), rendered as DRF renders it."""
     return Answer(200, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
 
 
@@ -158,6 +161,9 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
         if wait is not None:
             return _error(Throttled(wait))
         try:
+            if kind == "end":
+                session = session_visible(session=_session_of(row), session_id=session_id, actor=actor)
+                return session_answer(session_end(session=session, actor=actor))
             session = session_touch(
                 session=session_checked(session=_session_of(row), session_id=session_id, actor=actor),
                 force=kind == "heartbeat",
@@ -167,7 +173,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
         if kind == "bundle":
             inm = headers.get(b"if-none-match")
             return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
-        return heartbeat_answer(session)
+        return session_answer(session)
     except DatabaseError:
         # A broken connection (database restarted or away): drop it and let Django's path
         # answer, which reconnects or reports the outage as it does for every endpoint.

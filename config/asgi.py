@@ -3,7 +3,8 @@ the image, compose, the benchmark).
 
 A prefix table (config.dispatch) in front of:
   * the fast lane for the per-turn session calls (api.fastlane): it serves
-    GET .../bundle/ and POST .../heartbeat/ itself and declines every other session path;
+    GET .../bundle/, POST .../heartbeat/ and POST .../end/ itself and declines every
+    other session path (they go on to Django);
   * `/mcp`: reserved for the MCP server (issue 13). Plug it in with one line in ROUTES:
         Route("/mcp", mcp_app, lifespan=True),
     where `mcp_app` is the `mcp` SDK's streamable HTTP (Starlette) app. It sees the full path

@@ -35,7 +35,12 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
     session = (
         Session.objects.select_related("bundle", "version").defer("version__canonical").filter(pk=session_id).first()
     )
-    if not _visible_to(session, session.bundle.name if session else "", actor):
+    return session_visible(session=session, session_id=session_id, actor=actor)
+
+
+def session_visible(*, session: Session | None, session_id: Any, actor: Actor) -> Session:
+    """`session` (loaded with its bundle), or 404 when there is none or `actor` may not see it."""
+    if session is None or not _visible_to(session, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
     return session
 
@@ -64,8 +69,7 @@ def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -
     version was revoked or the session ended. session_for_fetch and the fast lane
     (api.fastlane), which loads the session joined with the key, both call this, and then the
     service sessions_app.services.session_touch (the lease: 410 when it ran out, else renewed)."""
-    if session is None or not _visible_to(session, session.bundle.name, actor):
-        raise NotFound(f"No session {session_id}.")
+    session_visible(session=session, session_id=session_id, actor=actor)
     version = session.version
     if version.state == VersionState.REVOKED:
         raise VersionRevoked(

@@ -4,6 +4,7 @@ Every lock a session start takes, and why session start, label moves and drains 
 against each other, is in registry.lifecycle (version_pin and the module docstring there)."""
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -122,17 +123,25 @@ def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) 
 
 
 def session_end(*, session: Session, actor: Actor) -> Session:
-    """End a session; ending an ended or expired session changes nothing."""
+    """End a session; ending an ended or expired session changes nothing.
+
+    One UPDATE when the key that started the session ends it (the common case, and a single
+    statement is its own transaction); with the audit record in one transaction when ops end
+    someone else's. The drain check runs after the commit (lifecycle.version_drain_request)."""
     _check_owner(session=session, actor=actor)
-    with transaction.atomic():
+    now = timezone.now()
+    by_owner = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    with transaction.atomic() if not by_owner else nullcontext():
         ended = Session.objects.filter(pk=session.pk, status=SessionStatus.ACTIVE).update(
-            status=SessionStatus.ENDED, ended_at=timezone.now()
+            status=SessionStatus.ENDED, ended_at=now
         )
         if ended:
             version_id = session.version_id
             transaction.on_commit(lambda: lifecycle.version_drain_request(version_id))
-            SessionSkill.objects.filter(session_id=session.pk).delete()  # L3 cards end with their session
-            if actor.api_key_id is None or session.api_key_id != actor.api_key_id:
+            # L3 cards end with their session. Outside a transaction when the owner ends it: an
+            # ended session's cards are unreachable (every session call answers 410 first).
+            SessionSkill.objects.filter(session_id=session.pk).delete()
+            if not by_owner:
                 audit_record(
                     actor=actor,
                     action="session.ended_by_ops",
@@ -140,7 +149,10 @@ def session_end(*, session: Session, actor: Actor) -> Session:
                     target=str(session.pk),
                     data={"bundle_id": session.bundle_id, "version_id": version_id},
                 )
-    session.refresh_from_db()
+    if ended:
+        session.status, session.ended_at = SessionStatus.ENDED, now
+    else:  # it had ended or expired already: answer with what the database holds
+        session.refresh_from_db(fields=["status", "ended_at", "last_seen_at", "expires_at"])
     return session
 
 

@@ -108,6 +108,12 @@ def test_it_answers_fetch_304_and_heartbeat_as_django_does(bundle, production, v
     _same(fast, slow, volatile=("last_seen_at", "expires_at"))
     assert fast[0] == 200
 
+    # The fast lane ends it; Django then answers the ended session: the same bytes.
+    fast, slow = both("POST", path + "end/", agent.secret)
+    _same(fast, slow)
+    assert json.loads(fast[2])["status"] == "ended"
+    assert Session.objects.get(pk=session.pk).status == "ended"
+
 
 def test_it_answers_the_errors_as_django_does(bundle, production, v1, v2, agent, ops):
     other = make_api("agent", name="someone-else")
@@ -146,7 +152,7 @@ def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
         ("GET", path, {"Authorization": "Bearer pr_not-a-key"}),
         ("POST", path, {"Authorization": f"Bearer {agent.secret}"}),  # Django's 405
         ("GET", f"/api/v1/sessions/{session.pk}/", {"Authorization": f"Bearer {agent.secret}"}),
-        ("POST", f"/api/v1/sessions/{session.pk}/end/", {"Authorization": f"Bearer {agent.secret}"}),
+        ("POST", f"/api/v1/sessions/{session.pk}/route/", {"Authorization": f"Bearer {agent.secret}"}),
         ("GET", path.upper(), {"Authorization": f"Bearer {agent.secret}"}),
     ]:
         with pytest.raises(Decline):
