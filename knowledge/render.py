@@ -316,7 +316,12 @@ def _zone(session_variables: dict[str, Any]) -> str | None:
 
 def session_render(*, session_id: Any, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
     """Render one turn of a session (renews its lease like a fetch; 410 when ended or revoked)."""
-    session = session_use(session_id=session_id, actor=actor)
+    return render_session(session=session_use(session_id=session_id, actor=actor), variables=variables, now=now)
+
+
+def render_session(*, session: Session, variables: Any = None, now: datetime | None = None) -> Rendered:
+    """The render of a session already read, checked and touched (sessions_app.services.session_use,
+    or the fast lane's own read): what a per-turn endpoint needs beyond the session itself."""
     version = session.version
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
     try:
