@@ -43,7 +43,13 @@ from adminui.forms import (
 from adminui.moves import classify, movable_labels
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from registry import services as registry_services
-from registry.lifecycle import label_is_protected, label_move_preview, may_move, version_publish_check
+from registry.lifecycle import (
+    label_is_protected,
+    label_move_preview,
+    may_move,
+    version_publish_check,
+    version_revoke_preview,
+)
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import bundle_get, versions_of
 from sessions_app import services as sessions_services
@@ -448,7 +454,7 @@ def version_revoke(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         if version.state == VersionState.REVOKED:
             raise NotFound(f"v{version.number} is revoked already.")
         form = RevokeForm()
-    labels = list(Label.objects.filter(version=version).order_by("name"))
+    impact = version_revoke_preview(version=version)
     return _render(
         request,
         model_admin,
@@ -459,8 +465,8 @@ def version_revoke(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         bundle=bundle,
         version=version,
         form=form,
-        labels=labels,
-        sessions=Session.objects.active().pinned_to(version.pk).count(),
+        labels=impact.labels,
+        sessions=impact.active_sessions,
     )
 
 
