@@ -18,6 +18,7 @@ from django.conf import settings
 
 from config import breaker
 from config.redis_client import redis_client
+from metrics import instruments
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -79,6 +80,7 @@ def seconds_until_allowed(*, group: str, key: str, rate: str | None, local_fallb
         count = local_counts.incr(name, window)
     if count <= limit:
         return None
+    instruments.THROTTLED.labels(group=group).inc()
     return max(1, (window + 1) * period - now)
 
 

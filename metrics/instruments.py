@@ -18,9 +18,7 @@ REQUEST_SECONDS = Histogram(
     ["route", "method"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
-SESSION_EVENTS = Counter(
-    "registry_session_events_total", "Session starts, ends and expiries, by bundle.", ["event", "bundle"]
-)
+SESSION_EVENTS = Counter("registry_session_events_total", "Session starts, ends and expiries.", ["event"])
 DRAINS = Counter("registry_version_drains_total", "Versions marked drained, by bundle.", ["bundle"])
 DRAIN_SECONDS = Histogram(
     "registry_version_drain_seconds",
@@ -34,8 +32,8 @@ CACHE = Counter("registry_bundle_cache_total", "Pinned-bundle byte lookups, by r
 THROTTLED = Counter("registry_throttled_total", "Requests refused by a rate limit, by group.", ["group"])
 
 
-def session_event(*, event: str, bundle: str, count: int = 1) -> None:
-    SESSION_EVENTS.labels(event=event, bundle=bundle).inc(count)
+def session_event(*, event: str, count: int = 1) -> None:
+    SESSION_EVENTS.labels(event=event).inc(count)
 
 
 def version_drained(*, bundle: str, seconds: float | None) -> None:

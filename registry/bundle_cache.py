@@ -20,6 +20,7 @@ from django.conf import settings
 
 from config import breaker
 from config.redis_client import redis_client
+from metrics import instruments
 from registry.models import BundleVersion
 
 TTL_SECONDS = 7 * 24 * 3600
@@ -78,10 +79,12 @@ def _key(content_hash: str) -> str:
 def content_bytes(*, version_id: int, content_hash: str) -> bytes:
     local = _local.get(content_hash)
     if local is not None:
+        instruments.CACHE.labels(result="local").inc()
         return local
     # Redis is an accelerator: a fetch never fails (or waits long) because of it.
     key = _key(content_hash)
     data = _breaker().call(lambda: _client().get(key), fallback=None)
+    instruments.CACHE.labels(result="redis" if data is not None else "database").inc()
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
         _breaker().call(lambda: _client().set(key, data, ex=TTL_SECONDS), fallback=None)

@@ -49,6 +49,7 @@ from audit.services import audit_record
 from core import enqueue
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, VersionRevoked
 from core.limits import DEFAULT_LABEL, TEXT_MAX_CHARS
+from metrics import instruments
 from registry import bundle_cache, events
 from registry.canonical import normalise_content
 from registry.contracts import Change, Diff, by_severity, check_content, diff_contents
@@ -374,6 +375,8 @@ def version_release(*, version: BundleVersion) -> None:
     version.state = VersionState.DRAINING
     version.draining_since = timezone.now()
     version.save(update_fields=["state", "draining_since"])
+    bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=version.bundle_id)
+    events.emit("version.draining", bundle=bundle_name, version=version.number, content_hash=version.content_hash)
     if not Session.objects.active().pinned_to(version).exists():
         _mark_drained(version)
     else:
@@ -390,11 +393,13 @@ def _mark_drained(version: BundleVersion) -> None:
     version.save(update_fields=["state", "drained_at"])
     digest, number, bundle_id = version.content_hash, version.number, version.bundle_id
     bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=bundle_id)
+    events.emit("version.drained", bundle=bundle_name, version=number, content_hash=digest)
+    waited = (version.drained_at - version.draining_since).total_seconds() if version.draining_since else None
 
     def drain_actions() -> None:
-        # After commit: a rolled-back drain must neither drop the cache nor announce itself.
+        # After commit: a rolled-back drain must not drop the cache or count itself.
         bundle_cache.drop(digest)
-        events.emit("version.drained", bundle=bundle_name, version=number, content_hash=digest)
+        instruments.version_drained(bundle=bundle_name, seconds=waited)
 
     transaction.on_commit(drain_actions)
 
@@ -497,6 +502,7 @@ def version_revoke(*, version: BundleVersion, actor: Actor, reason: Any) -> Bund
     version.revoke_reason = reason
     version.save(update_fields=["state", "revoked_at", "revoke_reason"])
     digest, number = version.content_hash, version.number
+    events.emit("version.revoked", bundle=bundle_name, version=number, content_hash=digest, by=actor.name)
     audit_record(
         actor=actor,
         action="version.revoked",
@@ -506,9 +512,5 @@ def version_revoke(*, version: BundleVersion, actor: Actor, reason: Any) -> Bund
         data={"number": number, "content_hash": digest},
     )
 
-    def after_commit() -> None:
-        bundle_cache.drop(digest)
-        events.emit("version.revoked", bundle=bundle_name, version=number, content_hash=digest, by=actor.name)
-
-    transaction.on_commit(after_commit)
+    transaction.on_commit(lambda: bundle_cache.drop(digest))
     return version

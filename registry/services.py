@@ -15,7 +15,7 @@ from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound
 from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, TEXT_MAX_CHARS
-from registry import lifecycle
+from registry import events, lifecycle
 from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, Compatibility, Label
 
@@ -110,6 +110,7 @@ def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor)
         reason=message,
         data={"number": version.number, "content_hash": digest, "warnings": len(warnings)},
     )
+    events.emit("version.published", bundle=bundle.name, version=version.number, content_hash=digest, by=actor.name)
     return PublishResult(version, True, warnings)
 
 
@@ -137,6 +138,16 @@ def _move_locked(
     label.updated_by = actor.name
     label._change_reason = reason  # recorded by django-simple-history
     label.save()
+    events.emit(
+        "label.moved",
+        bundle=label.bundle.name,
+        label=label.name,
+        from_version=locked[old_id].number,
+        to_version=target.number,
+        rollback=action == "label.rolled_back",
+        by=actor.name,
+        reason=reason,
+    )
     lifecycle.version_release(version=locked[old_id])
     audit_record(
         actor=actor,
@@ -247,6 +258,16 @@ def _label_create(
         target=f"{bundle.name}:{name}",
         reason=reason,
         data={"to_version": target.number, "protected": policy.protected},
+    )
+    events.emit(
+        "label.moved",
+        bundle=bundle.name,
+        label=name,
+        from_version=None,
+        to_version=target.number,
+        rollback=False,
+        by=actor.name,
+        reason=reason,
     )
     return label
 

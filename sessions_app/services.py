@@ -18,6 +18,7 @@ from access.permissions import require_bundle_scope
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
+from metrics import instruments
 from registry import lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
@@ -98,6 +99,7 @@ def session_start(
         if existing is None:
             raise
         return existing, False
+    instruments.session_event(event="started")
     return session, True
 
 
@@ -151,6 +153,7 @@ def session_end(*, session: Session, actor: Actor) -> Session:
                 )
     if ended:
         session.status, session.ended_at = SessionStatus.ENDED, now
+        instruments.session_event(event="ended")  # after the commit above
     else:  # it had ended or expired already: answer with what the database holds
         session.refresh_from_db(fields=["status", "ended_at", "last_seen_at", "expires_at"])
     return session
@@ -180,6 +183,8 @@ def session_expire_lapsed(*, session_ids: list[Any] | None = None, now: datetime
         count = lapsed.update(status=SessionStatus.EXPIRED, ended_at=now)
         for version_id in version_ids:
             transaction.on_commit(lambda v=version_id: lifecycle.version_drain_request(v))
+    if count:
+        instruments.session_event(event="expired", count=count)
     return count
 
 

@@ -26,7 +26,8 @@ def state(version) -> str:
 
 
 def drained_events(caplog) -> list[dict]:
-    return [json.loads(r.getMessage()) for r in caplog.records if r.name == "registry.events"]
+    records = [json.loads(r.getMessage()) for r in caplog.records if r.name == "registry.events"]
+    return [r for r in records if r["event"] == "version.drained"]
 
 
 def test_a_label_makes_its_version_live(production, v1):

@@ -39,8 +39,19 @@ def test_it_counts_requests_per_route_and_reads_active_sessions_from_the_databas
     assert _value(after, "registry_http_request_duration_seconds_count", route=route, method="GET") >= 3
     assert _value(after, "registry_sessions_active", bundle="refunds", version="1") == 1
     assert _value(after, "registry_versions", state="live") == 1
+    assert (
+        _value(after, "registry_session_events_total", event="started")
+        - _value(before, "registry_session_events_total", event="started")
+        == 1
+    )
     agent.post(f"/api/v1/sessions/{started['id']}/end/")
-    assert _value(_scrape(client), "registry_sessions_active", bundle="refunds", version="1") == 0
+    ended = _scrape(client)
+    assert _value(ended, "registry_sessions_active", bundle="refunds", version="1") == 0
+    assert (
+        _value(ended, "registry_session_events_total", event="ended")
+        - _value(after, "registry_session_events_total", event="ended")
+        == 1
+    )
 
 
 def test_without_a_token_only_loopback_clients_are_answered(db, settings):

@@ -221,3 +221,50 @@ def test_due_deliveries_are_found_by_the_sweep(admin, receiver, django_capture_o
     assert services.deliveries_due() == [delivery.pk]
     services.delivery_attempt(delivery_id=delivery.pk)
     assert services.deliveries_due() == []
+
+
+MARKER = "PROMPT-MARKER-7f3a"
+
+
+def test_the_lifecycle_announces_itself_without_content(admin, receiver, ops, agent, bundle):
+    from registry.services import label_move, version_publish, version_revoke
+    from sessions_app.services import session_end, session_start
+    from tests.conftest import content
+
+    _create(
+        admin,
+        receiver.url,
+        ["version.published", "label.moved", "version.draining", "version.drained", "version.revoked"],
+    )
+    v1 = version_publish(bundle=bundle, content=content(f"One {MARKER}."), message="v1", actor=ops.actor).version
+    v2 = version_publish(bundle=bundle, content=content(f"Two {MARKER}."), message="v2", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="first")
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    session_end(session=session, actor=agent.actor)
+    from registry.lifecycle import version_drain
+
+    assert version_drain(version_id=v1.pk)
+    version_revoke(version=v1, actor=ops.actor, reason="bad")
+    sent = [(d.event, d.payload["data"]) for d in Delivery.objects.order_by("id")]
+    assert [event for event, _ in sent] == [
+        "version.published",
+        "version.published",
+        "label.moved",
+        "label.moved",
+        "version.draining",
+        "version.drained",
+        "version.revoked",
+    ]
+    assert sent[0][1] == {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash, "by": ops.actor.name}
+    assert sent[3][1] | {"by": None} == {
+        "bundle": "refunds",
+        "label": "production",
+        "from_version": 1,
+        "to_version": 2,
+        "rollback": False,
+        "by": None,
+        "reason": "ship v2",
+    }
+    assert sent[5][1] == {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash}
+    assert MARKER not in json.dumps([d.payload for d in Delivery.objects.all()])

@@ -27,6 +27,7 @@ from access.models import Role
 from audit.services import audit_record
 from core import enqueue
 from core.errors import Conflict, Forbidden, InvalidContent
+from metrics import instruments
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.urlcheck import UrlNotAllowed, check_url
 
@@ -211,6 +212,7 @@ def delivery_attempt(*, delivery_id: int) -> str | None:
         return DeliveryStatus.SKIPPED
     status, error, latency = _post(endpoint, delivery)
     ok = status is not None and 200 <= status < 300
+    instruments.WEBHOOK_DELIVERIES.labels(event=delivery.event, outcome="delivered" if ok else "failed").inc()
     with transaction.atomic():
         delivery = Delivery.objects.select_for_update().get(pk=delivery_id)
         now = timezone.now()
