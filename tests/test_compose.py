@@ -521,3 +521,115 @@ def test_the_image_copies_no_tests_benchmarks_or_docs():
     for app in settings.INSTALLED_APPS:
         if (ROOT / app).is_dir():
             assert any(path.startswith(f"{app}/") for path in context), f"{app}/ is missing from the image"
+
+
+# --- the reverse proxy (nginx) ----------------------------------------------------------------
+
+NGINX_CONF = ROOT / "deploy" / "nginx.conf"
+
+
+def _nginx_directives() -> list[tuple[str, list[str]]]:
+    """(directive, arguments) for every simple directive of deploy/nginx.conf, in order."""
+    text = re.sub(r"#[^\n]*", "", NGINX_CONF.read_text())
+    text = re.sub(r"'[^']*'", "'...'", text)  # JSON bodies of `return` hold braces
+    return [
+        (words[0], words[1:])
+        for statement in re.split(r"[;{}]", text)
+        if (words := statement.split()) and not statement.rstrip().endswith(("server", "upstream"))
+    ]
+
+
+def _nginx(name: str) -> list[list[str]]:
+    return [args for directive, args in _nginx_directives() if directive == name]
+
+
+def test_only_the_proxy_publishes_ports():
+    services = _services()
+    published = {name for name, service in services.items() if service.get("ports")}
+    assert published == {"proxy"}
+    assert services["proxy"]["image"].startswith("nginx:")
+    assert [p.split(":")[-1] for p in services["proxy"]["ports"]] == ["80", "443"]
+
+
+def test_the_app_trusts_exactly_the_one_proxy_hop():
+    env = _compose()["x-app-env"]
+    assert env["DJANGO_BEHIND_PROXY"] == "1"
+    assert env["DJANGO_TRUSTED_PROXY_HOPS"] == "1"
+    # ...because nginx replaces X-Forwarded-For with the peer's address (nothing to forge).
+    assert ["X-Forwarded-For", "$remote_addr"] in _nginx("proxy_set_header")
+    assert ["X-Forwarded-Proto", "$scheme"] in _nginx("proxy_set_header")
+
+
+def test_the_proxy_mounts_its_config_certificates_and_the_static_files():
+    services = _services()
+    volumes = services["proxy"]["volumes"]
+    assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in volumes
+    assert "./deploy/tls:/etc/nginx/tls:ro" in volumes
+    assert "static:/usr/share/nginx/static:ro" in volumes
+    assert (ROOT / "deploy" / "tls").is_dir()
+    [alias] = _nginx("alias")
+    assert alias == ["/usr/share/nginx/static/"]
+    # The one-shot `static` copies the image's collected files (STATIC_ROOT) into that volume.
+    from django.conf import settings
+
+    static = services["static"]
+    assert "static:/static" in static["volumes"]
+    assert f"cp -a /app/{Path(settings.STATIC_ROOT).name}/. /static/" in _argv(static["command"])[-1]
+    assert services["proxy"]["depends_on"] == {
+        "web": {"condition": "service_healthy"},
+        "static": {"condition": "service_completed_successfully"},
+    }
+
+
+def test_the_proxy_buffers_slow_clients_and_caps_bodies_at_the_apps_limit():
+    from django.conf import settings
+
+    [[size]] = _nginx("client_max_body_size")
+    assert size.endswith("m") and int(size[:-1]) * 1024 * 1024 == settings.MAX_REQUEST_BODY_BYTES
+    [[buffer]] = _nginx("client_body_buffer_size")
+    assert buffer == size  # whole bodies in memory, never a temporary file
+    for timeout in ("client_header_timeout", "client_body_timeout"):
+        [[value]] = _nginx(timeout)
+        assert int(value.rstrip("s")) <= 15, timeout
+    assert _nginx("proxy_request_buffering") == [["on"]]
+    assert _nginx("proxy_buffering") == [["on"]]
+    [[upstream]] = _nginx("server")
+    web_port = serve.parse_args(_argv(_services()["web"]["command"])[3:]).port
+    assert upstream == f"web:{web_port}"
+
+
+def test_the_proxy_answers_its_own_refusals_in_the_apis_error_shape():
+    text = NGINX_CONF.read_text()
+    bodies = re.findall(r"return (\d+) '([^']*)'", text)
+    assert {status for status, _ in bodies} == {"413", "503"}
+    for status, body in bodies:
+        error = json.loads(body)["error"]
+        assert set(error) == {"code", "message", "details"}
+        assert error["code"] == {"413": "payload_too_large", "503": "unavailable"}[status]
+
+
+NGINX = "/usr/sbin/nginx"
+
+
+@pytest.mark.skipif(not os.access(NGINX, os.X_OK), reason="Debian's nginx is not installed (.ci/run installs it)")
+def test_nginx_accepts_the_configuration(tmp_path):
+    """`nginx -t` on the file as the nginx image includes it (inside http {}), with a throwaway
+    certificate and the upstream host pointed at loopback (nginx resolves it at load)."""
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test"]
+        + ["-keyout", str(tmp_path / "privkey.pem"), "-out", str(tmp_path / "fullchain.pem")],
+        check=True,
+        capture_output=True,
+    )
+    site = NGINX_CONF.read_text().replace("server web:", "server 127.0.0.1:").replace("/etc/nginx/tls", str(tmp_path))
+    (tmp_path / "site.conf").write_text(site)
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
+        f"http {{\n  include /etc/nginx/mime.types;\n  access_log off;\n  include {tmp_path}/site.conf;\n}}\n"
+    )
+    result = subprocess.run(
+        [NGINX, "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(tmp_path / "nginx.conf")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
