@@ -346,3 +346,14 @@ def test_client_input_never_makes_a_500(agent, session_id):
     weird = {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}, "x", {"text": "\x00 refund"}]}]}
     assert agent.post(url + "route/", weird).status_code == 200
     assert agent.post(url + "route/", {"messages": [{"role": "user", "content": "x"}], "k": 5.0}).status_code == 400
+
+
+def test_a_route_call_is_a_handful_of_statements(agent, session_id, django_assert_max_num_queries):
+    url = f"/api/v1/sessions/{session_id}/route/"
+    body = {"messages": [{"role": "user", "content": "where is my parcel"}]}
+    agent.post(url, body)  # warm: the content and the index are cached per process
+    # Key, session (one joined read), the last two turns, the L3 cards, and the insert in its
+    # savepoint; no per-skill or per-message query.
+    with django_assert_max_num_queries(7) as captured:
+        assert agent.post(url, body).status_code == 200
+    assert not any("skills_skillturn" in q["sql"] and "UPDATE" in q["sql"] for q in captured.captured_queries)
