@@ -1,9 +1,21 @@
 """Thin REST views for skills routing, turns, session skills, metrics and compaction (issue 12)."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.serializers_skills import (
+    CompactIn,
+    CompactOut,
+    MetricsOut,
+    RouteIn,
+    RouteOut,
+    SessionSkillIn,
+    SessionSkillList,
+    SessionSkillOut,
+    TurnIn,
+    TurnOut,
+)
 from api.views import BaseApi
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
@@ -16,7 +28,7 @@ from skills import services as skill_services
 class SessionCompactApi(BaseApi):
     """Tier-1 micro-compaction of old tool results under the pinned version's policy."""
 
-    @extend_schema(request=dict, responses={200: OpenApiResponse(description="Compacted messages and counts")})
+    @extend_schema(request=CompactIn, responses={200: CompactOut})
     def post(self, request: Request, session_id) -> Response:
         body = request.data
         if not isinstance(body, dict) or "messages" not in body:
@@ -39,7 +51,7 @@ def _body(request: Request) -> dict:
 class SessionRouteApi(BaseApi):
     """Open the session's next turn and route its skills."""
 
-    @extend_schema(request=dict, responses={200: OpenApiResponse(description="resident, routed, session, turn")})
+    @extend_schema(request=RouteIn, responses={200: RouteOut})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
         session = session_services.session_use(session_id=session_id, actor=request.auth)
@@ -49,7 +61,7 @@ class SessionRouteApi(BaseApi):
 class SessionTurnsApi(BaseApi):
     """Report what the model invoked in a turn."""
 
-    @extend_schema(request=dict, responses={200: OpenApiResponse(description="The turn as recorded")})
+    @extend_schema(request=TurnIn, responses={200: TurnOut})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
         session = session_services.session_use(session_id=session_id, actor=request.auth)
@@ -79,7 +91,7 @@ class SessionSkillListApi(BaseApi):
 
     @extend_schema(
         summary="List the session's own skills",
-        responses={200: OpenApiResponse(description="The session's live L3 cards")},
+        responses={200: SessionSkillList},
     )
     def get(self, request: Request, session_id) -> Response:
         session = session_services.session_use(session_id=session_id, actor=request.auth)
@@ -87,8 +99,8 @@ class SessionSkillListApi(BaseApi):
 
     @extend_schema(
         summary="Register a session skill",
-        request=dict,
-        responses={201: OpenApiResponse(description="The card"), 200: OpenApiResponse()},
+        request=SessionSkillIn,
+        responses={201: SessionSkillOut, 200: SessionSkillOut},
     )
     def post(self, request: Request, session_id) -> Response:
         session = session_services.session_use(session_id=session_id, actor=request.auth)
@@ -111,7 +123,7 @@ class SessionSkillDetailApi(BaseApi):
 class VersionMetricsApi(BaseApi):
     """Routing metrics of one version: load hit rate, invalid-load rate, latency, counts."""
 
-    @extend_schema(responses={200: OpenApiResponse(description="Metrics")})
+    @extend_schema(responses={200: MetricsOut})
     def get(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
         version = registry_selectors.version_get(bundle=bundle, number=number)

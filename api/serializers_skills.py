@@ -1,0 +1,84 @@
+"""Shapes of the issue 12 endpoints for the OpenAPI document. The rules live in
+skills/services.py and core/compaction.py; these classes only describe the bodies."""
+
+from rest_framework import serializers
+
+
+class ChatMessage(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool", "developer"])
+    content = serializers.JSONField(help_text="Text, or a list of content parts/blocks.")
+
+
+class RouteIn(serializers.Serializer):
+    messages = ChatMessage(many=True, help_text="The conversation so far; the newest user message is routed.")
+    k = serializers.IntegerField(min_value=1, max_value=20, default=5, required=False)
+
+
+class RoutedSkill(serializers.Serializer):
+    name = serializers.CharField()
+    score = serializers.FloatField()
+    category = serializers.CharField()
+    why = serializers.CharField()
+
+
+class RouteOut(serializers.Serializer):
+    resident = serializers.ListField(child=serializers.CharField(), help_text="L1 skills, always loaded.")
+    routed = RoutedSkill(many=True, help_text="L2 skills for this turn, best first, at most k.")
+    session = serializers.ListField(child=serializers.CharField(), help_text="The session's live L3 skills.")
+    categories = serializers.ListField(child=serializers.CharField())
+    demoted = serializers.ListField(child=serializers.CharField(), help_text="Left out by the ghost-loop rule.")
+    turn = serializers.IntegerField()
+
+
+class TurnIn(serializers.Serializer):
+    turn = serializers.IntegerField(min_value=1)
+    invoked = serializers.ListField(child=serializers.CharField())
+
+
+class TurnOut(TurnIn):
+    loaded = serializers.ListField(child=serializers.CharField())
+
+
+class SessionSkillIn(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$", max_length=64)
+    summary = serializers.CharField(max_length=60)
+    description = serializers.CharField(max_length=4000)
+    source = serializers.CharField(max_length=200, help_text="Where it came from: user, agent, tool ...")
+
+
+class SessionSkillOut(SessionSkillIn):
+    registered_turn = serializers.IntegerField()
+    last_invoked_turn = serializers.IntegerField(allow_null=True)
+
+
+class SessionSkillList(serializers.Serializer):
+    results = SessionSkillOut(many=True)
+
+
+class CompactIn(serializers.Serializer):
+    messages = serializers.ListField(child=serializers.JSONField(), help_text="OpenAI or Anthropic chat shape.")
+
+
+class CompactOut(CompactIn):
+    elided = serializers.IntegerField()
+    truncated = serializers.IntegerField()
+    chars_before = serializers.IntegerField()
+    chars_after = serializers.IntegerField()
+
+
+class Latency(serializers.Serializer):
+    p50 = serializers.FloatField(allow_null=True)
+    p99 = serializers.FloatField(allow_null=True)
+
+
+class MetricsOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    version = serializers.IntegerField()
+    turns = serializers.IntegerField()
+    sessions = serializers.IntegerField()
+    reported_turns = serializers.IntegerField()
+    invocations = serializers.IntegerField()
+    routed_loads = serializers.IntegerField()
+    load_hit_rate = serializers.FloatField(allow_null=True, help_text="0..1; null before any reported turn.")
+    invalid_load_rate = serializers.FloatField(allow_null=True, help_text="0..1; null before any reported turn.")
+    routing_latency_ms = Latency()
