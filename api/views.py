@@ -377,7 +377,7 @@ class SessionListApi(BaseApi):
             ttl_seconds=data.get("ttl_seconds"),
             variables=data.get("variables"),
         )
-        session = session_selectors.session_get(session_id=session.pk, actor=request.auth)
+        # No re-read: session_start returns the session with its bundle and pinned version set.
         return Response(SessionOut(session).data, status=201 if created else 200)
 
 

@@ -107,14 +107,19 @@ def versions_lock(*ids: int) -> dict[int, BundleVersion]:
     return {v.pk: v for v in BundleVersion.objects.select_for_update(of=("self",)).filter(pk__in=wanted).order_by("pk")}
 
 
-def version_lock_shared(version_id: int) -> str:
-    """The version row FOR SHARE (session start); returns its state."""
+def version_lock_shared(version_id: int) -> BundleVersion:
+    """The version row FOR SHARE (session start); returns it with its state, number and hash
+    (what the new session's answer shows, read in the same statement as the lock)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT state FROM registry_bundleversion WHERE id = %s FOR SHARE", [version_id])
+        cursor.execute(
+            "SELECT state, number, content_hash, bundle_id FROM registry_bundleversion WHERE id = %s FOR SHARE",
+            [version_id],
+        )
         row = cursor.fetchone()
     if row is None:
         raise NotFound(f"No version with id {version_id}.")
-    return str(row[0])
+    state, number, content_hash, bundle_id = row
+    return BundleVersion(id=version_id, bundle_id=bundle_id, number=number, content_hash=content_hash, state=state)
 
 
 # --- rules of a label move ---------------------------------------------------------------------
@@ -441,20 +446,20 @@ def version_drain_request(version_id: int) -> None:
         enqueue_version_drain(version_id)
 
 
-def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | None) -> int:
-    """Lock and return the id of the version a new session pins to: what `label` (default
-    production) targets, or `version`. Call inside the session's transaction: the FOR SHARE
-    locks it takes are what keep a drain from passing the INSERT that follows."""
+def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | None) -> BundleVersion:
+    """Lock and return the version a new session pins to: what `label` (default production)
+    targets, or `version`. Call inside the session's transaction: the FOR SHARE locks it takes
+    are what keep a drain from passing the INSERT that follows."""
     if version is None:
         name = label or DEFAULT_LABEL
         version_id = label_lock_shared(bundle=bundle, name=name)
         if version_id is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
-        state = version_lock_shared(version_id)
-        if state != VersionState.LIVE:
+        pinned = version_lock_shared(version_id)
+        if pinned.state != VersionState.LIVE:
             # A label targets it and we hold the label: only a broken invariant gets here.
-            raise RuntimeError(f"version {version_id} is targeted by a label but is {state}")
-        return version_id
+            raise RuntimeError(f"version {version_id} is targeted by a label but is {pinned.state}")
+        return pinned
 
     if version.state == VersionState.UNRELEASED:
         # Pinning writes the state, so take the exclusive lock, then re-read.
@@ -463,10 +468,10 @@ def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | N
             version.state = VersionState.DRAINING
             version.draining_since = timezone.now()
             version.save(update_fields=["state", "draining_since"])
-            return version.pk
+            return version
         state = version.state
     else:
-        state = version_lock_shared(version.pk)
+        state = version_lock_shared(version.pk).state
     if state == VersionState.DRAINED:
         raise Conflict(
             f"Version {version.number} is drained: its tool backends may be gone. Start on a label instead.",
@@ -477,7 +482,7 @@ def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | N
             f"Version {version.number} was revoked; start a session on a label instead.",
             {"labels": label_targets(bundle.pk)},
         )
-    return version.pk
+    return version
 
 
 @transaction.atomic

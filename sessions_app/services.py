@@ -78,12 +78,12 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
-            version_id = lifecycle.version_pin(bundle=bundle, label=label, version=version)
-            session_variables = _session_variables(version_id=version_id, given=variables)
+            pinned = lifecycle.version_pin(bundle=bundle, label=label, version=version)
+            session_variables = _session_variables(version=pinned, given=variables)
             now = timezone.now()
             session = Session.objects.create(
                 bundle=bundle,
-                version_id=version_id,
+                version=pinned,
                 label=label if version is not None else (label or DEFAULT_LABEL),
                 api_key_id=actor.api_key_id,
                 external_id=external_id,
@@ -103,11 +103,10 @@ def session_start(
     return session, True
 
 
-def _session_variables(*, version_id: int, given: Any) -> dict[str, Any]:
+def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
     # Checked only once the version is pinned: which declarations apply depends on the label's
     # target at this instant. A refusal rolls back the pin (and any state it wrote) with it.
-    content_hash = BundleVersion.objects.values_list("content_hash", flat=True).get(pk=version_id)
-    declared = content_document(version_id=version_id, content_hash=content_hash).get("variables")
+    declared = content_document(version_id=version.pk, content_hash=version.content_hash).get("variables")
     try:
         return content_variables.resolve(declared, given, scope="session")
     except content_variables.VariableError as exc:
