@@ -1,5 +1,7 @@
 """Thin REST views for skills routing, turns, session skills, metrics and compaction (issue 12)."""
 
+import json
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -39,6 +41,10 @@ class SessionCompactApi(BaseApi):
             result = compact(body["messages"], policy)
         except CompactionError as exc:
             raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]})
+        try:  # the answer echoes the messages: text UTF-8 cannot encode (a lone surrogate) is refused
+            json.dumps(body["messages"], ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise InvalidContent("The messages hold text that is not valid Unicode.", {"messages": ["Lone surrogate."]})
         return Response(result.as_dict())
 
 

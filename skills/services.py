@@ -25,6 +25,18 @@ MAX_TURN = 2**31 - 1  # the column is a PostgreSQL integer
 ROLES = {"user", "assistant", "system", "tool", "developer"}
 
 
+def storable(value: str) -> bool:
+    """Text PostgreSQL can store and a response can carry: no NUL, no lone surrogate (a
+    "\\ud800" escape decodes to one; UTF-8 cannot encode it)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_messages(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise InvalidContent("Send the conversation so far.", {"messages": ["Must be a non-empty list of messages."]})
@@ -111,7 +123,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
 def _check_names(values: Any, field: str) -> list[str]:
     # NUL cannot be stored in PostgreSQL text or jsonb; no skill name holds one anyway.
     if not isinstance(values, list) or not all(
-        isinstance(v, str) and 0 < len(v) <= MAX_NAME and "\x00" not in v for v in values
+        isinstance(v, str) and 0 < len(v) <= MAX_NAME and storable(v) for v in values
     ):
         raise InvalidContent(f"{field} must list skill names.", {field: ["Must be a list of skill names."]})
     if len(values) > 100:
@@ -142,8 +154,8 @@ def _text(data: dict[str, Any], key: str, limit: int) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
         raise InvalidContent(f"{key} is not valid.", {key: [f"Must be a non-empty string of at most {limit}."]})
-    if "\x00" in value:  # PostgreSQL text cannot hold NUL
-        raise InvalidContent(f"{key} is not valid.", {key: ["Must not contain NUL characters."]})
+    if not storable(value):
+        raise InvalidContent(f"{key} is not valid.", {key: ["Must be valid Unicode text without NUL characters."]})
     return value
 
 

@@ -343,6 +343,14 @@ def test_client_input_never_makes_a_500(agent, session_id):
     nul = {"name": "ok_name", "summary": "Use when x\x00", "description": "d", "source": "user"}
     assert agent.post(url + "skills/", nul).status_code == 400
     assert agent.post(url + "skills/", {**nul, "summary": "fine", "source": "\x00"}).status_code == 400
+    surrogate = '{"name": "ok_name", "summary": "\\ud800", "description": "d", "source": "user"}'
+    assert agent.post(url + "skills/", surrogate).status_code == 400
+    assert agent.post(url + "turns/", '{"turn": 1, "invoked": ["\\udfff"]}').status_code == 400
+    lone = '{"messages": [{"role": "tool", "content": "\\ud800"}]}'
+    assert agent.post(f"/api/v1/sessions/{session_id}/compact/", lone).status_code == 400
+    assert (
+        agent.post(url + "route/", '{"messages": [{"role": "user", "content": "\\ud800 refund"}]}').status_code == 200
+    )
     weird = {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}, "x", {"text": "\x00 refund"}]}]}
     assert agent.post(url + "route/", weird).status_code == 200
     assert agent.post(url + "route/", {"messages": [{"role": "user", "content": "x"}], "k": 5.0}).status_code == 400
