@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from api import knowledge, views, views_skills, webhook_views
+from api import knowledge, shell, views, views_skills, webhook_views
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
@@ -16,6 +16,7 @@ urlpatterns = [
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/rollback/", views.LabelRollbackApi.as_view()),
     path("catalog/", views.CatalogApi.as_view()),
+    path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
     path("sessions/", views.SessionListApi.as_view()),
     path("sessions/<uuid:session_id>/", views.SessionDetailApi.as_view()),

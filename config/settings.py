@@ -292,5 +292,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # Parts of the MCP SDK log whole messages at DEBUG (its SSE transport; a protocol is such a message):
+    # whatever LOG_LEVEL says, its loggers stay at WARNING so no protocol text reaches a log.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
 }

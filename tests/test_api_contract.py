@@ -782,6 +782,7 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/end/": {"post"},
     # Beyond the contract page (issue 4): the capability catalog and the audit log.
     "/api/v1/catalog/": {"get"},
+    "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     "/api/v1/audit/": {"get"},
     # Issue 14: usage per version, webhooks.

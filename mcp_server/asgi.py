@@ -1,0 +1,137 @@
+"""The MCP server as an ASGI app for config/asgi.py's dispatcher, at /mcp on the API's host
+and port: `mcp_app()` builds it.
+
+In front of the SDK's streamable HTTP app (stateless, JSON responses) it checks what the REST
+API checks before any view: the Host header (Django's ALLOWED_HOSTS), the Bearer API key (the
+same key check as every REST call: a revoked or expired key fails on its next request) and the
+key's rate budget. The key's Actor rides in the ASGI scope to the tools.
+
+Lifespan: the SDK's session manager needs its task group running (`run()`), stateless mode
+included. The app starts it on the server's lifespan startup when it gets one (the dispatcher
+forwards it), else on the first request, in a task of its own so that the task group is
+entered and left by the same task; lifespan shutdown stops it."""
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.transport_security import TransportSecuritySettings
+
+from access.actors import Actor
+from access.ratelimit import seconds_until_allowed
+from access.services import api_key_authenticate
+from mcp_server.server import SCOPE_KEY, build_server, run_django
+
+logger = logging.getLogger(__name__)
+PATH = "/mcp"
+
+
+def _authenticate(secret: str) -> Actor | None:
+    return run_django(api_key_authenticate, secret=secret)
+
+
+async def _error(send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpApp:
+    def __init__(self) -> None:
+        self.server = build_server()
+        self.http = self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            json_response=True,
+            stateless_http=True,
+            # Host is checked below with Django's own rules; a browser page cannot use this
+            # endpoint anyway without a key, so the SDK's Origin allow-list adds nothing.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self._running: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    async def _run_manager(self) -> None:
+        async with self.server.session_manager.run():
+            self._ready.set()
+            await self._stop.wait()
+
+    async def start(self) -> None:
+        if self._running is None:
+            self._running = asyncio.create_task(self._run_manager())
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._running is not None:
+            self._stop.set()
+            await self._running
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await self.start()
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await self.stop()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        domain, _port = split_domain_port(host)
+        allowed = settings.ALLOWED_HOSTS or ([".localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
+        if not domain or not validate_host(domain, allowed):
+            await _error(send, 400, "validation_error", "The request is not valid (check the Host header).")
+            return
+        authorization = headers.get(b"authorization", b"").split()
+        if len(authorization) != 2 or authorization[0].lower() != b"bearer":
+            await _error(
+                send,
+                401,
+                "not_authenticated",
+                "Send an API key as 'Authorization: Bearer <key>'.",
+                [(b"www-authenticate", b'Bearer realm="api"')],
+            )
+            return
+        actor = await asyncio.to_thread(_authenticate, authorization[1].decode("latin-1"))
+        if actor is None:
+            await _error(
+                send,
+                401,
+                "not_authenticated",
+                "The API key is not valid: it is unknown, expired or revoked.",
+                [(b"www-authenticate", b'Bearer realm="api"')],
+            )
+            return
+        # The same per-key budget as the REST API: MCP calls count as reads.
+        wait = await asyncio.to_thread(
+            seconds_until_allowed,
+            group="api-read",
+            key=str(actor.api_key_id or actor.name),
+            rate=settings.API_THROTTLE_RATES.get("read"),
+        )
+        if wait is not None:
+            await _error(
+                send, 429, "throttled", f"Too many requests; retry in {wait} s.", [(b"retry-after", str(wait).encode())]
+            )
+            return
+        await self.start()
+        scope[SCOPE_KEY] = actor
+        await self.http(scope, receive, send)
+
+
+def mcp_app() -> McpApp:
+    """The ASGI app to route /mcp to (config/asgi.py)."""
+    return McpApp()

@@ -1,0 +1,122 @@
+"""The MCP server: three tools and one resource template over mcp_server.services.
+
+The pin travels as an explicit `session_id` argument, never as connection state: the server
+runs stateless (a fresh transport per HTTP request), as current MCP revisions expect."""
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError, connection
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+
+from access.actors import Actor
+from mcp_server import rules, services
+from registry.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+# Who is calling. Over HTTP the ASGI wrapper (mcp_server.asgi) authenticates the Bearer key and
+# puts the Actor in the request's scope; in-process and stdio callers set this variable.
+current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("mcp_actor", default=None)
+SCOPE_KEY = "registry.actor"
+T = TypeVar("T")
+
+UNAVAILABLE = "unavailable: the registry is temporarily unavailable; say so and do not guess a process."
+
+
+def _actor(ctx: Context) -> Actor:
+    request = getattr(ctx.request_context, "request", None)
+    scope = getattr(request, "scope", None) or {}
+    actor = scope.get(SCOPE_KEY) or current_actor.get()
+    if actor is None:
+        raise ToolError("not_authenticated: send an API key as 'Authorization: Bearer <key>'.")
+    return actor
+
+
+def run_django(function: Callable[..., T], **kwargs: Any) -> T:
+    """Run Django code on a pool thread. Its connection is closed after each call: a pool thread
+    may never run Django again, and a connection left open in it is never given back. An MCP
+    call is a per-task step, not the per-turn hot path, so the reconnect is affordable."""
+    try:
+        return function(**kwargs)
+    finally:
+        connection.close()
+
+
+async def _call(function: Callable[..., T], **kwargs: Any) -> T:
+    """Run a service on a worker thread; its refusals become tool errors the model can read."""
+    try:
+        return await asyncio.to_thread(run_django, function, **kwargs)
+    except DomainError as error:
+        details = f" {json.dumps(error.details, ensure_ascii=False)}" if error.details else ""
+        raise ToolError(f"{error.code}: {error.message}{details}") from None
+    except (OperationalError, InterfaceError):
+        logger.warning("MCP tool %s: database unavailable", function.__name__, exc_info=True)
+        raise ToolError(UNAVAILABLE) from None
+
+
+def build_server() -> MCPServer:
+    server = MCPServer(
+        name="prompt-registry",
+        title="Prompt registry",
+        instructions=rules.instructions(),
+        version=rules.version(),
+        # No lists of resources to announce and nothing to subscribe to: bundles are immutable.
+        subscriptions=False,
+    )
+
+    @server.tool(
+        description=(
+            "List the capabilities this API key may use: name, description, when_to_use, and the "
+            "labels with their versions. Choose one by when_to_use. Reuse the list within one "
+            "session only."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False),
+    )
+    async def list_capabilities(ctx: Context) -> dict[str, Any]:
+        return await _call(services.capabilities, actor=_actor(ctx))
+
+    @server.tool(
+        description=(
+            "Fetch the protocol of a capability for this task: pins a session (on `label`, default "
+            "production) and returns its system prompt, tools, guardrails, output schema, "
+            "session_id, version and content_hash. Follow it strictly; never store it. To continue "
+            "the same task later, pass its session_id instead of starting a new one."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False),
+    )
+    async def get_capability_protocol(
+        capability: str, ctx: Context, label: str | None = None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        protocol = await _call(
+            services.protocol_fetch, actor=_actor(ctx), capability=capability, label=label, session_id=session_id
+        )
+        return services.protocol_as_dict(protocol)
+
+    @server.tool(
+        description="End the session of a finished task (idempotent). Its protocol must not be used again.",
+        annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False),
+    )
+    async def end_session(session_id: str, ctx: Context) -> dict[str, Any]:
+        return await _call(services.session_finish, actor=_actor(ctx), session_id=session_id)
+
+    @server.resource(
+        "bundle://{name}@sha256:{content_hash}",
+        name="bundle",
+        description="A bundle version's canonical content, by content hash: immutable, cacheable for ever.",
+        mime_type="application/json",
+    )
+    async def bundle_resource(name: str, content_hash: str, ctx: Context) -> str:
+        try:
+            data = await _call(services.bundle_bytes, actor=_actor(ctx), name=name, content_hash=content_hash)
+        except ToolError as error:
+            raise ResourceError(str(error)) from None
+        return data.decode()
+
+    return server

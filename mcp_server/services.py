@@ -1,0 +1,130 @@
+"""What the MCP tools do, as plain functions over the same services and selectors as the REST
+API: key scopes and roles are checked where they always are (bundle_get, session_start,
+session_end, the session selectors), so the shell holds no rule of its own.
+
+Everything here is synchronous Django code; mcp_server.server runs it on a worker thread."""
+
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import transaction
+
+from access.actors import Actor
+from api.serializers import CatalogEntryOut
+from audit.services import audit_record
+from knowledge.render import session_render
+from registry import selectors as registry_selectors
+from registry.errors import InvalidContent, NotFound
+from registry.parsed_content import content_document
+from sessions_app import selectors as session_selectors
+from sessions_app import services as session_services
+
+CATALOG_LIMIT = 500  # entries per answer; a key that sees more gets the first ones by name and a note
+
+
+def capabilities(*, actor: Actor) -> dict[str, Any]:
+    """The caller's catalog: what its key may start sessions on (the REST catalog's entries)."""
+    entries = list(registry_selectors.catalog(actor=actor).order_by("name")[: CATALOG_LIMIT + 1])
+    found: dict[str, Any] = {"capabilities": CatalogEntryOut(entries[:CATALOG_LIMIT], many=True).data}
+    if len(entries) > CATALOG_LIMIT:
+        found["note"] = f"Only the first {CATALOG_LIMIT} capabilities by name are listed."
+    return found
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A capability's protocol for one pinned session. `system_prompt` and `tools` are the
+    rendered, cache-stable prefix; `reminder` is the volatile tail (date, notices)."""
+
+    session_id: str
+    capability: str
+    label: str | None
+    version: int
+    content_hash: str
+    resource: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    guardrails: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    reminder: str
+    started: bool
+
+
+def _session_uuid(session_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(session_id))
+    except ValueError:
+        raise InvalidContent("session_id is not a session id.", {"session_id": ["A UUID."]}) from None
+
+
+def protocol_fetch(
+    *, actor: Actor, capability: str, label: str | None = None, session_id: str | None = None
+) -> Protocol:
+    """Pin a new session on `capability` (its `label`, default production), or continue
+    `session_id`, and return its protocol. Audited as `protocol.fetched`: who, which session
+    and version; never the protocol's text."""
+    started = session_id is None
+    if session_id is None:
+        bundle = registry_selectors.bundle_get(name=capability, actor=actor)
+        session, started = session_services.session_start(bundle=bundle, actor=actor, label=label)
+    else:
+        session = session_selectors.session_get(session_id=_session_uuid(session_id), actor=actor)
+        if session.bundle.name != capability:
+            raise NotFound(f"Session {session_id} is not a session of {capability!r}.")
+    # The same render as POST /sessions/{id}/render/: renews the lease, 410 when ended or revoked.
+    rendered = session_render(session_id=session.pk, actor=actor)
+    content = content_document(version_id=session.version_id, content_hash=rendered.content_hash)
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action="protocol.fetched",
+            target_type="session",
+            target=str(session.pk),
+            data={
+                "bundle": capability,
+                "version": rendered.version,
+                "content_hash": rendered.content_hash,
+                "session_started": started,
+                "via": "mcp",
+            },
+        )
+    return Protocol(
+        session_id=str(session.pk),
+        capability=capability,
+        label=session.label,
+        version=rendered.version,
+        content_hash=rendered.content_hash,
+        resource=f"bundle://{capability}@sha256:{rendered.content_hash}",
+        system_prompt=rendered.prefix.system,
+        tools=rendered.prefix.tools,
+        guardrails=content.get("guardrails", {}),
+        output_schema=content.get("output_schema"),
+        reminder=rendered.tail,
+        started=started,
+    )
+
+
+def protocol_as_dict(protocol: Protocol) -> dict[str, Any]:
+    return asdict(protocol)
+
+
+def session_finish(*, actor: Actor, session_id: str) -> dict[str, Any]:
+    """End a session (idempotent), as POST /sessions/{id}/end/ does."""
+    session = session_selectors.session_get(session_id=_session_uuid(session_id), actor=actor)
+    ended = session_services.session_end(session=session, actor=actor)
+    return {
+        "session_id": str(ended.pk),
+        "status": ended.status,
+        "ended_at": ended.ended_at.isoformat() if ended.ended_at else None,
+    }
+
+
+def bundle_bytes(*, actor: Actor, name: str, content_hash: str) -> bytes:
+    """The canonical content of the version of `name` whose hash is `content_hash`, if the key
+    may see the bundle: immutable, so a host may keep it for ever."""
+    bundle = registry_selectors.bundle_get(name=name, actor=actor)
+    version = registry_selectors.versions_of(bundle).filter(content_hash=content_hash).first()
+    if version is None:
+        raise NotFound(f"Bundle {name!r} has no version with content hash {content_hash}.")
+    return bytes(version.canonical)
