@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz lint format bench bench-route lock clean eval-routing ui-assets screenshots
+.PHONY: run test fuzz chaos chaos-short lint format bench bench-route lock clean eval-routing ui-assets screenshots
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -36,6 +36,15 @@ fuzz: $(VENV)/.client-installed
 # Publish eval/routing as a bundle and replay it through the route endpoint (hit@1/3/5 per kind).
 eval-routing: $(VENV)/.installed
 	$(PY) -m devtools.stack test -m eval eval/routing -q $(ARGS)
+
+# The chaos suite (chaos/): its own PostgreSQL, Redis, web server, worker and beat on loopback,
+# faults injected under bounded load, one table of figures; non-zero exit when an invariant
+# breaks. chaos-short (a few rounds each, about two minutes) runs in CI.
+chaos: $(VENV)/.installed
+	$(PY) -m chaos $(ARGS)
+
+chaos-short: $(VENV)/.installed
+	$(PY) -m chaos --short $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
