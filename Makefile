@@ -11,6 +11,7 @@ PY := $(VENV)/bin/python
 # PostgreSQL and Redis that `make run` starts too). Both are locked with hashes, and pip
 # refuses anything whose hash is not in them.
 $(VENV)/.installed: requirements.txt requirements-dev.txt
+	@if [ -L $(VENV) ] && [ ! -e $(VENV) ]; then echo "$(VENV) points at a virtualenv that is gone: replacing it"; rm $(VENV); fi
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing requirements.txt and requirements-dev.txt into $(VENV)"
 	@echo "(the first time downloads about 120 MB: a few minutes; later runs skip this step)"
