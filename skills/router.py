@@ -29,7 +29,7 @@ from threading import Lock
 from typing import Any
 
 from skills.lexicon import concepts
-from skills.text import content_words
+from skills.text import content_words, warm_up
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -307,6 +307,9 @@ def index_for(content_hash: str, skills: list[dict[str, Any]]) -> Index:
         if index is not None:
             _INDEXES.move_to_end(content_hash)
             return index
+    # Building an index is the once-per-process moment: load the segmenter here too, so that
+    # neither its dictionary nor the index build lands inside a turn's routing time.
+    warm_up()
     index = Index(skills)
     with _lock:
         _INDEXES[content_hash] = index

@@ -15,7 +15,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["content_words", "stem"]
+__all__ = ["content_words", "stem", "warm_up"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -50,7 +50,7 @@ def _segmenter() -> Any:
     if _jieba is None:
         with _lock:
             if _jieba is None:
-                import jieba  # imported here: ASCII-only deployments never pay for the dictionary
+                import jieba  # imported here: processes that never route never load the dictionary
 
                 jieba.setLogLevel(logging.WARNING)
                 tokenizer = jieba.Tokenizer()
@@ -59,6 +59,12 @@ def _segmenter() -> Any:
                 tokenizer.initialize()
                 _jieba = tokenizer
     return _jieba
+
+
+def warm_up() -> None:
+    """Load jieba's dictionary now (about a second, once per process) rather than inside the
+    first Chinese message's routing."""
+    _segmenter()
 
 
 @lru_cache(maxsize=65536)
