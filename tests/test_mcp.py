@@ -5,14 +5,16 @@ The tools run the REST API's services on worker threads, hence transactional_db.
 import asyncio
 import json
 import logging
+import os
 import re
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from access.actors import SYSTEM
@@ -334,3 +336,31 @@ def test_mcp_over_http_logs_no_protocol_text(debug_server, bundles):
     output = "".join(debug_server.output)
     assert "DEBUG" in output or "INFO" in output  # the server does log, at DEBUG
     assert MARKER not in output
+
+
+def test_the_stdio_bridge_forwards_everything_to_the_registry(debug_server, bundles):
+    """`promptreg mcp-stdio`, started by the mcp client as a host would start it."""
+    _, secret = _key(name="stdio")
+    env = {
+        **os.environ,
+        "REGISTRY_URL": debug_server.url,
+        "REGISTRY_API_KEY": secret,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "client"),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "promptreg.cli", "mcp-stdio"], env=env)
+
+    async def scenario():
+        async with Client(params) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            catalog = await call(client, "list_capabilities")
+            pinned = await call(client, "get_capability_protocol", capability="refunds")
+            resource = await client.read_resource(pinned["resource"])
+            ended = await call(client, "end_session", session_id=pinned["session_id"])
+            return client.instructions, tools, catalog, pinned, resource.contents[0].text, ended
+
+    instructions, tools, catalog, pinned, resource, ended = asyncio.run(scenario())
+    assert tools == TOOLS and rules.rules(instructions) == rules.rules()
+    assert {c["name"] for c in catalog["capabilities"]} == {"refunds", "support-faq"}
+    assert pinned["version"] == 1 and MARKER in pinned["system_prompt"]
+    assert resource.encode() == bytes(bundles["v1"].canonical)
+    assert ended["status"] == "ended"

@@ -1,13 +1,19 @@
 """The README's agent section, run as written against the real running service: the agent
-loop with the client, the push/pull round trip (and, with the MCP server, its setup)."""
+loop with the client, the push/pull round trip and the MCP server's setup in an agent host."""
 
+import asyncio
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from access.models import Role
 from registry.models import Label
@@ -74,3 +80,30 @@ def test_the_push_pull_round_trip_runs_as_written(registry_server, walkthrough_s
     assert "published refunds version 3" in done.stdout and "staging: (new) -> version 3" in done.stdout
     assert "refunds v1 -> v3:" in done.stdout and "system_prompt" in done.stdout
     assert Label.objects.get(bundle__name="refunds", name="staging").version.number == 3
+
+
+def _mcp_names(url: str, headers: dict[str, str]) -> tuple[set[str], list[str]]:
+    async def scenario():
+        http = httpx2.AsyncClient(headers=headers, timeout=30)
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            catalog = (await client.call_tool("list_capabilities", {})).structured_content
+            return tools, [c["name"] for c in catalog["capabilities"]]
+
+    return asyncio.run(scenario())
+
+
+def test_the_mcp_setups_work_as_written(registry_server, walkthrough_state):  # noqa: F811
+    agent = make_api(Role.AGENT, name="readme-mcp")
+    tokens = shlex.split(readme_block("mcp-claude"))
+    assert tokens[:5] == ["claude", "mcp", "add", "--transport", "http"]
+    url = tokens[6].replace("http://127.0.0.1:8000", registry_server.url)
+    name, value = tokens[tokens.index("--header") + 1].split(": ", 1)
+    headers = {name: value.replace("$AGENT_KEY", agent.secret)}
+    assert _mcp_names(url, headers) == ({"list_capabilities", "get_capability_protocol", "end_session"}, ["refunds"])
+
+    config = json.loads(readme_block("mcp-json"))["mcpServers"]["prompt-registry"]
+    assert config["type"] == "http"
+    url = config["url"].replace("http://127.0.0.1:8000", registry_server.url)
+    headers = {k: v.replace("pr_your_agent_key", agent.secret) for k, v in config["headers"].items()}
+    assert _mcp_names(url, headers)[1] == ["refunds"]
