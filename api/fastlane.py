@@ -27,6 +27,7 @@ connection error (Django's path reconnects and reports it). Headers are the ones
 middleware would add (tests/test_fastlane.py compares both paths)."""
 
 import asyncio
+import io
 import re
 import time
 import uuid
@@ -36,24 +37,38 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http.request import split_domain_port, validate_host
-from rest_framework.exceptions import Throttled
+from rest_framework.exceptions import APIException, Throttled
 from rest_framework.renderers import JSONRenderer
 
+from access.actors import Actor
 from access.ratelimit import api_throttle_wait
-from access.services import KEY_COLUMNS, KEY_WHERE, api_key_lookup, api_key_match
-from api.errors import exception_handler
-from api.serializers import SessionOut
+from access.services import KEY_COLUMNS, KEY_WHERE, api_key_authenticate, api_key_lookup, api_key_match
+from api.errors import exception_handler, is_unavailable
+from api.parsers import SafeJSONParser
+from api.serializers import SessionIn, SessionOut
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
-from config.dispatch import BodyTimeout, BodyTooLarge, Decline, Receive, Scope, Send, buffered_body, replay
-from config.django_lane import pool
+from config.dispatch import (
+    BodyTimeout,
+    BodyTooLarge,
+    Decline,
+    Receive,
+    Scope,
+    Send,
+    buffered_body,
+    replay,
+    send_json,
+)
+from config.django_lane import TIMEOUT, TOO_LARGE, pool
 from core.errors import DomainError
 from metrics import usage
 from metrics.instruments import request_answered
+from registry import selectors as registry_selectors
 from registry.models import Bundle, BundleVersion
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_checked, session_visible
-from sessions_app.services import session_end, session_touch
+from sessions_app.services import session_end, session_start, session_touch
 
+_START_PATH = "/api/v1/sessions/"
 _PATH = re.compile(
     r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat|end)/$"
 )
@@ -61,6 +76,7 @@ _ROUTES = {
     "bundle": ("GET", "api/v1/sessions/<uuid:session_id>/bundle/", b"GET, HEAD, OPTIONS"),
     "heartbeat": ("POST", "api/v1/sessions/<uuid:session_id>/heartbeat/", b"POST, OPTIONS"),
     "end": ("POST", "api/v1/sessions/<uuid:session_id>/end/", b"POST, OPTIONS"),
+    "start": ("POST", "api/v1/sessions/", b"POST, OPTIONS"),
 }
 
 _SESSION_FIELDS = Session._meta.concrete_fields
@@ -107,9 +123,63 @@ def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
     return Answer(200, [(b"content-type", b"application/json"), *etag], pinned_bundle_body(session))
 
 
-def session_answer(session: Session) -> Answer:
-    """The session as SessionOut (heartbeat, end), rendered as DRF renders it."""
-    return Answer(200, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
+def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, bool]:
+    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope),
+    the version when one is named, then sessions_app.services.session_start. The DRF view and
+    the fast lane both call this."""
+    bundle = registry_selectors.bundle_get(name=data["bundle"], actor=actor)
+    version = None
+    if data.get("version") is not None:
+        version = registry_selectors.version_get(bundle=bundle, number=data["version"])
+    return session_start(
+        bundle=bundle,
+        actor=actor,
+        label=data.get("label"),
+        version=version,
+        external_id=data.get("external_id"),
+        ttl_seconds=data.get("ttl_seconds"),
+        variables=data.get("variables"),
+    )
+
+
+def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
+    """POST /api/v1/sessions/ (runs on a pool thread), as SessionListApi answers it."""
+    content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    authorization = headers.get(b"authorization", b"").split()
+    if content_type != b"application/json" or not body or len(authorization) != 2:
+        raise Decline  # 415, an empty body, a missing key: Django's answers
+    if authorization[0].lower() != b"bearer":
+        raise Decline
+    try:
+        secret = authorization[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise Decline from None
+    try:
+        actor = api_key_authenticate(secret=secret)
+        if actor is None:
+            raise Decline
+        wait = api_throttle_wait(actor=actor, method="POST")
+        if wait is not None:
+            return _error(Throttled(wait))
+        serializer = SessionIn(data=SafeJSONParser().parse(io.BytesIO(body), "application/json", {}))
+        serializer.is_valid(raise_exception=True)
+        session, created = session_started(actor=actor, data=serializer.validated_data)
+    except (DomainError, APIException) as exc:
+        return _error(exc)
+    except DatabaseError as exc:
+        # Not declined: whether a failed COMMIT took effect is unknown, so no second attempt.
+        connection.close()
+        if not is_unavailable(exc):
+            raise
+        return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
+    finally:
+        connection.close_if_unusable_or_obsolete()
+    return session_answer(session, status=201 if created else 200)
+
+
+def session_answer(session: Session, status: int = 200) -> Answer:
+    """The session as SessionOut (start, heartbeat, end), rendered as DRF renders it."""
+    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:
@@ -235,9 +305,13 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     """ASGI: serve the fast lane's paths, decline everything else (config.dispatch)."""
     if scope["type"] != "http":
         raise Decline
-    match = _PATH.match(scope["path"])
-    if match is None or scope["method"] != _ROUTES[match.group(2)][0]:
-        raise Decline
+    if scope["path"] == _START_PATH and scope["method"] == "POST":
+        session_id, kind = "", "start"
+    else:
+        match = _PATH.match(scope["path"])
+        if match is None or scope["method"] != _ROUTES[match.group(2)][0]:
+            raise Decline
+        session_id, kind = match.group(1), match.group(2)
     started = time.perf_counter()
     headers: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
@@ -245,14 +319,17 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     secure = _is_secure(scope, headers)
     if not _host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
         raise Decline
-    session_id, kind = match.group(1), match.group(2)
     try:
-        # A heartbeat has no body, but a client may send one: read it here, not on a thread.
+        # Read on the event loop, never on a thread (config.dispatch), with Django's front's answers.
         body, _ = await buffered_body(receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT)
-    except (BodyTooLarge, BodyTimeout):
-        raise Decline from None  # Django's front answers 413/408 (it reads what is left)
-    if body:
-        raise Decline(replay(body))  # a body on a heartbeat is Django's to judge
+    except BodyTooLarge:
+        await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
+        return
+    except BodyTimeout:
+        await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
+        return
+    if body and kind != "start":
+        raise Decline(replay(body))  # a body on a heartbeat or an end is Django's to judge
 
     given = headers.get(b"x-request-id", b"").decode("latin1")
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
@@ -261,6 +338,8 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     def work() -> Answer:
         token = current.set(context)
         try:
+            if kind == "start":
+                return _start(body=body, headers=headers)
             return serve(kind=kind, session_id=session_id, headers=headers)
         finally:
             current.reset(token)

@@ -363,20 +363,8 @@ class SessionListApi(BaseApi):
         responses={201: SessionOut, 200: SessionOut},
     )
     def post(self, request: Request) -> Response:
-        data = _valid(SessionIn, request)
-        bundle = registry_selectors.bundle_get(name=data["bundle"], actor=request.auth)
-        version = None
-        if data.get("version") is not None:
-            version = registry_selectors.version_get(bundle=bundle, number=data["version"])
-        session, created = session_services.session_start(
-            bundle=bundle,
-            actor=request.auth,
-            label=data.get("label"),
-            version=version,
-            external_id=data.get("external_id"),
-            ttl_seconds=data.get("ttl_seconds"),
-            variables=data.get("variables"),
-        )
+        # The fast lane (api.fastlane) serves this path too, through the same function.
+        session, created = fastlane.session_started(actor=request.auth, data=_valid(SessionIn, request))
         # No re-read: session_start returns the session with its bundle and pinned version set.
         return Response(SessionOut(session).data, status=201 if created else 200)
 

@@ -21,8 +21,8 @@ from django.core.wsgi import get_wsgi_application
 
 from config.dispatch import ASGIApp, BodyTimeout, BodyTooLarge, Receive, Scope, Send, buffered_body, send_json
 
-_TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"The request body is over 2 MiB.","details":{}}}'
-_TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request body did not arrive in time.","details":{}}}'
+TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"The request body is over 2 MiB.","details":{}}}'
+TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request body did not arrive in time.","details":{}}}'
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -72,6 +72,8 @@ def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
         key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
         value = raw_value.decode("latin1")
         environ[key] = f"{environ[key]},{value}" if key in environ else value
+    # The body has been read whole (also when it came chunked, without a Content-Length).
+    environ["CONTENT_LENGTH"] = str(len(body))
     return environ
 
 
@@ -105,10 +107,10 @@ def django_app() -> ASGIApp:
                 receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
             )
         except BodyTooLarge:
-            await send_json(send, 413, _TOO_LARGE, [(b"connection", b"close")])
+            await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
             return
         except BodyTimeout:
-            await send_json(send, 408, _TIMEOUT, [(b"connection", b"close")])
+            await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
             return
         environ = environ_of(scope, body)
         status, headers, content = await asyncio.get_running_loop().run_in_executor(pool(), run_wsgi, wsgi, environ)

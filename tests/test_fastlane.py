@@ -54,11 +54,13 @@ def _scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _run(app, method: str, path: str, headers: dict[str, str]) -> tuple[int, dict[bytes, bytes], bytes]:
+def _run(
+    app, method: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, dict[bytes, bytes], bytes]:
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
@@ -71,16 +73,16 @@ def _run(app, method: str, path: str, headers: dict[str, str]) -> tuple[int, dic
 _django = None
 
 
-def both(method: str, path: str, secret: str, **headers: str):
+def both(method: str, path: str, secret: str, body: bytes = b"", **headers: str):
     """(fast lane's answer, Django's answer) for the same request; fails if the lane declines."""
     global _django
     _django = _django or django_app()
     headers = {"Authorization": f"Bearer {secret}", **headers}
     try:
-        fast = _run(fastlane.application, method, path, headers)
+        fast = _run(fastlane.application, method, path, headers, body)
     except Decline:
         pytest.fail(f"the fast lane declined {method} {path}")
-    return fast, _run(_django, method, path, headers)
+    return fast, _run(_django, method, path, headers, body)
 
 
 def _same(fast, slow, *, volatile: tuple[str, ...] = ()) -> None:
@@ -144,6 +146,46 @@ def test_it_answers_the_errors_as_django_does(bundle, production, v1, v2, agent,
     assert json.loads(fast[2])["error"]["code"] == "version_revoked"
 
 
+SESSION_TIMES = ("id", "started_at", "last_seen_at", "expires_at")
+
+
+def test_it_starts_sessions_and_refuses_bad_starts_as_django_does(bundle, production, v1, agent):
+    json_type = {"Content-Type": "application/json"}
+    fast, slow = both("POST", "/api/v1/sessions/", agent.secret, b'{"bundle": "refunds"}', **json_type)
+    _same(fast, slow, volatile=SESSION_TIMES)
+    assert fast[0] == 201 and json.loads(fast[2])["version"] == v1.number
+    assert Session.objects.filter(bundle=bundle).count() == 2
+
+    again = b'{"bundle": "refunds", "external_id": "conversation-7"}'
+    assert (
+        _run(
+            fastlane.application,
+            "POST",
+            "/api/v1/sessions/",
+            {"Authorization": f"Bearer {agent.secret}", **json_type},
+            again,
+        )[0]
+        == 201
+    )
+    fast, slow = both("POST", "/api/v1/sessions/", agent.secret, again, **json_type)
+    _same(fast, slow)
+    assert fast[0] == 200, "the same external_id answers the session it started"
+
+    for body in [
+        b'{"bundle": "refunds"',  # malformed JSON
+        b"[1, 2]",
+        b'{"bundle": "nope"}',
+        b'{"bundle": "refunds", "label": "staging"}',
+        b'{"bundle": "refunds", "ttl_seconds": 0}',
+        b'{"bundle": "refunds", "version": 99}',
+        b'{"bundle": "refunds", "label": "production", "version": 1}',
+        b'{"bundle": "refunds", "surprise": "\\ud800"}',
+    ]:
+        fast, slow = both("POST", "/api/v1/sessions/", agent.secret, body, **json_type)
+        _same(fast, slow)
+        assert 400 <= fast[0] < 500, body
+
+
 def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
     session, _ = session_start(bundle=bundle, actor=agent.actor)
     path = f"/api/v1/sessions/{session.pk}/bundle/"
@@ -154,6 +196,8 @@ def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
         ("GET", f"/api/v1/sessions/{session.pk}/", {"Authorization": f"Bearer {agent.secret}"}),
         ("POST", f"/api/v1/sessions/{session.pk}/route/", {"Authorization": f"Bearer {agent.secret}"}),
         ("GET", path.upper(), {"Authorization": f"Bearer {agent.secret}"}),
+        ("POST", "/api/v1/sessions/", {"Authorization": f"Bearer {agent.secret}", "Content-Type": "text/plain"}),
+        ("POST", "/api/v1/sessions/", {"Content-Type": "application/json"}),
     ]:
         with pytest.raises(Decline):
             _run(fastlane.application, method, where, headers)
