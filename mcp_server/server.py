@@ -16,7 +16,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from access.actors import Actor
+from api.serializers import CatalogEntryOut
 from mcp_server import rules, services
+from registry import selectors as registry_selectors
 from registry.errors import DomainError
 
 logger = logging.getLogger(__name__)
@@ -27,6 +29,7 @@ current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("mc
 SCOPE_KEY = "registry.actor"
 T = TypeVar("T")
 
+CATALOG_LIMIT = 500  # entries per answer; a key that sees more gets the first ones by name and a note
 UNAVAILABLE = "unavailable: the registry is temporarily unavailable; say so and do not guess a process."
 
 
@@ -61,6 +64,15 @@ async def _call(function: Callable[..., T], **kwargs: Any) -> T:
         raise ToolError(UNAVAILABLE) from None
 
 
+def _capabilities(*, actor: Actor) -> dict[str, Any]:
+    """The caller's catalog: the REST catalog's selector and entry shape (GET /api/v1/catalog/)."""
+    entries = list(registry_selectors.catalog(actor=actor).order_by("name")[: CATALOG_LIMIT + 1])
+    found: dict[str, Any] = {"capabilities": CatalogEntryOut(entries[:CATALOG_LIMIT], many=True).data}
+    if len(entries) > CATALOG_LIMIT:
+        found["note"] = f"Only the first {CATALOG_LIMIT} capabilities by name are listed."
+    return found
+
+
 def build_server() -> MCPServer:
     server = MCPServer(
         name="prompt-registry",
@@ -80,7 +92,7 @@ def build_server() -> MCPServer:
         annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False),
     )
     async def list_capabilities(ctx: Context) -> dict[str, Any]:
-        return await _call(services.capabilities, actor=_actor(ctx))
+        return await _call(_capabilities, actor=_actor(ctx))
 
     @server.tool(
         description=(

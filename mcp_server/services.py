@@ -1,4 +1,4 @@
-"""What the MCP tools do, as plain functions over the same services and selectors as the REST
+"""The MCP tools' writes, as plain functions over the same services and selectors as the REST
 API: key scopes and roles are checked where they always are (bundle_get, session_start,
 session_end, the session selectors), so the shell holds no rule of its own.
 
@@ -11,7 +11,6 @@ from typing import Any
 from django.db import transaction
 
 from access.actors import Actor
-from api.serializers import CatalogEntryOut
 from audit.services import audit_record
 from knowledge.render import session_render
 from registry import selectors as registry_selectors
@@ -19,17 +18,6 @@ from registry.errors import InvalidContent, NotFound
 from registry.parsed_content import content_document
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
-
-CATALOG_LIMIT = 500  # entries per answer; a key that sees more gets the first ones by name and a note
-
-
-def capabilities(*, actor: Actor) -> dict[str, Any]:
-    """The caller's catalog: what its key may start sessions on (the REST catalog's entries)."""
-    entries = list(registry_selectors.catalog(actor=actor).order_by("name")[: CATALOG_LIMIT + 1])
-    found: dict[str, Any] = {"capabilities": CatalogEntryOut(entries[:CATALOG_LIMIT], many=True).data}
-    if len(entries) > CATALOG_LIMIT:
-        found["note"] = f"Only the first {CATALOG_LIMIT} capabilities by name are listed."
-    return found
 
 
 @dataclass(frozen=True)

@@ -291,3 +291,39 @@ def test_compaction_in_the_client_equals_the_endpoint_on_every_vector(client, op
             local = session.compact(vector["messages"], local=True)
         assert remote == vector["expected"], vector["name"]
         assert local == vector["expected"], vector["name"]
+
+
+def test_the_per_turn_wrappers_render_route_and_report(client, ops):
+    """session.render(), route(), report_turn() and compact() against their endpoints."""
+    cards = [
+        {
+            "name": name,
+            "summary": summary,
+            "description": f"{summary}. Inputs and outputs of {name}; not for anything else.",
+            "keywords": keywords,
+            "category": category,
+            "examples": examples,
+            "level": "L2",
+        }
+        for name, summary, category, keywords, examples in [
+            ("refund_order", "Use when the customer wants money back", "billing",
+             ["refund", "money back", "return"], ["I want a refund", "give me my money back"]),
+            ("track_parcel", "Use when the customer asks where a parcel is", "shipping",
+             ["track", "parcel", "delivery"], ["where is my parcel", "track my delivery"]),
+        ]
+    ]  # fmt: skip
+    doc = content("Help customers, politely.")
+    doc["variables"] = {"today_note": {"type": "string", "scope": "turn", "required": False, "default": "-"}}
+    doc["skills"] = cards
+    bundle = bundle_create(name="turns", description="d", actor=ops.actor)
+    version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor)
+    with client.start_session("turns", version=1) as session:
+        turn = session.render(variables={"today_note": "sunny"})
+        assert turn["prefix"]["system"].startswith("Help customers, politely.") and "sunny" in turn["tail"]
+        assert turn["version"] == 1 and len(turn["prefix_sha256"]) == 64
+        routed = session.route([{"role": "user", "content": "I want my money back for order 7"}], k=1)
+        assert [r["name"] for r in routed["routed"]] == ["refund_order"]
+        session.report_turn(routed["turn"], invoked=["refund_order"])
+        messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 30}] * 7
+        assert session.compact(messages) == session.compact(messages, local=True)
+        assert session.compact(messages)["elided"] == 2
