@@ -6,6 +6,10 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("DJANGO_SECURE", "0")  # the test client speaks plain HTTP
 # Webhook tests deliver to receivers they start on 127.0.0.1 (the refusal is tested with it off).
 os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_URLS", "1")
+# A loaded CI machine can hold a Redis reply past the production 50 ms: a test of exact rate
+# limits must not see its counter skipped by a breaker that a slow reply opened. The breaker's
+# own tests set the short timeout themselves.
+os.environ.setdefault("REDIS_REQUEST_TIMEOUT_MS", "1000")
 
 from config.settings import *  # noqa: E402,F403
 

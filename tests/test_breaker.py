@@ -124,7 +124,8 @@ def _timed(fn) -> float:
 
 
 def test_with_redis_hung_one_call_pays_the_timeout_and_the_rest_skip_redis(db, v1, hung_redis):
-    with override_settings(REDIS_URL=hung_redis, BUNDLE_CACHE_URL=hung_redis, CELERY_BROKER_URL=hung_redis):
+    urls = {"REDIS_URL": hung_redis, "BUNDLE_CACHE_URL": hung_redis, "CELERY_BROKER_URL": hung_redis}
+    with override_settings(REDIS_REQUEST_TIMEOUT_MS=50, **urls):
         first = _timed(lambda: seconds_until_allowed(group="t", key="k", rate="1/m"))
         assert first < 0.5
         assert breaker.for_url(hung_redis).state == "open"
@@ -148,7 +149,7 @@ def test_enqueue_through_a_live_broker_succeeds(db):
 
 def test_the_api_throttle_fails_open_and_the_admin_login_limit_counts_locally_without_redis(client, db):
     closed = "redis://127.0.0.1:1/0"
-    with override_settings(REDIS_URL=closed, ADMIN_LOGIN_RATE="10/m"):
+    with override_settings(REDIS_URL=closed, ADMIN_LOGIN_RATE="10/m", REDIS_REQUEST_TIMEOUT_MS=50):
         assert seconds_until_allowed(group="api-read", key="k", rate="1/m") is None
         assert seconds_until_allowed(group="api-read", key="k", rate="1/m") is None  # fails open
         local_counts.__init__()
