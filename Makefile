@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz chaos chaos-short lint format bench bench-route lock clean eval-routing ui-assets screenshots
+.PHONY: run test fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -58,6 +58,14 @@ format: $(VENV)/.installed
 
 bench: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py $(ARGS)
+
+# CI: every scenario for 2 s, so the benchmark never rots; figures are printed, not asserted.
+bench-short: $(VENV)/.client-installed
+	$(PY) bench/pinned_fetch.py --short $(ARGS)
+
+# 10,000 versions, 1,000,000 ended and 100,000 active sessions (seed_scale), against an empty database.
+bench-scale: $(VENV)/.installed
+	$(PY) bench/scale.py $(ARGS)
 
 # The skill router alone, 100 skills, warm: p50/p99 wall and CPU time (goal: p99 < 20 ms).
 bench-route: $(VENV)/.installed

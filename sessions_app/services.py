@@ -168,23 +168,53 @@ def _check_owner(*, session: Session, actor: Actor) -> None:
         raise NotFound(f"No session {session.pk}.")
 
 
-def session_expire_lapsed(*, session_ids: list[Any] | None = None, now: datetime | None = None) -> int:
-    """Expire active sessions whose lease ran out (all of them, or only `session_ids`)
-    and ask for a drain check of their versions. Returns how many expired."""
+# The sweep expires lapsed sessions in batches, each its own short transaction, so that 100,000
+# lapsed sessions never mean one statement holding 100,000 row locks. SKIP LOCKED: a session
+# whose row is busy (a renewal or an end in flight) is left to that writer, and to the next
+# sweep if it is still lapsed then. The inner SELECT walks session_active_expiry_idx; ARRAY()
+# makes it one InitPlan, so the UPDATE finds its rows by primary key (with `id IN (SELECT ...)`
+# the planner hash-joined against a sequential scan of every session, ended ones included).
+SWEEP_BATCH = 1000
+_EXPIRE_SQL = """
+UPDATE sessions_app_session SET status = 'expired', ended_at = %(now)s
+WHERE id = ANY(ARRAY(
+    SELECT id FROM sessions_app_session
+    WHERE status = 'active' AND expires_at <= %(now)s {only}
+    ORDER BY expires_at LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+))
+RETURNING version_id
+"""
+
+
+def session_expire_lapsed(
+    *,
+    session_ids: list[Any] | None = None,
+    now: datetime | None = None,
+    batch: int = SWEEP_BATCH,
+    max_batches: int | None = None,
+) -> int:
+    """Expire active sessions whose lease ran out (all of them, or only `session_ids`), `batch`
+    at a time, each batch committed on its own (at most `max_batches`), and ask for a drain
+    check of their versions after each commit. Returns how many expired."""
     now = now or timezone.now()
-    with transaction.atomic():
-        lapsed = Session.objects.active().filter(expires_at__lte=now)
-        if session_ids is not None:
-            lapsed = lapsed.filter(pk__in=session_ids)
-        # Re-checked row by row under the row lock (READ COMMITTED), so a renewal that
-        # commits first wins and the session stays active.
-        version_ids = set(lapsed.values_list("version_id", flat=True))
-        count = lapsed.update(status=SessionStatus.EXPIRED, ended_at=now)
-        for version_id in version_ids:
-            transaction.on_commit(lambda v=version_id: lifecycle.version_drain_request(v))
-    if count:
-        instruments.session_event(event="expired", count=count)
-    return count
+    only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
+    params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
+    total = batches = 0
+    while max_batches is None or batches < max_batches:
+        batches += 1
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(_EXPIRE_SQL.format(only=only), params)
+                version_ids = [row[0] for row in cursor.fetchall()]
+            for version_id in set(version_ids):
+                transaction.on_commit(lambda v=version_id: lifecycle.version_drain_request(v))
+        total += len(version_ids)
+        if len(version_ids) < batch:
+            break
+    if total:
+        instruments.session_event(event="expired", count=total)
+    return total
 
 
 def session_use(*, session_id: Any, actor: Actor, force: bool = False) -> Session:

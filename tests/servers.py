@@ -24,7 +24,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_database_url() -> str:
+def current_database_url() -> str:
     """DATABASE_URL of the database this test runs on (pytest-django's test_... database)."""
     s = connection.settings_dict
     host = s["HOST"] or ""
@@ -41,7 +41,7 @@ def web_server(*, workers: int = 1, env: dict[str, str] | None = None, timeout: 
     environment = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": current_database_url(),
         **(env or {}),
     }
     proc = subprocess.Popen(

@@ -1,0 +1,107 @@
+"""Seed the scale data set in seconds, with set-based SQL (generate_series), not the API:
+
+    manage.py seed_scale --bundle scale --versions 10000 --ended 1000000 --active 100000 [--lapsed N]
+
+One bundle with `--versions` versions: all but the last two are inserted as drained filler
+(distinct canonical documents, their hashes computed by PostgreSQL, which the immutability CHECK
+verifies); the last two are published through the services, `production` targets the newest and
+the one before drains with `--active`/10 sessions still on it. Then `--ended` ended sessions spread
+over every version and `--active` active ones (`--lapsed` more whose lease already ran out, for
+the sweep), all of one agent key whose secret is printed last. `make bench-scale` uses this."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import connection
+
+from access.actors import SYSTEM
+from access.services import api_key_create
+from registry.services import bundle_create, label_move, version_publish
+
+
+def _content(text: str) -> dict[str, Any]:
+    return {"system_prompt": text, "tools": [], "model": {"name": "scale-model"}}
+
+
+class Command(BaseCommand):
+    help = "Seed a bundle with many versions and many sessions (bench/scale.py)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--bundle", default="scale")
+        parser.add_argument("--versions", type=int, default=10_000)
+        parser.add_argument("--ended", type=int, default=1_000_000)
+        parser.add_argument("--active", type=int, default=100_000)
+        parser.add_argument("--lapsed", type=int, default=0)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name, versions = options["bundle"], max(2, options["versions"])
+        bundle = bundle_create(name=name, description="scale data set", actor=SYSTEM)
+        key, secret = api_key_create(name=f"{name}-agent", role="agent", actor=SYSTEM)
+        with connection.cursor() as cursor:
+            # Filler versions 1..N-2, drained: distinct documents, canonical (sorted, compact) by
+            # construction, hashed by PostgreSQL.
+            cursor.execute(
+                """
+                INSERT INTO registry_bundleversion (bundle_id, number, canonical, content_hash, message, author,
+                    created_at, state, drained_at, revoke_reason)
+                SELECT %(bundle)s, n, doc, encode(sha256(doc), 'hex'), 'scale filler', 'system', now(),
+                    'drained', now(), ''
+                FROM (SELECT n, convert_to('{"model":{"name":"scale-model"},"system_prompt":"Scale version '
+                      || n || '.","tools":[]}', 'UTF8') AS doc
+                      FROM generate_series(1, %(filler)s) AS n) AS docs
+                """,
+                {"bundle": bundle.pk, "filler": versions - 2},
+            )
+        old = version_publish(
+            bundle=bundle, content=_content("Scale: the version before."), message="old", actor=SYSTEM
+        )
+        label_move(bundle=bundle, name="production", version=old.version, actor=SYSTEM, reason="scale seed")
+        new = version_publish(bundle=bundle, content=_content("Scale: the live version."), message="new", actor=SYSTEM)
+        draining_share = options["active"] // 10
+        with connection.cursor() as cursor:
+            insert = """
+                INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
+                    started_at, last_seen_at, expires_at, ended_at, variables)
+                SELECT gen_random_uuid(), %(bundle)s, {version}, 'production', %(key)s, {status}, 1800,
+                    now() - interval '1 hour', now() - interval '1 hour', {expires}, {ended}, '{{}}'::jsonb
+                FROM generate_series(1, %(count)s) AS i
+            """
+            common = {"bundle": bundle.pk, "key": key.pk}
+            # Ended sessions, spread over every version of the bundle.
+            cursor.execute(
+                insert.format(
+                    version="(SELECT min(id) FROM registry_bundleversion WHERE bundle_id = %(bundle)s)"
+                    " + (i %% %(versions)s)",
+                    status="'ended'",
+                    expires="now() - interval '30 minutes'",
+                    ended="now() - interval '40 minutes'",
+                ),
+                {**common, "count": options["ended"], "versions": versions},
+            )
+            # Active sessions: most on the old version until the label moves, a tenth stay there.
+            for version_id, count in (
+                (old.version.pk, draining_share),
+                (new.version.pk, options["active"] - draining_share),
+            ):
+                cursor.execute(
+                    insert.format(
+                        version="%(version)s", status="'active'", expires="now() + interval '1 hour'", ended="NULL"
+                    ),
+                    {**common, "count": count, "version": version_id},
+                )
+            if options["lapsed"]:
+                cursor.execute(
+                    insert.format(
+                        version="%(version)s", status="'active'", expires="now() - interval '1 minute'", ended="NULL"
+                    ),
+                    {**common, "count": options["lapsed"], "version": new.version.pk},
+                )
+        label_move(bundle=bundle, name="production", version=new.version, actor=SYSTEM, reason="scale seed")
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE sessions_app_session")
+            cursor.execute("ANALYZE registry_bundleversion")
+        self.stdout.write(
+            f"seeded bundle {name!r}: {versions} versions, {options['ended']} ended, {options['active']} active"
+            f" ({draining_share} on draining version {old.version.number}), {options['lapsed']} lapsed sessions"
+        )
+        self.stdout.write(secret)
