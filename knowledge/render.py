@@ -298,9 +298,17 @@ def take_notices(session: Session) -> list[dict[str, str]]:
     """The changes to files this session read that it has not been told about, each told once.
 
     A file the session never read gives none (new files are found with ls and DUTY.md)."""
+    return claim_notices(changed_reads(session))
+
+
+def changed_reads(session: Session) -> list[tuple[Any, ...]]:
+    """(read id, pack, path, what the session knew, the file's hash now or '') per change."""
     with connection.cursor() as cursor:
         cursor.execute(_CHANGED_SQL, [session.pk])
-        rows = cursor.fetchall()
+        return list(cursor.fetchall())
+
+
+def claim_notices(rows: list[tuple[Any, ...]]) -> list[dict[str, str]]:
     notices = []
     for read_id, pack, path, known, current in rows:
         # Conditional on what we read, so two renders racing tell each change only once.

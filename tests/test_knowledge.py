@@ -16,6 +16,7 @@ from audit.models import AuditEvent
 from knowledge import render, services, tools
 from knowledge.models import MAX_FILE_BYTES, Pack
 from registry.canonical import canonical_bytes
+from sessions_app.models import Session
 from tests.conftest import Api, content, make_api
 
 DUTY_SRE = "# SRE duty\n\nStart with knowledge/ops/sre/runbooks/ for incidents.\n"
@@ -512,3 +513,14 @@ def test_docs_show_the_exact_tool_definitions_and_guidance():
 def test_a_malformed_session_id_is_a_404_not_a_database_error(world):
     assert world.agent.get("/api/v1/sessions/" + "0" * 36 + "/knowledge/ls").status_code == 404
     assert world.agent.post("/api/v1/sessions/" + "0" * 36 + "/render/").status_code == 404
+
+
+def test_two_renders_racing_on_one_session_tell_a_change_once(world):
+    world.output("read", path="knowledge/ops/README.md")
+    world.put("ops", "README.md", "changed\n")
+    session = Session.objects.get(pk=world.session)
+    first, second = render.changed_reads(session), render.changed_reads(session)  # both saw the change
+    assert len(first) == len(second) == 1
+    told = render.claim_notices(first) + render.claim_notices(second)
+    assert told == [{"path": "knowledge/ops/README.md", "change": "modified"}]
+    assert world.render()["notices"] == []
