@@ -69,7 +69,8 @@ def _replay(ops: APIClient, agent: APIClient, bundle: str, skills_path: Path, co
             assert turn["expect"] in names, (conversation["id"], turn["expect"])
             messages.append({"role": "user", "content": turn["user"]})
             routed = _post(agent, base + "route/", {"messages": messages, "k": 5})
-            ranked = [r["name"] for r in routed["routed"]]
+            # A resident (L1) skill is loaded every turn: it counts as found first.
+            ranked = [*[n for n in routed["resident"] if n == turn["expect"]], *(r["name"] for r in routed["routed"])]
             for key in ((conversation["kind"], conversation["split"]), ("all", conversation["split"])):
                 counts = hits[key]
                 counts[0] += turn["expect"] in ranked[:1]
