@@ -1,6 +1,8 @@
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any
 
 from access.groups import ROLE_OF_GROUP
 from access.roles import ROLE_RANK, Role
@@ -20,7 +22,7 @@ class Actor:
     scopes: tuple[str, ...] = ()
 
     @classmethod
-    def for_key(cls, *, key_id: int, name: str, role: str, scopes) -> "Actor":
+    def for_key(cls, *, key_id: int, name: str, role: str, scopes: Iterable[str] | None) -> "Actor":
         """The Actor of an API key: the one place that says how a key appears in authorship."""
         return cls(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()))
 
@@ -43,10 +45,11 @@ class Actor:
 SYSTEM = Actor(name="system", role=Role.ADMIN)
 
 
-def actor_for_user(user) -> Actor:
+def actor_for_user(user: Any) -> Actor:
     """The Actor for a person signed in to the admin, so the admin calls services with the
     same role checks as the API. Superusers are admins; then the group "Ops" gives ops and
     "Prompt engineers" gives publisher; any other staff user only reads (agent)."""
+    role: str
     if user.is_superuser:
         role = Role.ADMIN
     else:

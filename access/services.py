@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ def hash_secret(secret: str) -> str:
 
 
 def _validate(*, name: Any, role: Any, scopes: Any, expires_at: Any) -> tuple[str, str, list[str]]:
+    # Any: the values as a command line or a form gave them; this is where they are checked.
     errors: dict[str, list[str]] = {}
     if not isinstance(name, str) or not name.strip() or len(name) > API_KEY_NAME_MAX:
         errors["name"] = [f"A name of 1 to {API_KEY_NAME_MAX} characters is required."]
@@ -46,10 +48,10 @@ def _validate(*, name: Any, role: Any, scopes: Any, expires_at: Any) -> tuple[st
 @transaction.atomic
 def api_key_create(
     *,
-    name: Any,
-    role: Any,
+    name: str,
+    role: str,
     actor: Actor,
-    scopes: Any = None,
+    scopes: Sequence[str] | None = None,
     expires_at: datetime | None = None,
     rotated_from: ApiKey | None = None,
 ) -> tuple[ApiKey, str]:

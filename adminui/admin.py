@@ -9,7 +9,7 @@ from uuid import UUID
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, URLResolver, path, reverse
+from django.urls import URLPattern, path, reverse
 
 from adminui import views
 from registry import admin as registry_admin
@@ -29,7 +29,7 @@ def _page(model_admin: admin.ModelAdmin, view: views.View, route: str, name: str
 class BundleAdmin(registry_admin.BundleAdmin):
     """The bundle list and the adminui pages, all under /admin/registry/bundle/."""
 
-    def get_urls(self) -> list[URLPattern | URLResolver]:
+    def get_urls(self) -> list[URLPattern]:
         # Before the stock patterns: "<name>/history/" replaces the stock object history.
         return [
             _page(self, views.drain_dashboard, "drain/", "adminui_drain"),
@@ -104,7 +104,7 @@ class LabelAdmin(registry_admin.LabelAdmin):
 class SessionAdmin(sessions_admin.SessionAdmin):
     """The searchable session list and a detail page, where ops can end a session."""
 
-    def get_urls(self) -> list[URLPattern | URLResolver]:
+    def get_urls(self) -> list[URLPattern]:
         return [
             _page(self, views.session_detail, "<uuid:session_id>/detail/", "adminui_session"),
             _page(self, views.session_end, "<uuid:session_id>/end/", "adminui_session_end"),

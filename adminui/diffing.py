@@ -36,7 +36,8 @@ def _mark(tokens: list[str], tag: str) -> str:
 def _words(old: str, new: str) -> tuple[SafeString, SafeString]:
     """Both lines as HTML with the words that differ wrapped in <del>/<ins>-like spans."""
     a, b = _TOKEN_RE.findall(old), _TOKEN_RE.findall(new)
-    left, right = [], []
+    left: list[str] = []
+    right: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
             left.append(escape("".join(a[i1:i2])))

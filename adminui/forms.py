@@ -53,6 +53,13 @@ def add_domain_error(
     form.add_error(default, exc.message)
 
 
+def set_choices(form: forms.Form, name: str, choices: list[Any]) -> None:
+    """Give the choice field `name` of `form` its choices (known only per request)."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
 class BundleCreateForm(forms.Form):
     name = forms.CharField(
         max_length=limits.BUNDLE_NAME_MAX,
@@ -172,10 +179,11 @@ class MoveForm(forms.Form):
         """`labels`: (name, text shown) of the labels offered."""
         super().__init__(*args, **kwargs)
         self.fields["label"].widget.choices = [("", "(a new label, named below)"), *labels]
-        self.fields["version"].choices = versions
+        set_choices(self, "version", versions)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         label, new_label = data.get("label"), (data.get("new_label") or "").strip()
         if label and new_label:
             self.add_error("new_label", "Pick an existing label or name a new one, not both.")
@@ -195,7 +203,7 @@ class RollbackForm(forms.Form):
 
     def __init__(self, *args: Any, versions: list[tuple[int, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["version"].choices = versions
+        set_choices(self, "version", versions)
 
 
 class RevokeForm(forms.Form):
@@ -213,8 +221,8 @@ class VersionSearchForm(forms.Form):
 
     def __init__(self, *args: Any, bundles: list[str], states: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["bundle"].choices = [("", "any bundle")] + [(b, b) for b in bundles]
-        self.fields["state"].choices = [("", "any state")] + states
+        set_choices(self, "bundle", [("", "any bundle")] + [(b, b) for b in bundles])
+        set_choices(self, "state", [("", "any state")] + states)
 
 
 class SessionSearchForm(forms.Form):
@@ -225,5 +233,5 @@ class SessionSearchForm(forms.Form):
 
     def __init__(self, *args: Any, bundles: list[str], statuses: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["bundle"].choices = [("", "any bundle")] + [(b, b) for b in bundles]
-        self.fields["status"].choices = [("", "any status")] + statuses
+        set_choices(self, "bundle", [("", "any bundle")] + [(b, b) for b in bundles])
+        set_choices(self, "status", [("", "any status")] + statuses)

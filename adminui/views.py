@@ -39,6 +39,7 @@ from adminui.forms import (
     VersionForm,
     VersionSearchForm,
     add_domain_error,
+    set_choices,
 )
 from adminui.moves import classify, movable_labels
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
@@ -473,12 +474,14 @@ def version_revoke(request: HttpRequest, model_admin: ModelAdmin, name: str, num
 def version_diff(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
     _need_view(request, model_admin)
     bundle = _bundle(name)
+    new: BundleVersion | None
     if request.GET.get("new"):
         new = _version(bundle, request.GET["new"])
     else:
         new = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
         if new is None:
             raise NotFound(f"Bundle {bundle.name!r} has no versions yet.")
+    old: BundleVersion | None
     if request.GET.get("old"):
         old = _version(bundle, request.GET["old"])
     else:
@@ -691,7 +694,7 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
     def form_page(form: RollbackForm, status: int = 200) -> HttpResponse:
         # Whatever the POST was validated against, the page offers only the versions this
         # label targeted before (never its current target): an error must not widen the list.
-        form.fields["version"].choices = versions
+        set_choices(form, "version", versions)
         return _render(
             request,
             model_admin,

@@ -1,14 +1,39 @@
+"""Who is calling: the API key in `Authorization: Bearer`, as an Actor.
+
+DRF keeps what an authentication class returns in `request.auth`, typed as anything; views
+read the caller through `actor_of(request)` instead, which says what it is."""
+
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework.request import Request
 
+from access.actors import Actor
 from access.services import api_key_authenticate
+
+
+def request_actor(request: Request) -> Actor | None:
+    """The Actor of the key that authenticated `request`, or None (no key was sent)."""
+    auth = request.auth
+    return auth if isinstance(auth, Actor) else None
+
+
+def actor_of(request: Request) -> Actor:
+    """The Actor of the key that authenticated `request`. Every view here runs after
+    RolePermission, which refuses a request without one, so this only raises on a view that
+    was configured without it."""
+    actor = request_actor(request)
+    if actor is None:
+        raise NotAuthenticated("Send an API key: 'Authorization: Bearer <api key>'.")
+    return actor
 
 
 class ApiKeyAuthentication(BaseAuthentication):
     """`Authorization: Bearer <api key>`. request.auth becomes the key's Actor."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[None, Actor] | None:
         header = get_authorization_header(request).split()
         if not header or header[0].lower() != b"bearer":
             return None
@@ -23,7 +48,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             raise AuthenticationFailed("The API key is not valid: it is unknown, expired or revoked.")
         return (None, actor)
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         # Makes DRF answer 401 (not 403) when no key was sent.
         return 'Bearer realm="api"'
 
@@ -32,5 +57,5 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "api.authentication.ApiKeyAuthentication"
     name = "ApiKey"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer"}

@@ -11,7 +11,7 @@ from rest_framework import exceptions as drf
 
 from core.errors import DomainError
 
-_DRF_CODES: list[tuple[type[Exception], int, str]] = [
+_DRF_CODES: list[tuple[type[drf.APIException], int, str]] = [
     (drf.ParseError, 400, "malformed_json"),
     (drf.ValidationError, 400, "validation_error"),
     (drf.NotAuthenticated, 401, "not_authenticated"),
@@ -113,8 +113,9 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
             else:
                 message, details = str(exc.detail), {}
             response = error_response(status, code, message, details)
-            if isinstance(exc, drf.Throttled) and exc.wait is not None:
-                response["Retry-After"] = str(int(exc.wait) + 1)
+            wait = getattr(exc, "wait", None)  # set by Throttled (absent from its stubs)
+            if isinstance(exc, drf.Throttled) and wait is not None:
+                response["Retry-After"] = str(int(wait) + 1)
             if status == 401:
                 response["WWW-Authenticate"] = 'Bearer realm="api"'
             return response

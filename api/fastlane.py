@@ -63,9 +63,8 @@ from core.errors import DomainError
 from metrics import usage
 from metrics.instruments import request_answered
 from registry import selectors as registry_selectors
-from registry.models import Bundle, BundleVersion
 from sessions_app.models import Session
-from sessions_app.selectors import pinned_bundle_body, session_checked, session_visible
+from sessions_app.selectors import PINNED_COLUMNS, pinned_bundle_body, pinned_row, session_checked, session_visible
 from sessions_app.services import session_end, session_start, session_touch
 
 _START_PATH = "/api/v1/sessions/"
@@ -79,16 +78,11 @@ _ROUTES = {
     "start": ("POST", "api/v1/sessions/", b"POST, OPTIONS"),
 }
 
-_SESSION_FIELDS = Session._meta.concrete_fields
-_CONVERTED = [(i, f) for i, f in enumerate(_SESSION_FIELDS) if hasattr(f, "from_db_value")]
 _N_KEY = KEY_COLUMNS.count(",") + 1
-_N_SESSION = len(_SESSION_FIELDS)
 # The key (by prefix) joined with the session, its version and its bundle. LEFT JOINs: a
 # working key with no such session still comes back (a 404, counted against the key's budget).
 _FETCH_SQL = (
-    f"SELECT {KEY_COLUMNS}, "
-    + ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS)
-    + ", v.number, v.content_hash, v.state, b.name"
+    f"SELECT {KEY_COLUMNS}, {PINNED_COLUMNS}"
     + " FROM access_apikey k"
     + " LEFT JOIN sessions_app_session s ON s.id = %s"
     + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
@@ -183,18 +177,8 @@ def session_answer(session: Session, status: int = 200) -> Answer:
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:
-    values = list(row[_N_KEY : _N_KEY + _N_SESSION])
-    if values[0] is None:
-        return None
-    for index, field in _CONVERTED:
-        values[index] = field.from_db_value(values[index], None, connection)
-    session = Session.from_db("default", [f.attname for f in _SESSION_FIELDS], values)
-    number, content_hash, state, bundle_name = row[_N_KEY + _N_SESSION :]
-    session.bundle = Bundle(id=session.bundle_id, name=bundle_name)
-    session.version = BundleVersion(
-        id=session.version_id, bundle_id=session.bundle_id, number=number, content_hash=content_hash, state=state
-    )
-    return session
+    pinned = pinned_row(row[_N_KEY:])
+    return pinned.session if pinned else None
 
 
 def _error(exc: Exception) -> Answer:

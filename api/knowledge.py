@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.models import Role
+from api.authentication import actor_of
 from api.pagination import paginated
 from api.serializers import IdentifierField, StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
@@ -77,7 +78,7 @@ class PackListApi(BaseApi):
 
     @extend_schema(summary="List knowledge packs", operation_id="knowledge_packs_list", responses=paginated(PackOut))
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, selectors.packs_visible(request.auth), PackOut, "name")
+        return _paginate(self, request, selectors.packs_visible(actor_of(request)), PackOut, "name")
 
     @extend_schema(
         summary="Create a knowledge pack",
@@ -87,14 +88,14 @@ class PackListApi(BaseApi):
     )
     def post(self, request: Request) -> Response:
         data = _valid(PackIn, request)
-        pack = services.pack_create(name=data["name"], description=data["description"], actor=request.auth)
+        pack = services.pack_create(name=data["name"], description=data["description"], actor=actor_of(request))
         return Response(PackOut(pack).data, status=201)
 
 
 class PackDetailApi(BaseApi):
     @extend_schema(summary="Get a knowledge pack", operation_id="knowledge_pack_get", responses=PackOut)
     def get(self, request: Request, pack: str) -> Response:
-        return Response(PackOut(selectors.pack_get(name=pack, actor=request.auth)).data)
+        return Response(PackOut(selectors.pack_get(name=pack, actor=actor_of(request))).data)
 
 
 class ManifestApi(BaseApi):
@@ -102,7 +103,7 @@ class ManifestApi(BaseApi):
 
     @extend_schema(operation_id="knowledge_manifest", responses=ManifestOut)
     def get(self, request: Request, pack: str) -> Response:
-        found = selectors.pack_get(name=pack, actor=request.auth)
+        found = selectors.pack_get(name=pack, actor=actor_of(request))
         return Response(ManifestOut({"pack": found.name, "files": selectors.manifest(found)}).data)
 
 
@@ -111,7 +112,7 @@ class FileApi(BaseApi):
 
     @extend_schema(summary="Read a file of a knowledge pack", operation_id="knowledge_file_get", responses=FileOut)
     def get(self, request: Request, pack: str, path: str) -> Response:
-        found = selectors.pack_get(name=pack, actor=request.auth)
+        found = selectors.pack_get(name=pack, actor=actor_of(request))
         return Response(FileOut(selectors.file_get(pack=found, path=path)).data)
 
     @extend_schema(
@@ -121,17 +122,17 @@ class FileApi(BaseApi):
         responses={200: FileOut, 201: FileOut},
     )
     def put(self, request: Request, pack: str, path: str) -> Response:
-        found = selectors.pack_get(name=pack, actor=request.auth)
+        found = selectors.pack_get(name=pack, actor=actor_of(request))
         data = _valid(FileIn, request)
-        file, created = services.file_put(pack=found, path=path, content=data["content"], actor=request.auth)
+        file, created = services.file_put(pack=found, path=path, content=data["content"], actor=actor_of(request))
         return Response(FileOut(file).data, status=201 if created else 200)
 
     @extend_schema(
         summary="Delete a file of a knowledge pack", operation_id="knowledge_file_delete", responses={204: None}
     )
     def delete(self, request: Request, pack: str, path: str) -> Response:
-        found = selectors.pack_get(name=pack, actor=request.auth)
-        services.file_delete(pack=found, path=path, actor=request.auth)
+        found = selectors.pack_get(name=pack, actor=actor_of(request))
+        services.file_delete(pack=found, path=path, actor=actor_of(request))
         return Response(status=204)
 
 
@@ -141,7 +142,9 @@ class SessionRenderApi(BaseApi):
     @extend_schema(operation_id="session_render", request=RenderIn, responses={200: RenderOut})
     def post(self, request: Request, session_id) -> HttpResponse:
         data = _valid(RenderIn, request) if request.data else {}
-        rendered = render.session_render(session_id=session_id, actor=request.auth, variables=data.get("variables"))
+        rendered = render.session_render(
+            session_id=session_id, actor=actor_of(request), variables=data.get("variables")
+        )
         return HttpResponse(rendered.body(), content_type="application/json")
 
 
@@ -178,6 +181,6 @@ class SessionKnowledgeToolApi(BaseApi):
         if any("\x00" in value for value in params.values()):
             raise InvalidContent("A parameter holds a NUL character.", {"query": ["Not allowed."]})
         answer = run(
-            session_id=session_id, actor=request.auth, **{name: params.get(name) for name in _TOOL_PARAMS[tool]}
+            session_id=session_id, actor=actor_of(request), **{name: params.get(name) for name in _TOOL_PARAMS[tool]}
         )
         return Response({"output": answer.output, "truncated": answer.truncated})

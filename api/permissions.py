@@ -1,6 +1,13 @@
+from typing import TYPE_CHECKING
+
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 
 from access.models import Role
+from api.authentication import request_actor
+
+if TYPE_CHECKING:  # DRF loads this module while rest_framework.views is still importing
+    from rest_framework.views import APIView
 
 
 class RolePermission(BasePermission):
@@ -8,8 +15,8 @@ class RolePermission(BasePermission):
 
     message = "Your key's role does not allow this."
 
-    def has_permission(self, request, view) -> bool:
-        actor = request.auth
+    def has_permission(self, request: Request, view: "APIView") -> bool:
+        actor = request_actor(request)
         if actor is None:
             return False
         needed = getattr(view, "roles", {}).get(request.method, Role.AGENT)

@@ -2,13 +2,15 @@
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import limits
 from registry.contracts import LEVELS
-from registry.models import Compatibility
+from registry.models import BundleVersion, Compatibility
 from registry.selectors import bundle_label_map
 from sessions_app.models import SessionStatus
 
@@ -16,7 +18,7 @@ from sessions_app.models import SessionStatus
 class StrictCharField(serializers.CharField):
     """A JSON string and nothing else (DRF's CharField would turn 12 into "12")."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -26,7 +28,7 @@ class IdentifierField(StrictCharField):
     """A name or id, taken exactly as sent: " refunds" is not "refunds", and two external ids
     differing only in spaces must not collide on the same session."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
 
@@ -34,7 +36,7 @@ class IdentifierField(StrictCharField):
 class StrictIntegerField(serializers.IntegerField):
     """A JSON integer and nothing else (DRF's would take "5", 5.0 and true)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -46,7 +48,7 @@ class StrictInput(serializers.Serializer):
     Unknown fields are reported together with the known fields' errors, so that one
     round trip shows every problem of a request."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         unknown: dict[str, list[str]] = {}
         if isinstance(data, Mapping):
             unknown = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
@@ -111,7 +113,8 @@ class RevokeIn(StrictInput):
 
 class SessionIn(StrictInput):
     bundle = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
-    label = IdentifierField(required=False, allow_null=True, max_length=limits.LABEL_NAME_MAX)
+    # A field named like Field.label (the stubs type that attribute): a declaration, not an override.
+    label = IdentifierField(required=False, allow_null=True, max_length=limits.LABEL_NAME_MAX)  # type: ignore[assignment]
     version = StrictIntegerField(required=False, allow_null=True, min_value=1)
     external_id = IdentifierField(required=False, allow_null=True, max_length=limits.EXTERNAL_ID_MAX)
     ttl_seconds = StrictIntegerField(
@@ -162,7 +165,12 @@ class PublishWarningOut(serializers.Serializer):
 class PublishOut(VersionOut):
     """A publish answer: the version, and what the contract checks warn about."""
 
-    warnings = PublishWarningOut(many=True)
+    warnings = serializers.SerializerMethodField()
+
+    @extend_schema_field(PublishWarningOut(many=True))
+    def get_warnings(self, version: BundleVersion) -> list[dict[str, str]]:
+        # What version_publish returned, handed over by the view (not a field of the version).
+        return list(self.context.get("warnings", []))
 
 
 class ChangeOut(serializers.Serializer):
@@ -208,7 +216,7 @@ class SessionOut(serializers.Serializer):
     bundle = serializers.CharField(source="bundle.name")
     version = serializers.IntegerField(source="version.number")
     content_hash = serializers.CharField(source="version.content_hash")
-    label = serializers.CharField(allow_null=True)
+    label = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # see SessionIn.label
     status = serializers.SerializerMethodField()
     started_at = serializers.DateTimeField()
     last_seen_at = serializers.DateTimeField()
@@ -232,7 +240,7 @@ class AuditEventOut(serializers.Serializer):
     target_type = serializers.CharField()
     target = serializers.CharField()
     reason = serializers.CharField()
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]  # the event's field, not Serializer.data
     request_id = serializers.CharField()
     client_ip = serializers.CharField(allow_null=True)
 

@@ -43,7 +43,8 @@ class SessionSkillIn(serializers.Serializer):
     name = serializers.RegexField(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$", max_length=64)
     summary = serializers.CharField(max_length=60)
     description = serializers.CharField(max_length=4000)
-    source = serializers.CharField(max_length=200, help_text="Where it came from: user, agent, tool ...")
+    # A field named like Field.source (the stubs type that attribute): a declaration, not an override.
+    source = serializers.CharField(max_length=200, help_text="Where it came from: user, agent, tool ...")  # type: ignore[assignment]
 
 
 class SessionSkillOut(SessionSkillIn):

@@ -1,6 +1,13 @@
+from typing import TYPE_CHECKING
+
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from access.ratelimit import api_throttle_wait
+from api.authentication import request_actor
+
+if TYPE_CHECKING:  # DRF loads this module while rest_framework.views is still importing
+    from rest_framework.views import APIView
 
 
 class KeyRateThrottle(BaseThrottle):
@@ -8,11 +15,13 @@ class KeyRateThrottle(BaseThrottle):
     429 `throttled` with Retry-After. The rule itself is access.ratelimit.api_throttle_wait,
     which the fast lane (api.fastlane) calls too."""
 
-    def allow_request(self, request, view) -> bool:
-        actor = request.auth
+    _wait: float | None = None
+
+    def allow_request(self, request: Request, view: "APIView") -> bool:
+        actor = request_actor(request)
         if actor is None:  # unauthenticated requests are refused before they count
             return True
-        self._wait = api_throttle_wait(actor=actor, method=request.method)
+        self._wait = api_throttle_wait(actor=actor, method=request.method or "")
         return self._wait is None
 
     def wait(self) -> float | None:

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from access.models import Role
 from api import fastlane
+from api.authentication import actor_of
 from api.pagination import Cursor, paginated
 from api.serializers import (
     AuditEventOut,
@@ -96,7 +97,9 @@ class BundleListApi(BaseApi):
         responses=paginated(BundleOut),
     )
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, registry_selectors.bundles_with_labels(actor=request.auth), BundleOut, "name")
+        return _paginate(
+            self, request, registry_selectors.bundles_with_labels(actor=actor_of(request)), BundleOut, "name"
+        )
 
     @extend_schema(
         summary="Create a bundle",
@@ -110,9 +113,9 @@ class BundleListApi(BaseApi):
     def post(self, request: Request) -> Response:
         data = _valid(BundleIn, request)
         bundle = registry_services.bundle_create(
-            name=data["name"], description=data["description"], when_to_use=data["when_to_use"], actor=request.auth
+            name=data["name"], description=data["description"], when_to_use=data["when_to_use"], actor=actor_of(request)
         )
-        bundle = registry_selectors.bundles_with_labels(actor=request.auth).get(pk=bundle.pk)
+        bundle = registry_selectors.bundles_with_labels(actor=actor_of(request)).get(pk=bundle.pk)
         return Response(BundleOut(bundle).data, status=201)
 
 
@@ -125,9 +128,9 @@ class BundleDetailApi(BaseApi):
         responses=BundleOut,
     )
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundles_with_labels(actor=request.auth).filter(name=name).first()
+        bundle = registry_selectors.bundles_with_labels(actor=actor_of(request)).filter(name=name).first()
         if bundle is None:
-            registry_selectors.bundle_get(name=name, actor=request.auth)  # raises the contract's 404
+            registry_selectors.bundle_get(name=name, actor=actor_of(request))  # raises the contract's 404
         return Response(BundleOut(bundle).data)
 
 
@@ -141,7 +144,7 @@ class VersionListApi(BaseApi):
         responses=paginated(VersionOut),
     )
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         # Each version carries its content (up to 1 MiB): a smaller page bounds the answer.
         return _paginate(
             self, request, registry_selectors.versions_of(bundle), VersionOut, "-number", limits.VERSION_PAGE_SIZE
@@ -160,14 +163,14 @@ class VersionListApi(BaseApi):
         responses={201: PublishOut, 200: PublishOut},
     )
     def post(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(VersionIn, request)
         result = registry_services.version_publish(
-            bundle=bundle, content=data["content"], message=data["message"], actor=request.auth
+            bundle=bundle, content=data["content"], message=data["message"], actor=actor_of(request)
         )
         version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
-        version.warnings = result.warnings
-        response = Response(PublishOut(version).data, status=201 if result.created else 200)
+        answer = PublishOut(version, context={"warnings": result.warnings}).data
+        response = Response(answer, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
         return response
 
@@ -182,7 +185,7 @@ class VersionDetailApi(BaseApi):
         responses={200: VersionOut, 304: OpenApiResponse(description="Not modified")},
     )
     def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
         if _etag_matches(request, version.content_hash):
             return _not_modified(version.content_hash)
@@ -204,7 +207,7 @@ class VersionDiffApi(BaseApi):
         responses=DiffOut,
     )
     def get(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         query = DiffQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         new = registry_selectors.version_get(bundle=bundle, number=number)
@@ -223,7 +226,7 @@ class VersionUsageApi(BaseApi):
 
     @extend_schema(summary="Usage of one version", responses=VersionUsageOut)
     def get(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
         return Response(VersionUsageOut(metrics_selectors.version_usage(version=version)).data)
 
@@ -242,10 +245,10 @@ class VersionRevokeApi(BaseApi):
         responses=VersionOut,
     )
     def post(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
         data = _valid(RevokeIn, request)
-        registry_services.version_revoke(version=version, actor=request.auth, reason=data["reason"])
+        registry_services.version_revoke(version=version, actor=actor_of(request), reason=data["reason"])
         return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
 
 
@@ -260,7 +263,7 @@ class LabelListApi(BaseApi):
         responses=paginated(LabelOut),
     )
     def get(self, request: Request, name: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         labels = bundle.labels.select_related("version")
         return _paginate(self, request, labels, LabelOut, "name")
 
@@ -274,7 +277,7 @@ class LabelDetailApi(BaseApi):
         responses=LabelOut,
     )
     def get(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         return Response(LabelOut(registry_selectors.label_get(bundle=bundle, name=label)).data)
 
     @extend_schema(
@@ -289,14 +292,14 @@ class LabelDetailApi(BaseApi):
         responses={200: LabelOut, 201: LabelOut},
     )
     def put(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(LabelIn, request)
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])
         moved, created = registry_services.label_move(
             bundle=bundle,
             name=label,
             version=version,
-            actor=request.auth,
+            actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
             compatibility=data.get("compatibility"),
@@ -315,7 +318,7 @@ class LabelHistoryApi(BaseApi):
         responses=paginated(LabelMoveOut),
     )
     def get(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         found = registry_selectors.label_get(bundle=bundle, name=label)
         return _paginate(self, request, registry_selectors.label_history(found), LabelMoveOut, "-history_id")
 
@@ -334,7 +337,7 @@ class LabelRollbackApi(BaseApi):
         responses=LabelOut,
     )
     def post(self, request: Request, name: str, label: str) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(RollbackIn, request)
         to_version = None
         if data.get("to_version") is not None:
@@ -343,7 +346,7 @@ class LabelRollbackApi(BaseApi):
             bundle=bundle,
             name=label,
             to_version=to_version,
-            actor=request.auth,
+            actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
         )
@@ -364,7 +367,7 @@ class SessionListApi(BaseApi):
     )
     def post(self, request: Request) -> Response:
         # The fast lane (api.fastlane) serves this path too, through the same function.
-        session, created = fastlane.session_started(actor=request.auth, data=_valid(SessionIn, request))
+        session, created = fastlane.session_started(actor=actor_of(request), data=_valid(SessionIn, request))
         # No re-read: session_start returns the session with its bundle and pinned version set.
         return Response(SessionOut(session).data, status=201 if created else 200)
 
@@ -379,7 +382,7 @@ class SessionDetailApi(BaseApi):
         responses=SessionOut,
     )
     def get(self, request: Request, session_id) -> Response:
-        return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=request.auth)).data)
+        return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=actor_of(request))).data)
 
 
 class SessionBundleApi(BaseApi):
@@ -400,7 +403,7 @@ class SessionBundleApi(BaseApi):
         },
     )
     def get(self, request: Request, session_id) -> HttpResponse:
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         # The fast lane (api.fastlane) serves this path; both build the answer with this function.
         answer = fastlane.bundle_answer(session, request.headers.get("If-None-Match"))
         headers = dict((name.decode(), value.decode()) for name, value in answer.headers)
@@ -421,7 +424,7 @@ class SessionHeartbeatApi(BaseApi):
         responses=SessionOut,
     )
     def post(self, request: Request, session_id) -> Response:
-        session = session_services.session_use(session_id=session_id, actor=request.auth, force=True)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request), force=True)
         return Response(SessionOut(session).data)
 
 
@@ -436,8 +439,8 @@ class SessionEndApi(BaseApi):
         responses=SessionOut,
     )
     def post(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_get(session_id=session_id, actor=request.auth)
-        return Response(SessionOut(session_services.session_end(session=session, actor=request.auth)).data)
+        session = session_selectors.session_get(session_id=session_id, actor=actor_of(request))
+        return Response(SessionOut(session_services.session_end(session=session, actor=actor_of(request))).data)
 
 
 class CatalogApi(BaseApi):
@@ -453,7 +456,7 @@ class CatalogApi(BaseApi):
         responses=paginated(CatalogEntryOut),
     )
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, registry_selectors.catalog(actor=request.auth), CatalogEntryOut, "name")
+        return _paginate(self, request, registry_selectors.catalog(actor=actor_of(request)), CatalogEntryOut, "name")
 
 
 class AuditApi(BaseApi):
@@ -472,5 +475,5 @@ class AuditApi(BaseApi):
     def get(self, request: Request) -> Response:
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        events = audit_selectors.audit_events(actor_scope=request.auth, **query.validated_data)
+        events = audit_selectors.audit_events(actor_scope=actor_of(request), **query.validated_data)
         return _paginate(self, request, events, AuditEventOut, "-id")

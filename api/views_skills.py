@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.authentication import actor_of
 from api.serializers_skills import (
     CompactIn,
     CompactOut,
@@ -35,7 +36,7 @@ class SessionCompactApi(BaseApi):
         body = request.data
         if not isinstance(body, dict) or "messages" not in body:
             raise InvalidContent('Send {"messages": [...]}.', {"messages": ["This field is required."]})
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         policy = policy_from_content(skill_selectors.session_content(session))
         try:
             result = compact(body["messages"], policy)
@@ -60,7 +61,7 @@ class SessionRouteApi(BaseApi):
     @extend_schema(request=RouteIn, responses={200: RouteOut})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         return Response(skill_services.skill_route(session=session, messages=body.get("messages"), k=body.get("k")))
 
 
@@ -70,7 +71,7 @@ class SessionTurnsApi(BaseApi):
     @extend_schema(request=TurnIn, responses={200: TurnOut})
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         turn = skill_services.skill_turn_report(session=session, turn=body.get("turn"), invoked=body.get("invoked"))
         return Response(
             {
@@ -100,7 +101,7 @@ class SessionSkillListApi(BaseApi):
         responses={200: SessionSkillList},
     )
     def get(self, request: Request, session_id) -> Response:
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         return Response({"results": [_card(c) for c in skill_selectors.session_skills_list(session=session)]})
 
     @extend_schema(
@@ -109,7 +110,7 @@ class SessionSkillListApi(BaseApi):
         responses={201: SessionSkillOut, 200: SessionSkillOut},
     )
     def post(self, request: Request, session_id) -> Response:
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         card, created = skill_services.session_skill_register(session=session, data=request.data)
         return Response(_card(card), status=201 if created else 200)
 
@@ -121,7 +122,7 @@ class SessionSkillDetailApi(BaseApi):
         responses={204: None},
     )
     def delete(self, request: Request, session_id, name: str) -> Response:
-        session = session_services.session_use(session_id=session_id, actor=request.auth)
+        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         skill_services.session_skill_remove(session=session, name=name)
         return Response(status=204)
 
@@ -131,7 +132,7 @@ class VersionMetricsApi(BaseApi):
 
     @extend_schema(responses={200: MetricsOut})
     def get(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=request.auth)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
         metrics = skill_selectors.version_skill_metrics(version_id=version.pk)
         return Response({"bundle": bundle.name, "version": version.number, **metrics})

@@ -6,6 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.models import Role
+from api.authentication import actor_of
 from api.serializers import StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
 from core.errors import NotFound
@@ -95,7 +96,7 @@ class WebhookListApi(BaseApi):
     )
     def post(self, request: Request) -> Response:
         data = _valid(WebhookIn, request)
-        endpoint, secret = services.endpoint_create(actor=request.auth, **data)
+        endpoint, secret = services.endpoint_create(actor=actor_of(request), **data)
         return Response(WebhookCreatedOut(endpoint, context={"secret": secret}).data, status=201)
 
 
@@ -114,11 +115,13 @@ class WebhookDetailApi(BaseApi):
     def patch(self, request: Request, webhook_id: int) -> Response:
         endpoint = _endpoint(webhook_id)
         data = _valid(WebhookPatchIn, request)
-        return Response(WebhookOut(services.endpoint_update(endpoint=endpoint, actor=request.auth, changes=data)).data)
+        return Response(
+            WebhookOut(services.endpoint_update(endpoint=endpoint, actor=actor_of(request), changes=data)).data
+        )
 
     @extend_schema(summary="Delete an endpoint and its delivery log", responses={204: OpenApiResponse()})
     def delete(self, request: Request, webhook_id: int) -> Response:
-        services.endpoint_delete(endpoint=_endpoint(webhook_id), actor=request.auth)
+        services.endpoint_delete(endpoint=_endpoint(webhook_id), actor=actor_of(request))
         return Response(status=204)
 
 
@@ -145,4 +148,4 @@ class WebhookRedeliverApi(BaseApi):
             delivery = _endpoint(webhook_id).deliveries.get(pk=delivery_id)
         except Delivery.DoesNotExist:
             raise NotFound("No such delivery.") from None
-        return Response(DeliveryOut(services.delivery_redeliver(delivery=delivery, actor=request.auth)).data)
+        return Response(DeliveryOut(services.delivery_redeliver(delivery=delivery, actor=actor_of(request))).data)

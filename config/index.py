@@ -44,6 +44,7 @@ def index_document(request: HttpRequest) -> dict:
 
 
 def index(request: HttpRequest) -> HttpResponse:
+    response: HttpResponse
     if request.method not in ("GET", "HEAD"):
         response = error_response(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
         response["Allow"] = "GET, HEAD"

@@ -3,6 +3,8 @@ modules of the listed packages, across apps as well as inside one (acyclic_sibli
 compares siblings of one parent). Imports inside functions count: a cycle hidden in a
 function is still a cycle. Registered in pyproject.toml's [tool.importlinter]."""
 
+from typing import cast
+
 import grimp
 from importlinter.application import output
 from importlinter.domain import fields
@@ -62,7 +64,7 @@ class AcyclicModulesContract(Contract):
     packages = fields.ListField(subfield=fields.StringField())
 
     def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
-        roots = tuple(self.packages)  # type: ignore[arg-type]
+        roots = tuple(cast("list[str]", self.packages))
         ours = {m for m in graph.modules if m in roots or m.startswith(tuple(f"{p}." for p in roots))}
         edges = {m: graph.find_modules_directly_imported_by(m) & ours for m in ours}
         found = cycles(edges)

@@ -14,6 +14,7 @@ entered and left by the same task; lifespan shutdown stops it."""
 import asyncio
 import json
 import logging
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -33,7 +34,7 @@ def _authenticate(secret: str) -> Actor | None:
     return run_django(api_key_authenticate, secret=secret)
 
 
-async def _error(send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def _error(send: Any, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
     await send(
         {
@@ -75,7 +76,7 @@ class McpApp:
             self._stop.set()
             await self._running
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while True:
                 message = await receive()

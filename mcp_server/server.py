@@ -8,6 +8,7 @@ import contextvars
 import json
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError, connection
@@ -17,9 +18,9 @@ from mcp.types import ToolAnnotations
 
 from access.actors import Actor
 from api.serializers import CatalogEntryOut
+from core.errors import DomainError
 from mcp_server import rules, services
 from registry import selectors as registry_selectors
-from registry.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def run_django(function: Callable[..., T], **kwargs: Any) -> T:
 async def _call(function: Callable[..., T], **kwargs: Any) -> T:
     """Run a service on a worker thread; its refusals become tool errors the model can read."""
     try:
-        return await asyncio.to_thread(run_django, function, **kwargs)
+        return await asyncio.to_thread(partial(run_django, function, **kwargs))
     except DomainError as error:
         details = f" {json.dumps(error.details, ensure_ascii=False)}" if error.details else ""
         raise ToolError(f"{error.code}: {error.message}{details}") from None
@@ -89,7 +90,9 @@ def build_server() -> MCPServer:
             "labels with their versions. Choose one by when_to_use. Reuse the list within one "
             "session only."
         ),
-        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False),
+        annotations=ToolAnnotations.model_validate(
+            {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+        ),
     )
     async def list_capabilities(ctx: Context) -> dict[str, Any]:
         return await _call(_capabilities, actor=_actor(ctx))
@@ -101,7 +104,9 @@ def build_server() -> MCPServer:
             "session_id, version and content_hash. Follow it strictly; never store it. To continue "
             "the same task later, pass its session_id instead of starting a new one."
         ),
-        annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False),
+        annotations=ToolAnnotations.model_validate(
+            {"readOnlyHint": False, "idempotentHint": False, "openWorldHint": False}
+        ),
     )
     async def get_capability_protocol(
         capability: str, ctx: Context, label: str | None = None, session_id: str | None = None
@@ -113,7 +118,9 @@ def build_server() -> MCPServer:
 
     @server.tool(
         description="End the session of a finished task (idempotent). Its protocol must not be used again.",
-        annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False),
+        annotations=ToolAnnotations.model_validate(
+            {"readOnlyHint": False, "idempotentHint": True, "openWorldHint": False}
+        ),
     )
     async def end_session(session_id: str, ctx: Context) -> dict[str, Any]:
         return await _call(services.session_finish, actor=_actor(ctx), session_id=session_id)

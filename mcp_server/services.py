@@ -12,9 +12,9 @@ from django.db import transaction
 
 from access.actors import Actor
 from audit.services import audit_record
+from core.errors import InvalidContent, NotFound
 from knowledge.render import session_render
 from registry import selectors as registry_selectors
-from registry.errors import InvalidContent, NotFound
 from registry.parsed_content import content_document
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services

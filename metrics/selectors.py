@@ -21,7 +21,9 @@ def version_usage(*, version: BundleVersion) -> dict[str, Any]:
     )
     counted = VersionUsage.objects.filter(version=version).first()
     moments: list[datetime] = [
-        t for t in (sessions["last_seen"], sessions["last_ended"], counted and counted.last_fetch_at) if t is not None
+        t
+        for t in (sessions["last_seen"], sessions["last_ended"], counted.last_fetch_at if counted else None)
+        if t is not None
     ]
     return {
         "bundle": version.bundle.name,

@@ -67,7 +67,7 @@ PROTECTED_ON_CREATE = frozenset({"production"})
 COMPATIBLE_ON_CREATE = frozenset({"production"})
 
 
-def require_text(field: str, value: Any, *, max_chars: int = TEXT_MAX_CHARS) -> str:
+def require_text(field: str, value: object, *, max_chars: int = TEXT_MAX_CHARS) -> str:
     """A required free-text field (a reason, a change message): a non-blank string."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidContent(f"A {field} is required.", {field: ["This field is required and may not be blank."]})
@@ -342,7 +342,7 @@ def latest_content(bundle: Bundle) -> dict[str, Any] | None:
     return content_of(latest) if latest else None
 
 
-def version_publish_check(*, bundle: Bundle, content: Any) -> PublishCheck:
+def version_publish_check(*, bundle: Bundle, content: object) -> PublishCheck:
     """What publishing `content` would be told, without publishing: raises InvalidContent for
     a document that is not a content document at all, else returns the contract checks
     against the bundle's latest version (version_publish applies the same two steps)."""
@@ -486,7 +486,7 @@ def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | N
 
 
 @transaction.atomic
-def version_revoke(*, version: BundleVersion, actor: Actor, reason: Any) -> BundleVersion:
+def version_revoke(*, version: BundleVersion, actor: Actor, reason: str) -> BundleVersion:
     """Take a version out of service (ops, within the key's scope). Its sessions then get
     410 version_revoked. Refused while a label targets it. Takes its own lock."""
     reason = require_text("reason", reason)

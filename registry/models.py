@@ -1,5 +1,7 @@
 """Bundles, their immutable versions, and the labels that point at them."""
 
+from collections.abc import Callable
+
 from django.db import models
 from simple_history.models import HistoricalRecords
 
@@ -93,6 +95,11 @@ class Label(models.Model):
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200)
     history = HistoricalRecords()
+
+    # Added by django-simple-history, which has no type information: the reason recorded with
+    # the next save, and a save that records no history row.
+    _change_reason: str
+    save_without_historical_record: Callable[..., None]
 
     class Meta:
         ordering = ["bundle_id", "name"]  # no join: see BundleVersion.Meta

@@ -4,7 +4,6 @@ registry.lifecycle documents (label row, then version rows in ascending id)."""
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -27,7 +26,7 @@ class PublishResult:
     warnings: list[dict[str, str]] = field(default_factory=list)
 
 
-def _text_field(field: str, value: Any) -> str:
+def _text_field(field: str, value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, str) or len(value) > TEXT_MAX_CHARS:
@@ -37,7 +36,7 @@ def _text_field(field: str, value: Any) -> str:
     return value
 
 
-def bundle_create(*, name: Any, actor: Actor, description: Any = "", when_to_use: Any = "") -> Bundle:
+def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use: str = "") -> Bundle:
     require_role(actor, Role.PUBLISHER, "Creating a bundle")
     if not isinstance(name, str) or not re.fullmatch(BUNDLE_NAME_RE, name):
         raise InvalidContent("The bundle name is not valid.", {"name": [f"Must match {BUNDLE_NAME_RE}."]})
@@ -58,7 +57,7 @@ def bundle_create(*, name: Any, actor: Actor, description: Any = "", when_to_use
 
 
 @transaction.atomic
-def bundle_update(*, bundle: Bundle, actor: Actor, description: Any, when_to_use: Any) -> Bundle:
+def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use: str) -> Bundle:
     """Change what a bundle says about itself (its name and versions never change)."""
     require_role(actor, Role.PUBLISHER, "Editing a bundle")
     require_bundle_scope(actor, bundle.name)
@@ -70,7 +69,7 @@ def bundle_update(*, bundle: Bundle, actor: Actor, description: Any, when_to_use
 
 
 @transaction.atomic
-def version_publish(*, bundle: Bundle, content: Any, message: Any, actor: Actor) -> PublishResult:
+def version_publish(*, bundle: Bundle, content: object, message: str, actor: Actor) -> PublishResult:
     """Publish `content` as the next version, or return the existing version with the same
     canonical content (created=False), so that publishing is idempotent."""
     require_role(actor, Role.PUBLISHER, "Publishing a version")
@@ -163,10 +162,10 @@ def _move_locked(
 def label_move(
     *,
     bundle: Bundle,
-    name: Any,
+    name: str,
     version: BundleVersion,
     actor: Actor,
-    reason: Any,
+    reason: str,
     allow_breaking: bool = False,
     compatibility: str | None = None,
 ) -> tuple[Label, bool]:
@@ -278,7 +277,7 @@ def label_rollback(
     name: str,
     to_version: BundleVersion | None,
     actor: Actor,
-    reason: Any,
+    reason: str,
     allow_breaking: bool = False,
 ) -> Label:
     """Move a label to `to_version`, or by default to the version it targeted before its current

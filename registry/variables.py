@@ -335,7 +335,8 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]
     after: dict[str, Any] = _of_type(new.get("variables"), dict, {})
     for name in sorted(set(before) | set(after)):
         path = f"variables.{name}"
-        a, b = before.get(name), after.get(name)
+        a: Any = before.get(name)
+        b: Any = after.get(name)
         if a == b:
             continue
         if a is None and b is not None:

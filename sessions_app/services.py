@@ -6,7 +6,9 @@ against each other, is in registry.lifecycle (version_pin and the module docstri
 import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -32,7 +34,7 @@ logger = logging.getLogger(__name__)
 SWEEP_LOCK_ID = 0x5E551011  # pg advisory lock key: one sweep at a time, whatever runs beat
 
 
-def _validate_ttl(ttl_seconds: Any) -> int:
+def _validate_ttl(ttl_seconds: object) -> int:
     if ttl_seconds is None:
         return settings.SESSION_DEFAULT_TTL
     if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int):
@@ -51,9 +53,9 @@ def session_start(
     actor: Actor,
     label: str | None = None,
     version: BundleVersion | None = None,
-    external_id: Any = None,
-    ttl_seconds: Any = None,
-    variables: Any = None,
+    external_id: str | None = None,
+    ttl_seconds: int | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> tuple[Session, bool]:
     """Start a session pinned to what `label` (default production) targets now, or to `version`.
 
@@ -95,6 +97,8 @@ def session_start(
             )
     except IntegrityError:
         # The same external_id raced in from the same key: the other insert won; return it.
+        if external_id is None:
+            raise
         existing = _existing_by_external_id(actor=actor, external_id=external_id, bundle=bundle)
         if existing is None:
             raise
@@ -208,7 +212,7 @@ def session_expire_lapsed(
                 cursor.execute(_EXPIRE_SQL.format(only=only), params)
                 version_ids = [row[0] for row in cursor.fetchall()]
             for version_id in set(version_ids):
-                transaction.on_commit(lambda v=version_id: lifecycle.version_drain_request(v))
+                transaction.on_commit(partial(lifecycle.version_drain_request, version_id))
         total += len(version_ids)
         if len(version_ids) < batch:
             break
@@ -217,7 +221,7 @@ def session_expire_lapsed(
     return total
 
 
-def session_use(*, session_id: Any, actor: Actor, force: bool = False) -> Session:
+def session_use(*, session_id: UUID | str, actor: Actor, force: bool = False) -> Session:
     """One per-turn call on a session (fetch, heartbeat, render, route, compact, file tools):
     the read and checks of session_for_fetch (404, 410 revoked or ended), then session_touch
     (410 for a lease that ran out, else the lease renewed; `force` for a heartbeat)."""

@@ -14,6 +14,7 @@ import secrets
 import time
 import uuid
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import httpx
@@ -163,7 +164,7 @@ def event_emit(*, event: str, data: dict[str, Any]) -> int:
         Delivery(endpoint_id=pk, event=event, message_id=f"msg_{uuid.uuid4().hex}", payload=payload) for pk in endpoints
     )
     for delivery in created:
-        transaction.on_commit(lambda pk=delivery.pk: _enqueue(pk))
+        transaction.on_commit(partial(_enqueue, delivery.pk))
     return len(created)
 
 

@@ -3,6 +3,7 @@ from the BACKWARD side, as the package docstring describes."""
 
 import json
 import re
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -134,7 +135,7 @@ def _type_set(value: Any) -> frozenset[str] | None:
     return None
 
 
-def _admits(types: frozenset[str], other: frozenset[str]) -> bool:
+def _admits(types: frozenset[str], other: Iterable[str]) -> bool:
     """Whether every type in `other` is admitted by `types` (integers are numbers)."""
     return all(t in types or (t == "integer" and "number" in types) for t in other)
 
@@ -216,8 +217,9 @@ class _SchemaDiff:
         only, so a change inside a shared target is reported once, and recursive or fanned-out
         `$ref`s cost linear time; later places compare their sibling keywords alone."""
         if isinstance(old, dict) and isinstance(new, dict):
-            pair = (old.get("$ref"), new.get("$ref"))
-            if isinstance(pair[0], str) and isinstance(pair[1], str):
+            old_ref, new_ref = old.get("$ref"), new.get("$ref")
+            if isinstance(old_ref, str) and isinstance(new_ref, str):
+                pair = (old_ref, new_ref)
                 if pair in self.expanded:
                     return _siblings(old), _siblings(new)
                 self.expanded.add(pair)
