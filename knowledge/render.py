@@ -25,7 +25,7 @@ from django.utils import timezone
 from access.actors import Actor
 from core.errors import InvalidContent
 from knowledge import paths
-from knowledge.models import FileRead, Pack
+from knowledge.models import FileRead
 from registry import variables as content_variables
 from registry.canonical import canonical_bytes
 from registry.parsed_content import content_document
@@ -210,10 +210,16 @@ class _PackView:
     duties: dict[str, str]
 
 
+_STATES_SQL = "SELECT name, prefix_state FROM knowledge_pack WHERE name = ANY(%s)"
+
+
 def _pack_states(names: list[str]) -> tuple[tuple[str, str], ...]:
+    # Raw SQL: this runs on every render, and the ORM's compiler costs more than the query.
     if not names:
         return ()
-    return tuple(sorted(Pack.objects.filter(name__in=names).values_list("name", "prefix_state")))
+    with connection.cursor() as cursor:
+        cursor.execute(_STATES_SQL, [names])
+        return tuple(sorted(cursor.fetchall()))
 
 
 def _pack_views(names: list[str]) -> dict[str, _PackView]:
@@ -257,11 +263,18 @@ def build_prefix(content: dict[str, Any], session_variables: dict[str, Any], pac
     return Prefix(system=system, tools=tools, body=body, sha256=hashlib.sha256(body).hexdigest())
 
 
-def prefix_for(*, content_hash: str, content: dict[str, Any], session_variables: dict[str, Any]) -> Prefix:
-    """The cached prefix for these inputs, built on a miss."""
+def prefix_for(
+    *,
+    content_hash: str,
+    content: dict[str, Any],
+    session_variables: dict[str, Any],
+    states: tuple[tuple[str, str], ...] | None = None,
+) -> Prefix:
+    """The cached prefix for these inputs, built on a miss. `states`: the listed packs'
+    (name, prefix_state), sorted, when the caller has read them already."""
     names = list(content.get("knowledge") or [])
     vars_key = canonical_bytes(session_variables)
-    key = (content_hash, vars_key, _pack_states(names))
+    key = (content_hash, vars_key, _pack_states(names) if states is None else states)
     prefix = _prefixes.get(key)
     if prefix is None:
         views = _pack_views(names)
@@ -284,9 +297,12 @@ def build_tail(*, now: datetime, zone_name: str | None, turn: dict[str, Any], no
     return "\n".join(lines)
 
 
-# Reads whose file changed (or went away) since the session last knew it.
-_CHANGED_SQL = """
-SELECT r.id, p.name, r.path, r.known_sha256, COALESCE(f.sha256, '')
+# A render's two reads in one round trip: the packs' states ('s' rows) and the changed reads ('n').
+_TURN_SQL = """
+SELECT 's', name, prefix_state, NULL::bigint, NULL::text, NULL::text
+FROM knowledge_pack WHERE name = ANY(%s)
+UNION ALL
+SELECT 'n', p.name, r.path, r.id, r.known_sha256, COALESCE(f.sha256, '')
 FROM knowledge_fileread r
 JOIN knowledge_pack p ON p.id = r.pack_id
 LEFT JOIN knowledge_packfile f ON f.pack_id = r.pack_id AND f.path = r.path
@@ -294,21 +310,20 @@ WHERE r.session_id = %s AND r.known_sha256 <> COALESCE(f.sha256, '')
 """
 
 
-def take_notices(session: Session) -> list[dict[str, str]]:
-    """The changes to files this session read that it has not been told about, each told once.
-
-    A file the session never read gives none (new files are found with ls and DUTY.md)."""
-    return claim_notices(changed_reads(session))
-
-
-def changed_reads(session: Session) -> list[tuple[Any, ...]]:
-    """(read id, pack, path, what the session knew, the file's hash now or '') per change."""
+def turn_reads(session: Session, names: list[str]) -> tuple[tuple[tuple[str, str], ...], list[tuple[Any, ...]]]:
+    """The listed packs' (name, prefix_state), sorted, and the session's reads whose file changed
+    (or went away) since it last knew it: (read id, pack, path, what it knew, hash now or '')."""
     with connection.cursor() as cursor:
-        cursor.execute(_CHANGED_SQL, [session.pk])
-        return list(cursor.fetchall())
+        cursor.execute(_TURN_SQL, [names, session.pk])
+        rows = cursor.fetchall()
+    states = tuple(sorted((row[1], row[2]) for row in rows if row[0] == "s"))
+    changed = [(row[3], row[1], row[2], row[4], row[5]) for row in rows if row[0] == "n"]
+    return states, changed
 
 
 def claim_notices(rows: list[tuple[Any, ...]]) -> list[dict[str, str]]:
+    """Notices for the changed reads this call is first to tell; a file the session never read
+    gives none (new files are found with ls and DUTY.md)."""
     notices = []
     for read_id, pack, path, known, current in rows:
         # Conditional on what we read, so two renders racing tell each change only once.
@@ -336,8 +351,15 @@ def render_session(*, session: Session, variables: Any = None, now: datetime | N
         turn = content_variables.resolve(content.get("variables"), variables, scope="turn")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
-    prefix = prefix_for(content_hash=version.content_hash, content=content, session_variables=session.variables)
-    notices = take_notices(session) if content.get("knowledge") else []
+    names = list(content.get("knowledge") or [])
+    states: tuple[tuple[str, str], ...] | None = None
+    notices: list[dict[str, str]] = []
+    if names:
+        states, changed = turn_reads(session, names)
+        notices = claim_notices(changed)
+    prefix = prefix_for(
+        content_hash=version.content_hash, content=content, session_variables=session.variables, states=states
+    )
     tail = build_tail(now=now or timezone.now(), zone_name=_zone(session.variables), turn=turn, notices=notices)
     return Rendered(
         prefix=prefix, tail=tail, notices=notices, version=version.number, content_hash=version.content_hash

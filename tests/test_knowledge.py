@@ -519,7 +519,8 @@ def test_two_renders_racing_on_one_session_tell_a_change_once(world):
     world.output("read", path="knowledge/ops/README.md")
     world.put("ops", "README.md", "changed\n")
     session = Session.objects.get(pk=world.session)
-    first, second = render.changed_reads(session), render.changed_reads(session)  # both saw the change
+    packs = ["ops", "billing"]
+    (_, first), (_, second) = render.turn_reads(session, packs), render.turn_reads(session, packs)  # both see it
     assert len(first) == len(second) == 1
     told = render.claim_notices(first) + render.claim_notices(second)
     assert told == [{"path": "knowledge/ops/README.md", "change": "modified"}]
