@@ -4,6 +4,7 @@ from django.db import models
 
 from access.actors import Actor
 from access.roles import ROLE_RANK, Role
+from core import limits
 
 __all__ = ["ROLE_RANK", "ApiKey", "Role"]  # Role and ROLE_RANK live in access.roles
 
@@ -14,7 +15,7 @@ class ApiKey(models.Model):
     A key works while it is neither revoked nor past `expires_at`. `scopes` limits it to
     bundles whose names match one of its patterns (`support-*`); empty means all bundles."""
 
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=limits.API_KEY_NAME_MAX)
     role = models.CharField(max_length=16, choices=Role.choices)
     prefix = models.CharField(max_length=16, db_index=True)
     secret_hash = models.CharField(max_length=64, unique=True)

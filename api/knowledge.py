@@ -12,13 +12,14 @@ from api.authentication import actor_of
 from api.pagination import paginated
 from api.serializers import IdentifierField, StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
+from core import limits
 from core.errors import InvalidContent
 from knowledge import render, selectors, services, tools
 
 
 class PackIn(StrictInput):
     name = IdentifierField(max_length=100)
-    description = StrictCharField(required=False, allow_blank=True, max_length=10000, default="")
+    description = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")
 
 
 class PackOut(serializers.Serializer):

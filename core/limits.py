@@ -2,8 +2,8 @@
 
 Serializers (api/), admin forms (adminui/) and services read these, so that the API and the
 admin refuse exactly the same input; the services check them again, since they are the one
-place a rule is enforced. Model field lengths match them (a migration would be needed to
-change a column, so they are written there as literals with a pointer back here)."""
+place a rule is enforced. The models' column lengths read them too (changing one then needs a
+migration, which `makemigrations --check` in CI asks for)."""
 
 import re
 

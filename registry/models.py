@@ -5,13 +5,13 @@ from collections.abc import Callable
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-# Name lengths and patterns: core.limits (BUNDLE_NAME_MAX, LABEL_NAME_MAX, ...).
+from core import limits
 
 
 class Bundle(models.Model):
     """A named agent configuration; its content lives in its versions."""
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=limits.BUNDLE_NAME_MAX, unique=True)
     description = models.TextField(blank=True, default="")
     # Shown in the capability catalog: when an agent should pick this bundle (a sentence or two).
     when_to_use = models.TextField(blank=True, default="")
@@ -82,7 +82,7 @@ class Label(models.Model):
     reason as the change reason; `previous_version` is the target before the current one."""
 
     bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="labels")
-    name = models.CharField(max_length=50)
+    name = models.CharField(max_length=limits.LABEL_NAME_MAX)
     version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="labels")
     previous_version = models.ForeignKey(
         BundleVersion, on_delete=models.PROTECT, related_name="+", null=True, blank=True

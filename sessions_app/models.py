@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from access.models import ApiKey
+from core import limits
 from registry.models import Bundle, BundleVersion
 
 
@@ -30,9 +31,9 @@ class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="sessions")
     version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="sessions")
-    label = models.CharField(max_length=50, null=True, blank=True)  # noqa: DJ001 (null: pinned by version)
+    label = models.CharField(max_length=limits.LABEL_NAME_MAX, null=True, blank=True)  # noqa: DJ001 (null: pinned by version)
     api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="sessions")
-    external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULLs stay out of the unique constraint)
+    external_id = models.CharField(max_length=limits.EXTERNAL_ID_MAX, null=True, blank=True)  # noqa: DJ001 (NULLs stay out of the unique constraint)
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
     ttl_seconds = models.PositiveIntegerField()
     started_at = models.DateTimeField()
