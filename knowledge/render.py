@@ -34,6 +34,7 @@ from sessions_app.services import session_use
 
 DUTY_LIMIT_BYTES = 32 * 1024
 PREFIX_CACHE_SIZE = 512
+PREFIX_CACHE_BYTES = 64 * 1024 * 1024  # per web process
 
 GUIDANCE = """\
 # Knowledge files
@@ -163,10 +164,14 @@ class Rendered:
 
 
 class _LRU:
-    """A small thread-safe LRU; entries are immutable, so a stale one is impossible by key."""
+    """A small thread-safe LRU of prefixes, bounded in entries and in bytes (a prefix embeds
+    every DUTY.md of its packs, so one can be large). Entries are immutable and keyed by
+    everything they are built from, so an entry is never stale."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.items: OrderedDict[Any, Prefix] = OrderedDict()
         self.lock = threading.Lock()
 
@@ -179,17 +184,22 @@ class _LRU:
 
     def put(self, key: Any, value: Prefix) -> None:
         with self.lock:
+            old = self.items.pop(key, None)
+            if old is not None:
+                self.bytes -= len(old.body)
             self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+            self.bytes += len(value.body)
+            while len(self.items) > self.size or (self.bytes > self.max_bytes and len(self.items) > 1):
+                _, evicted = self.items.popitem(last=False)
+                self.bytes -= len(evicted.body)
 
     def clear(self) -> None:
         with self.lock:
             self.items.clear()
+            self.bytes = 0
 
 
-_prefixes = _LRU(PREFIX_CACHE_SIZE)
+_prefixes = _LRU(PREFIX_CACHE_SIZE, PREFIX_CACHE_BYTES)
 
 # One statement, so the states and the texts come from one snapshot: the prefix cached under a
 # pack's prefix_state is exactly the one built from the files that state describes.

@@ -525,3 +525,17 @@ def test_two_renders_racing_on_one_session_tell_a_change_once(world):
     told = render.claim_notices(first) + render.claim_notices(second)
     assert told == [{"path": "knowledge/ops/README.md", "change": "modified"}]
     assert world.render()["notices"] == []
+
+
+def test_the_prefix_cache_is_bounded_in_entries_and_bytes():
+    def prefix(size: int) -> render.Prefix:
+        return render.Prefix(system="", tools=[], body=b"x" * size, sha256="")
+
+    cache = render._LRU(3, 100)
+    for i in range(5):
+        cache.put(i, prefix(10))
+    assert list(cache.items) == [2, 3, 4] and cache.bytes == 30
+    cache.put(5, prefix(85))  # over 100 bytes: the oldest go first
+    assert list(cache.items) == [4, 5] and cache.bytes == 95
+    cache.put(6, prefix(500))  # larger than the bound alone: kept, everything else evicted
+    assert list(cache.items) == [6] and cache.bytes == 500
