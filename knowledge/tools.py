@@ -235,7 +235,7 @@ def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None
     deadline = time.monotonic() + GREP_TIME_LIMIT_SECONDS
     found: list[str] = []
     notes: list[str] = []
-    for pack, file_path, text in rows.iterator(chunk_size=50):
+    for pack, file_path, text in rows.iterator(chunk_size=16):  # files of up to 1 MiB each
         remaining = deadline - time.monotonic()
         stopped = remaining <= 0
         if not stopped:
