@@ -35,16 +35,16 @@ fuzz: $(VENV)/.client-installed
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} $(PY) -m devtools.stack test -m fuzz tests/fuzz $(ARGS)
 
 # Publish eval/routing as a bundle and replay it through the route endpoint (hit@1/3/5 per kind).
-eval-routing: $(VENV)/.installed
+eval-routing: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test -m eval eval/routing -q $(ARGS)
 
 # The chaos suite (chaos/): its own PostgreSQL, Redis, web server, worker and beat on loopback,
 # faults injected under bounded load, one table of figures; non-zero exit when an invariant
 # breaks. chaos-short (a few rounds each, about two minutes) runs in CI.
-chaos: $(VENV)/.installed
+chaos: $(VENV)/.client-installed
 	$(PY) -m chaos $(ARGS)
 
-chaos-short: $(VENV)/.installed
+chaos-short: $(VENV)/.client-installed
 	$(PY) -m chaos --short $(ARGS)
 
 lint: $(VENV)/.installed
@@ -67,11 +67,11 @@ bench-short: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py --short $(ARGS)
 
 # 10,000 versions, 1,000,000 ended and 100,000 active sessions (seed_scale), against an empty database.
-bench-scale: $(VENV)/.installed
+bench-scale: $(VENV)/.client-installed
 	$(PY) bench/scale.py $(ARGS)
 
 # The skill router alone, 100 skills, warm: p50/p99 wall and CPU time (goal: p99 < 20 ms).
-bench-route: $(VENV)/.installed
+bench-route: $(VENV)/.client-installed
 	$(PY) bench/route.py $(ARGS)
 
 # Regenerate both lock files from requirements.in / requirements-dev.in (needs the index).
@@ -86,7 +86,7 @@ clean:
 	rm -rf .run
 
 # Run the browser tests and copy the steps the docs show to docs/screenshots/ (needs Chromium).
-screenshots: $(VENV)/.installed
+screenshots: $(VENV)/.client-installed
 	UPDATE_SCREENSHOTS=1 $(PY) -m devtools.stack test tests/test_adminui_browser.py $(ARGS)
 
 # The admin's code editor (CodeMirror 6) as one committed static file; needs node and npm,
