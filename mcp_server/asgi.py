@@ -89,6 +89,9 @@ class McpApp:
                     return
         if scope["type"] != "http":
             return
+        if scope.get("path") != PATH:  # the dispatcher routes by prefix: /mcpx, /mcp/x are not ours
+            await _error(send, 404, "not_found", "Nothing exists at this address.")
+            return
         headers = dict(scope.get("headers") or [])
         host = headers.get(b"host", b"").decode("latin-1")
         domain, _port = split_domain_port(host)

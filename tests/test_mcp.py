@@ -288,6 +288,8 @@ def test_mcp_over_http_refuses_requests_without_a_working_key(debug_server):
     assert answer.status_code == 401
     answer = httpx.post(f"{debug_server.url}/mcp", json=ping, headers={"Host": "evil.example"})
     assert answer.status_code == 400
+    answer = httpx.post(f"{debug_server.url}/mcp/else", json=ping)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
 
 
 def test_mcp_over_http_initialises_lists_and_calls_every_tool(debug_server, bundles):
