@@ -133,6 +133,7 @@ def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, boo
         external_id=data.get("external_id"),
         ttl_seconds=data.get("ttl_seconds"),
         variables=data.get("variables"),
+        routing_key=data.get("routing_key"),
     )
 
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from core import limits
 from registry.contracts import LEVELS
 from registry.models import BundleVersion, Compatibility
-from registry.selectors import bundle_label_map
+from registry.selectors import bundle_label_map, label_targets_out
 from sessions_app.models import SessionStatus
 
 
@@ -94,8 +94,15 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-class LabelIn(StrictInput):
+class TargetIn(StrictInput):
     version = StrictIntegerField(min_value=1)
+    weight = StrictIntegerField(min_value=0, max_value=100)
+
+
+class LabelIn(StrictInput):
+    version = StrictIntegerField(min_value=1, required=False)
+    # A percentage rollout instead of one version: weights are integers summing to 100.
+    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
@@ -122,6 +129,8 @@ class SessionIn(StrictInput):
     )
     # Session-scoped variable values; checked against the pinned version by session_start.
     variables = serializers.JSONField(required=False, allow_null=True)
+    # Places the session in a label's percentage rollout (e.g. the end user's id).
+    routing_key = IdentifierField(required=False, allow_null=True, max_length=limits.EXTERNAL_ID_MAX)
 
 
 class CatalogEntryOut(serializers.Serializer):
@@ -193,10 +202,21 @@ class DiffQuery(serializers.Serializer):
     against = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
+class TargetOut(serializers.Serializer):
+    version = serializers.IntegerField()
+    weight = serializers.IntegerField()
+
+
 class LabelOut(serializers.Serializer):
     name = serializers.CharField()
-    version = serializers.IntegerField(source="version.number")
+    version = serializers.IntegerField(source="version.number", help_text="The primary target (largest weight).")
+    targets = serializers.SerializerMethodField(help_text="Every target with its weight; one at 100 unless split.")
+    revision = serializers.IntegerField(help_text="Changes with every change of the label; its ETag is rev-N.")
     protected = serializers.BooleanField()
+
+    def get_targets(self, label) -> list[dict[str, int]]:
+        return label_targets_out(label)
+
     compatibility = serializers.CharField()
     updated_at = serializers.DateTimeField()
     updated_by = serializers.CharField()
@@ -205,6 +225,12 @@ class LabelOut(serializers.Serializer):
 class LabelMoveOut(serializers.Serializer):
     from_version = serializers.IntegerField(source="previous_version.number", allow_null=True, default=None)
     to_version = serializers.IntegerField(source="version.number")
+    targets = serializers.SerializerMethodField()
+    release = serializers.UUIDField(allow_null=True)
+
+    def get_targets(self, row) -> list[dict[str, int]]:
+        return label_targets_out(row)
+
     by = serializers.CharField(source="updated_by")
     reason = serializers.CharField(source="history_change_reason", allow_null=True)
     at = serializers.DateTimeField(source="history_date")
@@ -253,3 +279,46 @@ class VersionUsageOut(serializers.Serializer):
     fetches = serializers.IntegerField(help_text="Pinned-bundle fetches (200 and 304), counted within about 5 s.")
     first_used_at = serializers.DateTimeField(allow_null=True)
     last_used_at = serializers.DateTimeField(allow_null=True)
+
+
+class ReleaseMoveIn(StrictInput):
+    bundle = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
+    label = IdentifierField(max_length=limits.LABEL_NAME_MAX)
+    version = StrictIntegerField(min_value=1, required=False)
+    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)
+    if_match = StrictCharField(required=False, max_length=100, help_text="The label's ETag, as If-Match.")
+
+
+class ReleaseIn(StrictInput):
+    moves = ReleaseMoveIn(many=True, allow_empty=False, max_length=limits.RELEASE_MAX_MOVES)
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+    allow_breaking = StrictBooleanField(required=False, default=False)
+    dry_run = StrictBooleanField(required=False, default=False)
+
+
+class ReleaseRollbackIn(StrictInput):
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class ReleaseOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    reason = serializers.CharField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    allow_breaking = serializers.BooleanField()
+    items = serializers.JSONField(
+        help_text="Per label: bundle, label, before and after ({version, targets, revision, etag})."
+    )
+    rollback_of = serializers.UUIDField(source="rollback_of_id", allow_null=True)
+    rolled_back_by = serializers.SerializerMethodField()
+
+    def get_rolled_back_by(self, release) -> str | None:
+        back = getattr(release, "rolled_back_by", None)
+        return str(back.pk) if back is not None else None
+
+
+class ReleasePreviewOut(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    moves = serializers.JSONField(
+        help_text="Per move: current, becomes_live, leaving (draining, sessions), compatibility, allowed."
+    )

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from api import knowledge, shell, views, views_skills, webhook_views
+from api import knowledge, release_views, shell, views, views_skills, webhook_views
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
@@ -28,6 +28,9 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/turns/", views_skills.SessionTurnsApi.as_view()),
     path("sessions/<uuid:session_id>/skills/", views_skills.SessionSkillListApi.as_view()),
     path("sessions/<uuid:session_id>/skills/<str:name>/", views_skills.SessionSkillDetailApi.as_view()),
+    path("releases/", release_views.ReleaseListApi.as_view()),
+    path("releases/<uuid:release_id>/", release_views.ReleaseDetailApi.as_view()),
+    path("releases/<uuid:release_id>/rollback/", release_views.ReleaseRollbackApi.as_view()),
     path("webhooks/", webhook_views.WebhookListApi.as_view()),
     path("webhooks/<int:webhook_id>/", webhook_views.WebhookDetailApi.as_view()),
     path("webhooks/<int:webhook_id>/deliveries/", webhook_views.WebhookDeliveryListApi.as_view()),

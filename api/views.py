@@ -1,6 +1,8 @@
 """Thin REST views: parse, call one service or selector, render. No rules live here."""
 
+import re
 from dataclasses import asdict
+from typing import Any
 
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -252,6 +254,45 @@ class VersionRevokeApi(BaseApi):
         return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
 
 
+_ETAG = re.compile(r'^(?:W/)?"rev-([1-9][0-9]{0,9})"$')
+
+
+def _if_match(request: Request) -> int | None:
+    """If-Match as the label services take it (see _etag_revision); None without the header."""
+    header = request.headers.get("If-Match")
+    return None if header is None else _etag_revision(header)
+
+
+def _etag_revision(header: str) -> int:
+    """0 for `*` (the label must exist), or the revision our ETag names ("rev-N"). A tag we
+    never issued matches nothing: -1."""
+    tags = [tag.strip() for tag in header.split(",") if tag.strip()]
+    if "*" in tags:
+        return 0
+    for tag in tags:
+        found = _ETAG.match(tag)
+        if found:
+            return int(found.group(1))
+    return -1
+
+
+def _label_answer(label, status: int = 200) -> Response:
+    response = Response(LabelOut(label).data, status=status)
+    response["ETag"] = registry_services.label_etag(label)
+    return response
+
+
+def _version_or_targets(bundle, data: dict) -> tuple[Any, Any]:
+    """`version` alone, or `targets` as (version, weight) pairs; exactly one of them."""
+    if ("version" in data) == ("targets" in data):
+        raise InvalidContent("Give version or targets.", {"version": ["Give either version or targets, not both."]})
+    if "version" in data:
+        return registry_selectors.version_get(bundle=bundle, number=data["version"]), None
+    return None, [
+        (registry_selectors.version_get(bundle=bundle, number=t["version"]), t["weight"]) for t in data["targets"]
+    ]
+
+
 class LabelListApi(BaseApi):
     @extend_schema(
         summary="List labels",
@@ -278,7 +319,7 @@ class LabelDetailApi(BaseApi):
     )
     def get(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        return Response(LabelOut(registry_selectors.label_get(bundle=bundle, name=label)).data)
+        return _label_answer(registry_selectors.label_get(bundle=bundle, name=label))
 
     @extend_schema(
         summary="Create or move a label",
@@ -294,17 +335,19 @@ class LabelDetailApi(BaseApi):
     def put(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(LabelIn, request)
-        version = registry_selectors.version_get(bundle=bundle, number=data["version"])
+        version, targets = _version_or_targets(bundle, data)
         moved, created = registry_services.label_move(
             bundle=bundle,
             name=label,
             version=version,
+            targets=targets,
             actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
             compatibility=data.get("compatibility"),
+            expected_revision=_if_match(request),
         )
-        return Response(LabelOut(moved).data, status=201 if created else 200)
+        return _label_answer(moved, status=201 if created else 200)
 
 
 class LabelHistoryApi(BaseApi):
@@ -349,8 +392,9 @@ class LabelRollbackApi(BaseApi):
             actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
+            expected_revision=_if_match(request),
         )
-        return Response(LabelOut(moved).data)
+        return _label_answer(moved)
 
 
 class SessionListApi(BaseApi):

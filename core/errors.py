@@ -44,3 +44,10 @@ class SessionEnded(DomainError):
 class VersionRevoked(DomainError):
     status = 410
     code = "version_revoked"
+
+
+class PreconditionFailed(DomainError):
+    """If-Match named a state of the label that is no longer its state; details: `current`."""
+
+    status = 412
+    code = "precondition_failed"

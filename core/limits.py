@@ -41,3 +41,7 @@ REQUEST_BODY_MAX_BYTES = 2 * 1024 * 1024
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
 VERSION_PAGE_SIZE = 20
+
+# Percentage rollouts: how many versions one label may split over, and moves per release.
+MAX_SPLIT_TARGETS = 10
+RELEASE_MAX_MOVES = 50

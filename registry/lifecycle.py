@@ -35,6 +35,7 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   it writes the state (to `draining`: pinned, no label) in the same transaction.
 """
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -89,15 +90,19 @@ def label_lock(*, bundle: Bundle, name: str) -> Label | None:
     return Label.objects.select_for_update(of=("self",)).filter(bundle=bundle, name=name).first()
 
 
-def label_lock_shared(*, bundle: Bundle, name: str) -> int | None:
-    """The label row FOR SHARE (session start); returns the id of the version it targets."""
+def label_lock_shared(*, bundle: Bundle, name: str) -> tuple[int, list[dict[str, int]]] | None:
+    """The label row FOR SHARE (session start); returns the id of the version it targets and
+    its split (empty unless a percentage rollout), or None."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT version_id FROM registry_label WHERE bundle_id = %s AND name = %s FOR SHARE",
+            "SELECT version_id, targets FROM registry_label WHERE bundle_id = %s AND name = %s FOR SHARE",
             [bundle.pk, name],
         )
         row = cursor.fetchone()
-    return row[0] if row else None
+    if row is None:
+        return None
+    targets = row[1] if isinstance(row[1], list) else json.loads(row[1] or "[]")
+    return row[0], targets
 
 
 def versions_lock(*ids: int) -> dict[int, BundleVersion]:
@@ -120,6 +125,32 @@ def version_lock_shared(version_id: int) -> BundleVersion:
         raise NotFound(f"No version with id {version_id}.")
     state, number, content_hash, bundle_id = row
     return BundleVersion(id=version_id, bundle_id=bundle_id, number=number, content_hash=content_hash, state=state)
+
+
+# --- percentage rollouts -----------------------------------------------------------------------
+
+
+def routing_bucket(*, bundle_name: str, label_name: str, routing_key: str) -> int:
+    """0..99, a stable hash of who is routed: the same routing key on the same label lands in the
+    same bucket in every session and every process (not Python's per-process hash())."""
+    digest = hashlib.sha256(f"{bundle_name}\x00{label_name}\x00{routing_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+def target_for_bucket(targets: list[dict[str, int]], bucket: int) -> int:
+    """The version id whose slice of 0..99 holds `bucket`. Slices follow version number order,
+    so raising the newest version's weight only moves people from older versions onto it."""
+    edge = 0
+    for target in sorted(targets, key=lambda t: t["number"]):
+        edge += target["weight"]
+        if bucket < edge:
+            return target["version_id"]
+    raise RuntimeError(f"weights of {targets} do not cover bucket {bucket}")
+
+
+def label_target_ids(label: Label) -> list[int]:
+    """Every version the label targets (weight 0 included)."""
+    return [t["version_id"] for t in label.targets] if label.targets else [label.version_id]
 
 
 # --- rules of a label move ---------------------------------------------------------------------
@@ -286,10 +317,7 @@ def label_move_preview(*, bundle: Bundle, label_name: str, target: BundleVersion
     if label is not None:
         current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
         others = list(
-            Label.objects.filter(version_id=current.pk)
-            .exclude(pk=label.pk)
-            .order_by("name")
-            .values_list("name", flat=True)
+            Label.objects.targeting(current.pk).exclude(pk=label.pk).order_by("name").values_list("name", flat=True)
         )
         sessions = Session.objects.active().pinned_to(current.pk).count()
     policy = (
@@ -356,7 +384,7 @@ class RevokePreview:
 
 
 def version_revoke_preview(*, version: BundleVersion) -> RevokePreview:
-    labels = list(Label.objects.filter(version=version).order_by("name").values_list("name", flat=True))
+    labels = list(Label.objects.targeting(version.pk).order_by("name").values_list("name", flat=True))
     return RevokePreview(labels=labels, active_sessions=Session.objects.active().pinned_to(version.pk).count())
 
 
@@ -375,7 +403,7 @@ def version_make_live(*, version: BundleVersion) -> None:
 def version_release(*, version: BundleVersion) -> None:
     """A label has left `version` (the label already saved): if no label targets it any more
     it drains, at once when no session is pinned to it."""
-    if version.state != VersionState.LIVE or Label.objects.filter(version=version).exists():
+    if version.state != VersionState.LIVE or Label.objects.targeting(version.pk).exists():
         return
     version.state = VersionState.DRAINING
     version.draining_since = timezone.now()
@@ -423,7 +451,7 @@ def version_drain(*, version_id: int) -> bool:
     version = BundleVersion.objects.select_for_update(of=("self",)).filter(pk=version_id).first()
     if version is None or version.state != VersionState.DRAINING:
         return False
-    if Label.objects.filter(version=version).exists():
+    if Label.objects.targeting(version.pk).exists():
         return False
     if Session.objects.active().pinned_to(version).exists():
         return False
@@ -446,15 +474,23 @@ def version_drain_request(version_id: int) -> None:
         enqueue_version_drain(version_id)
 
 
-def version_pin(*, bundle: Bundle, label: str | None, version: BundleVersion | None) -> BundleVersion:
+def version_pin(
+    *, bundle: Bundle, label: str | None, version: BundleVersion | None, routing_key: str = ""
+) -> BundleVersion:
     """Lock and return the version a new session pins to: what `label` (default production)
-    targets, or `version`. Call inside the session's transaction: the FOR SHARE locks it takes
-    are what keep a drain from passing the INSERT that follows."""
+    targets, or `version`. On a label with a percentage split the routing key (the session's
+    own id when the caller has none) picks the target: that choice is the pin, so later weight
+    changes never move the session. Call inside the session's transaction: the FOR SHARE locks
+    it takes are what keep a drain from passing the INSERT that follows."""
     if version is None:
         name = label or DEFAULT_LABEL
-        version_id = label_lock_shared(bundle=bundle, name=name)
-        if version_id is None:
+        found = label_lock_shared(bundle=bundle, name=name)
+        if found is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
+        version_id, targets = found
+        if targets:
+            bucket = routing_bucket(bundle_name=bundle.name, label_name=name, routing_key=routing_key)
+            version_id = target_for_bucket(targets, bucket)
         pinned = version_lock_shared(version_id)
         if pinned.state != VersionState.LIVE:
             # A label targets it and we hold the label: only a broken invariant gets here.
@@ -496,7 +532,7 @@ def version_revoke(*, version: BundleVersion, actor: Actor, reason: str) -> Bund
     version = versions_lock(version.pk)[version.pk]
     if version.state == VersionState.REVOKED:
         return version
-    labels = list(Label.objects.filter(version=version).values_list("name", flat=True))
+    labels = list(Label.objects.targeting(version.pk).values_list("name", flat=True))
     if labels:
         raise Conflict(
             f"Version {version.number} is targeted by {', '.join(labels)}; move those labels first.",

@@ -1,5 +1,6 @@
 """Bundles, their immutable versions, and the labels that point at them."""
 
+import uuid
 from collections.abc import Callable
 
 from django.db import models
@@ -75,6 +76,12 @@ class Compatibility(models.TextChoices):
     BACKWARD = "backward"
 
 
+class LabelQuerySet(models.QuerySet):
+    def targeting(self, version_id: int) -> "LabelQuerySet":
+        """Labels that target `version_id`, alone or as one target of a split (weight 0 too)."""
+        return self.filter(models.Q(version_id=version_id) | models.Q(targets__contains=[{"version_id": version_id}]))
+
+
 class Label(models.Model):
     """A movable pointer (production, staging, ...) to one version of its bundle.
 
@@ -92,6 +99,14 @@ class Label(models.Model):
     # What the compatibility policy made of the latest move (passed, overridden, not applied);
     # tracked by the history like every other field, so each move keeps its own note.
     move_note = models.TextField(blank=True, default="")
+    # A percentage rollout: [{"version_id", "number", "weight"}, ...] ordered by number, weights
+    # summing to 100 (a weight may be 0: still a target, so it does not drain). Empty for the
+    # usual single target, which is `version` (always the largest weight, ties to the newest).
+    targets = models.JSONField(default=list, blank=True)
+    # Bumped by every change of the label (move, weights, policy): its ETag, for If-Match.
+    revision = models.PositiveIntegerField(default=1)
+    # The atomic release that made the latest change, if one did (tracked by the history too).
+    release = models.UUIDField(null=True, blank=True)
     updated_at = models.DateTimeField()
     updated_by = models.CharField(max_length=200)
     history = HistoricalRecords()
@@ -101,9 +116,33 @@ class Label(models.Model):
     _change_reason: str
     save_without_historical_record: Callable[..., None]
 
+    objects = LabelQuerySet.as_manager()
+
     class Meta:
         ordering = ["bundle_id", "name"]  # no join: see BundleVersion.Meta
         constraints = [models.UniqueConstraint(fields=["bundle", "name"], name="label_name_unique")]
 
     def __str__(self) -> str:
         return f"{self.bundle_id}:{self.name}"
+
+
+class Release(models.Model):
+    """Label changes across bundles applied together, all or none (registry.releases).
+    `items` keeps each label's state before and after, so the release can be rolled back as
+    a whole while those labels still stand where it left them."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    reason = models.TextField()
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    allow_breaking = models.BooleanField(default=False)
+    items = models.JSONField()
+    rollback_of = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="rolled_back_by"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"release {self.pk}"

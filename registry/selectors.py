@@ -1,13 +1,14 @@
 """Reads of bundles, versions and labels."""
 
 import json
+from typing import Any
 
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from access.actors import Actor
 from core.errors import NotFound
 from registry.contracts import Diff, diff_contents
-from registry.models import Bundle, BundleVersion, Label
+from registry.models import Bundle, BundleVersion, Label, Release
 from sessions_app.models import SessionStatus
 
 
@@ -80,3 +81,19 @@ def label_history(label: Label) -> QuerySet:
 def version_diff(*, old: BundleVersion, new: BundleVersion) -> Diff:
     """The classified changes from `old` to `new` (registry.contracts), read from stored bytes."""
     return diff_contents(json.loads(bytes(old.canonical)), json.loads(bytes(new.canonical)))
+
+
+def label_targets_out(label: Label) -> list[dict[str, int]]:
+    """A label's (or a history row's) targets as answers show them: [{"version", "weight"}],
+    one target at 100 unless the label is split."""
+    if label.targets:
+        return [{"version": t["number"], "weight": t["weight"]} for t in label.targets]
+    return [{"version": label.version.number, "weight": 100}]
+
+
+def release_get(*, release_id: Any, actor: Actor) -> Release:
+    """A release, if every bundle it touched is in the actor's scope (else 404, as for bundles)."""
+    release = Release.objects.filter(pk=release_id).first()
+    if release is None or not all(actor.may_see_bundle(item["bundle"]) for item in release.items):
+        raise NotFound(f"No release {release_id}.")
+    return release

@@ -12,11 +12,12 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
-from core.errors import Conflict, Forbidden, InvalidContent, NotFound
-from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, TEXT_MAX_CHARS
+from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
+from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, MAX_SPLIT_TARGETS, TEXT_MAX_CHARS
 from registry import events, lifecycle
 from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, Compatibility, Label
+from registry.selectors import label_targets_out
 
 
 @dataclass(frozen=True)
@@ -113,68 +114,159 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
     return PublishResult(version, True, warnings)
 
 
-def _move_locked(
+# --- labels: moves, percentage splits, rollbacks ----------------------------------------------
+
+# A label's targets as a move asks for them: (version, weight) pairs, weights summing to 100.
+Targets = list[tuple[BundleVersion, int]]
+
+
+def label_state(label: Label) -> dict[str, Any]:
+    """A label's state as answers show it (the 412's `current`, a release's before and after)."""
+    return {
+        "version": label.version.number,
+        "targets": label_targets_out(label),
+        "revision": label.revision,
+        "etag": label_etag(label),
+    }
+
+
+def label_etag(label: Label) -> str:
+    return f'"rev-{label.revision}"'
+
+
+def _valid_targets(*, bundle: Bundle, targets: Targets) -> Targets:
+    """A split is 1 to MAX_SPLIT_TARGETS distinct versions of this bundle whose integer weights
+    (0 to 100) sum to 100. Returned in version number order."""
+    if not isinstance(targets, list) or not 1 <= len(targets) <= MAX_SPLIT_TARGETS:
+        raise InvalidContent("Invalid targets.", {"targets": [f"1 to {MAX_SPLIT_TARGETS} targets."]})
+    for index, (version, weight) in enumerate(targets):
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+            raise InvalidContent("Invalid weight.", {f"targets[{index}].weight": ["An integer from 0 to 100."]})
+        if version.bundle_id != bundle.pk:
+            raise NotFound("That version does not belong to this bundle.")
+    if len({v.pk for v, _ in targets}) != len(targets):
+        raise InvalidContent("A version is listed twice.", {"targets": ["Each version at most once."]})
+    if sum(w for _, w in targets) != 100:
+        raise InvalidContent("Weights must add up to 100.", {"targets": ["The weights must sum to 100."]})
+    return sorted(targets, key=lambda t: t[0].number)
+
+
+def _check_revision(label: Label | None, expected_revision: int | None) -> None:
+    """If-Match: the caller saw revision `expected_revision` (0: the label must merely exist)."""
+    if expected_revision is None:
+        return
+    if label is None:
+        raise PreconditionFailed("The label does not exist, so it cannot match.", {"current": None})
+    if expected_revision and label.revision != expected_revision:
+        raise PreconditionFailed(
+            f"The label {label.name!r} changed since you read it (now revision {label.revision}); "
+            "read it again and decide on what it is now.",
+            {"current": label_state(label)},
+        )
+
+
+def _change_locked(
     *,
     label: Label,
-    version: BundleVersion,
+    targets: Targets,
     actor: Actor,
     reason: str,
     action: str = "label.moved",
     allow_breaking: bool = False,
+    release_id: Any = None,
 ) -> Label:
-    """Move a label whose row this transaction has locked. Takes the version locks itself."""
-    old_id = label.version_id
-    locked = lifecycle.versions_lock(old_id, version.pk)
-    target = lifecycle.check_targetable(locked[version.pk])
-    label.move_note = lifecycle.compatibility_note(
-        label=label, current=locked[old_id], target=target, allow_breaking=allow_breaking
+    """Point a label whose row this transaction has locked at `targets` (already validated).
+    Takes the version locks itself (re-locking rows this transaction holds is free, so a release
+    may lock them all first). Compatibility and protection apply to each target: every new
+    target is judged against the current primary target."""
+    old_ids = lifecycle.label_target_ids(label)
+    old_primary = label.version_id
+    locked = lifecycle.versions_lock(*old_ids, *(v.pk for v, _ in targets))
+    notes = []
+    for version, _ in targets:
+        target = lifecycle.check_targetable(locked[version.pk])
+        if target.pk != old_primary:
+            note = lifecycle.compatibility_note(
+                label=label, current=locked[old_primary], target=target, allow_breaking=allow_breaking
+            )
+            if note:
+                notes.append(f"v{target.number}: {note}" if len(targets) > 1 else note)
+    for version, _ in targets:
+        lifecycle.version_make_live(version=locked[version.pk])
+    primary = max(targets, key=lambda t: (t[1], t[0].number))[0]
+    label.move_note = "; ".join(notes)
+    label.previous_version_id = old_primary
+    label.version = locked[primary.pk]
+    label.targets = (
+        [{"version_id": v.pk, "number": v.number, "weight": w} for v, w in targets] if len(targets) > 1 else []
     )
-    lifecycle.version_make_live(version=target)
-    now = timezone.now()
-    label.previous_version_id = old_id
-    label.version = target
-    label.updated_at = now
+    label.revision += 1
+    label.release = release_id
+    label.updated_at = timezone.now()
     label.updated_by = actor.name
     label._change_reason = reason  # recorded by django-simple-history
     label.save()
+    split = label_targets_out(label)
     events.emit(
         "label.moved",
         bundle=label.bundle.name,
         label=label.name,
-        from_version=locked[old_id].number,
-        to_version=target.number,
+        from_version=locked[old_primary].number,
+        to_version=label.version.number,
+        targets=split,
         rollback=action == "label.rolled_back",
+        release=str(release_id) if release_id else None,
         by=actor.name,
         reason=reason,
     )
-    lifecycle.version_release(version=locked[old_id])
+    new_ids = {v.pk for v, _ in targets}
+    for old_id in sorted(set(old_ids) - new_ids):
+        lifecycle.version_release(version=locked[old_id])
     audit_record(
         actor=actor,
         action=action,
         target_type="label",
         target=f"{label.bundle.name}:{label.name}",
         reason=reason,
-        data={"from_version": locked[old_id].number, "to_version": target.number, "note": label.move_note},
+        data={
+            "from_version": locked[old_primary].number,
+            "to_version": label.version.number,
+            "targets": split,
+            "note": label.move_note,
+            **({"release": str(release_id)} if release_id else {}),
+        },
     )
     return label
+
+
+def _same_targets(label: Label, targets: Targets) -> bool:
+    current = (
+        sorted((t["version_id"], t["weight"]) for t in label.targets) if label.targets else [(label.version_id, 100)]
+    )
+    return current == sorted((v.pk, w) for v, w in targets)
 
 
 def label_move(
     *,
     bundle: Bundle,
     name: str,
-    version: BundleVersion,
     actor: Actor,
     reason: str,
+    version: BundleVersion | None = None,
+    targets: Targets | None = None,
     allow_breaking: bool = False,
     compatibility: str | None = None,
+    expected_revision: int | None = None,
 ) -> tuple[Label, bool]:
-    """Point label `name` at `version`, creating the label if needed; returns (label, created).
+    """Point label `name` at `version`, or split it over `targets` (a percentage rollout),
+    creating the label if needed; returns (label, created).
 
-    The version it leaves starts draining (or is drained at once, with no active session)
-    in the same transaction when no other label still targets it. A label that requires
-    compatibility refuses a `major` move unless allow_breaking (lifecycle.compatibility_note);
-    `compatibility` sets the label's policy ("none" or "backward")."""
+    Versions that leave every target start draining (or are drained at once, with no active
+    session) in the same transaction when no other label still targets them; a target with
+    weight 0 stays a target. A label that requires compatibility refuses a `major` target
+    unless allow_breaking (lifecycle.compatibility_note); `compatibility` sets the label's
+    policy ("none" or "backward"). `expected_revision` is If-Match: PreconditionFailed unless
+    the label is still at that revision."""
     if compatibility is not None and compatibility not in Compatibility.values:
         raise InvalidContent(
             "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
@@ -182,29 +274,31 @@ def label_move(
     if not isinstance(name, str) or not re.fullmatch(LABEL_NAME_RE, name):
         raise InvalidContent("The label name is not valid.", {"label": [f"Must match {LABEL_NAME_RE}."]})
     reason = lifecycle.require_text("reason", reason)
-    if version.bundle_id != bundle.pk:
-        raise NotFound("That version does not belong to this bundle.")
+    if (version is None) == (targets is None):
+        raise InvalidContent("Give version or targets.", {"version": ["Give either version or targets."]})
+    wanted = _valid_targets(bundle=bundle, targets=targets if targets is not None else [(version, 100)])
     require_bundle_scope(actor, bundle.name)
     for attempt in range(2):
         try:
             with transaction.atomic():
                 label = lifecycle.label_lock(bundle=bundle, name=name)
+                _check_revision(label, expected_revision)
                 if label is None:
                     created = _label_create(
                         bundle=bundle,
                         name=name,
-                        version=version,
+                        targets=wanted,
                         actor=actor,
                         reason=reason,
                         compatibility=compatibility,
                     )
                     return created, True
                 lifecycle.check_may_move(label_name=name, protected=label.protected, actor=actor)
-                if label.version_id != version.pk:
+                if not _same_targets(label, wanted):
                     # Judged by the policy the label has now: a request cannot lower the policy
                     # and slip a breaking move past it at once.
-                    label = _move_locked(
-                        label=label, version=version, actor=actor, reason=reason, allow_breaking=allow_breaking
+                    label = _change_locked(
+                        label=label, targets=wanted, actor=actor, reason=reason, allow_breaking=allow_breaking
                     )
                 if compatibility is not None and compatibility != label.compatibility:
                     _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
@@ -218,10 +312,12 @@ def label_move(
 
 def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason: str) -> None:
     """Change a label's policy (the caller holds its row lock). Not a move, so it adds no row to
-    the label's move history; the audit log records it."""
+    the label's move history; the audit log records it. It is a change of the label, so its
+    revision (ETag) moves."""
     previous = label.compatibility
     label.compatibility = compatibility
-    label.save_without_historical_record(update_fields=["compatibility"])
+    label.revision += 1
+    label.save_without_historical_record(update_fields=["compatibility", "revision"])
     audit_record(
         actor=actor,
         action="label.policy_changed",
@@ -233,16 +329,19 @@ def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason
 
 
 def _label_create(
-    *, bundle: Bundle, name: str, version: BundleVersion, actor: Actor, reason: str, compatibility: str | None
+    *, bundle: Bundle, name: str, targets: Targets, actor: Actor, reason: str, compatibility: str | None
 ) -> Label:
     policy = lifecycle.new_label_policy(name, compatibility=compatibility)
     lifecycle.check_may_move(label_name=name, protected=policy.protected, actor=actor)
-    target = lifecycle.check_targetable(lifecycle.versions_lock(version.pk)[version.pk])
-    lifecycle.version_make_live(version=target)
+    locked = lifecycle.versions_lock(*(v.pk for v, _ in targets))
+    for version, _ in targets:
+        lifecycle.version_make_live(version=lifecycle.check_targetable(locked[version.pk]))
+    primary = max(targets, key=lambda t: (t[1], t[0].number))[0]
     label = Label(
         bundle=bundle,
         name=name,
-        version=target,
+        version=locked[primary.pk],
+        targets=[{"version_id": v.pk, "number": v.number, "weight": w} for v, w in targets] if len(targets) > 1 else [],
         protected=policy.protected,
         compatibility=policy.compatibility,
         updated_at=timezone.now(),
@@ -250,21 +349,24 @@ def _label_create(
     )
     label._change_reason = reason
     label.save()  # a concurrent first move of the same name fails here; label_move retries
+    split = label_targets_out(label)
     audit_record(
         actor=actor,
         action="label.created",
         target_type="label",
         target=f"{bundle.name}:{name}",
         reason=reason,
-        data={"to_version": target.number, "protected": policy.protected},
+        data={"to_version": label.version.number, "targets": split, "protected": policy.protected},
     )
     events.emit(
         "label.moved",
         bundle=bundle.name,
         label=name,
         from_version=None,
-        to_version=target.number,
+        to_version=label.version.number,
+        targets=split,
         rollback=False,
+        release=None,
         by=actor.name,
         reason=reason,
     )
@@ -279,10 +381,13 @@ def label_rollback(
     actor: Actor,
     reason: str,
     allow_breaking: bool = False,
+    expected_revision: int | None = None,
 ) -> Label:
-    """Move a label to `to_version`, or by default to the version it targeted before its current
-    one (409 when there is none). Ops only. Going back to a version this label targeted before
-    is exempt from its compatibility policy; any other `to_version` is judged like a move."""
+    """Move a label to `to_version` alone, or by default to the version it targeted before its
+    current state (409 when there is none). A split label rolls back to its primary target
+    before the split, so rolling back a ramp sends every new session to the old version.
+    Ops only. Going back to a version this label targeted before is exempt from its
+    compatibility policy; any other `to_version` is judged like a move."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.OPS, "Rolling back")
     require_bundle_scope(actor, bundle.name)
@@ -290,6 +395,7 @@ def label_rollback(
         label = lifecycle.label_lock(bundle=bundle, name=name)
         if label is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
+        _check_revision(label, expected_revision)
         if to_version is None:
             if label.previous_version_id is None:
                 raise Conflict(
@@ -300,11 +406,11 @@ def label_rollback(
             target = to_version
             if target.bundle_id != bundle.pk:
                 raise NotFound("That version does not belong to this bundle.")
-        if target.pk == label.version_id:
+        if target.pk == label.version_id and not label.targets:
             raise Conflict(f"The label {name!r} already targets version {target.number}.")
-        return _move_locked(
+        return _change_locked(
             label=label,
-            version=target,
+            targets=[(target, 100)],
             actor=actor,
             reason=reason,
             action="label.rolled_back",

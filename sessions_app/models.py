@@ -34,6 +34,8 @@ class Session(models.Model):
     label = models.CharField(max_length=limits.LABEL_NAME_MAX, null=True, blank=True)  # noqa: DJ001 (null: pinned by version)
     api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="sessions")
     external_id = models.CharField(max_length=limits.EXTERNAL_ID_MAX, null=True, blank=True)  # noqa: DJ001 (NULLs stay out of the unique constraint)
+    # What placed the session in a percentage rollout (e.g. the end user's id); None: its own id.
+    routing_key = models.CharField(max_length=limits.EXTERNAL_ID_MAX, null=True, blank=True)  # noqa: DJ001 (absent, not empty)
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
     ttl_seconds = models.PositiveIntegerField()
     started_at = models.DateTimeField()

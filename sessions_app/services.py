@@ -4,6 +4,7 @@ Every lock a session start takes, and why session start, label moves and drains 
 against each other, is in registry.lifecycle (version_pin and the module docstring there)."""
 
 import logging
+import uuid
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from functools import partial
@@ -56,6 +57,7 @@ def session_start(
     external_id: str | None = None,
     ttl_seconds: int | None = None,
     variables: dict[str, Any] | None = None,
+    routing_key: str | None = None,
 ) -> tuple[Session, bool]:
     """Start a session pinned to what `label` (default production) targets now, or to `version`.
 
@@ -73,6 +75,11 @@ def session_start(
             "external_id is not valid.", {"external_id": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
         )
     ttl = _validate_ttl(ttl_seconds)
+    if routing_key is not None and (not isinstance(routing_key, str) or not 1 <= len(routing_key) <= EXTERNAL_ID_MAX):
+        raise InvalidContent(
+            "routing_key is not valid.", {"routing_key": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
+        )
+    session_id = uuid.uuid4()
 
     if external_id is not None and actor.api_key_id is not None:
         existing = _existing_by_external_id(actor=actor, external_id=external_id, bundle=bundle)
@@ -80,10 +87,14 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
-            pinned = lifecycle.version_pin(bundle=bundle, label=label, version=version)
+            pinned = lifecycle.version_pin(
+                bundle=bundle, label=label, version=version, routing_key=routing_key or str(session_id)
+            )
             session_variables = _session_variables(version=pinned, given=variables)
             now = timezone.now()
             session = Session.objects.create(
+                id=session_id,
+                routing_key=routing_key,
                 bundle=bundle,
                 version=pinned,
                 label=label if version is not None else (label or DEFAULT_LABEL),

@@ -32,8 +32,8 @@ VERSION_FIELDS = {
     "active_sessions",
     "drained_at",
 }
-LABEL_FIELDS = {"name", "version", "protected", "compatibility", "updated_at", "updated_by"}
-MOVE_FIELDS = {"from_version", "to_version", "by", "reason", "at", "note"}
+LABEL_FIELDS = {"name", "version", "targets", "revision", "protected", "compatibility", "updated_at", "updated_by"}
+MOVE_FIELDS = {"from_version", "to_version", "targets", "release", "by", "reason", "at", "note"}
 SESSION_FIELDS = {
     "id",
     "bundle",
@@ -293,7 +293,9 @@ def test_it_lists_labels_with_their_fields(agent, publisher, bundle, v1, v2, pro
     assert set(data) == {"results", "next"}
     assert data["next"] is None
     assert all(set(label) == LABEL_FIELDS for label in data["results"])
-    assert [{k: v for k, v in label.items() if k != "updated_at"} for label in data["results"]] == [
+    assert [
+        {k: v for k, v in label.items() if k not in ("updated_at", "targets", "revision")} for label in data["results"]
+    ] == [
         {
             "name": "production",
             "version": 1,
@@ -318,7 +320,7 @@ def test_it_creates_a_label_with_201_and_moves_it_with_200(publisher, bundle, v1
     assert created.status_code == 201
     data = body(created)
     assert set(data) == LABEL_FIELDS
-    assert {k: v for k, v in data.items() if k != "updated_at"} == {
+    assert {k: v for k, v in data.items() if k not in ("updated_at", "targets", "revision")} == {
         "name": "staging",
         "version": 1,
         "protected": False,
@@ -380,7 +382,7 @@ def test_it_lets_ops_move_production(ops, v2, production):
 def test_it_shows_one_label(agent, production):
     response = agent.get("/api/v1/bundles/refunds/labels/production/")
     assert response.status_code == 200
-    assert {k: v for k, v in body(response).items() if k != "updated_at"} == {
+    assert {k: v for k, v in body(response).items() if k not in ("updated_at", "targets", "revision")} == {
         "name": "production",
         "version": 1,
         "protected": True,
@@ -399,7 +401,7 @@ def test_it_lists_label_history_newest_first(agent, ops, bundle, v1, v2, product
     assert data["next"] is None
     moves = data["results"]
     assert all(set(move) == MOVE_FIELDS for move in moves)
-    assert [{k: v for k, v in move.items() if k not in ("at", "note")} for move in moves] == [
+    assert [{k: v for k, v in move.items() if k not in ("at", "note", "targets", "release")} for move in moves] == [
         {"from_version": 2, "to_version": 1, "by": "key:test-ops", "reason": "v2 is broken"},
         {"from_version": 1, "to_version": 2, "by": "key:test-ops", "reason": "ship v2"},
         {"from_version": None, "to_version": 1, "by": "key:test-ops", "reason": "first release"},

@@ -6,7 +6,9 @@ Invariants:
 1. a session's bundle bytes are those of the version it pinned, on every fetch;
 2. no version is `drained` while an active session is pinned to it;
 3. a session started on a label pins a version the label targeted at some instant during
-   the start call (the old or the new target), never anything else.
+   the start call (the old or the new target), never anything else; `staging` is also split
+   over two versions by percentage (sessions carry routing keys), so this holds for a target
+   of a split with a positive weight too.
 """
 
 import random
@@ -55,7 +57,7 @@ def broken_drain(*, version_id: int) -> bool:
 class Move:
     history_date: datetime
     returned: datetime
-    target: int
+    targets: frozenset[int]  # the versions a new session may pin: positive weight
 
 
 @dataclass
@@ -102,7 +104,7 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
     for name in ("production", "staging"):
         label = Label.objects.get(bundle=bundle, name=name)
         first = label.history.order_by("history_id").first()
-        h.moves[name] = [Move(first.history_date, timezone.now(), label.version_id)]
+        h.moves[name] = [Move(first.history_date, timezone.now(), frozenset({label.version_id}))]
     deadline = time.monotonic() + seconds
 
     def check_pinned(session) -> bool:
@@ -138,7 +140,8 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
         while h.running(deadline):
             name = random.choice(["production", "staging"])
             t0 = timezone.now()
-            session, _ = session_start(bundle=bundle, actor=agent, label=name, ttl_seconds=2)
+            key = f"user-{random.randint(1, 50)}" if random.random() < 0.5 else None
+            session, _ = session_start(bundle=bundle, actor=agent, label=name, ttl_seconds=2, routing_key=key)
             t1 = timezone.now()
             h.count("sessions")
             with h.lock:
@@ -166,11 +169,19 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
         while h.running(deadline):
             current = Label.objects.get(bundle=bundle, name=name).version_id
             target = random.choice([v for v in versions if v.pk != current])
-            label = label_move(bundle=bundle, name=name, version=target, actor=ops, reason="flip")[0]
+            if name == "staging" and random.random() < 0.5:  # a percentage split, sometimes with a 0
+                other = random.choice([v for v in versions if v.pk != target.pk])
+                weight = random.choice([0, 10, 50, 90])
+                split = [(target, 100 - weight), (other, weight)]
+                label = label_move(bundle=bundle, name=name, targets=split, actor=ops, reason="split")[0]
+                pinnable = frozenset(v.pk for v, w in split if w > 0)
+            else:
+                label = label_move(bundle=bundle, name=name, version=target, actor=ops, reason="flip")[0]
+                pinnable = frozenset({target.pk})
             returned = timezone.now()
             date = label.history.order_by("-history_id").values_list("history_date", flat=True).first()
             with h.lock:
-                h.moves[name].append(Move(date, returned, target.pk))
+                h.moves[name].append(Move(date, returned, pinnable))
             h.count("flips")
             time.sleep(random.uniform(0.05, 0.25))  # give off-label versions time to empty and drain
 
@@ -210,9 +221,10 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
     for name, pinned, t0, t1 in h.label_starts:
         moves = h.moves[name]
         allowed = {
-            m.target
+            version
             for j, m in enumerate(moves)
             if m.history_date <= t1 and (j + 1 == len(moves) or moves[j + 1].returned >= t0)
+            for version in m.targets
         }
         if pinned not in allowed:
             h.violation(f"a session on {name} pinned version {pinned}, allowed were {sorted(allowed)}")

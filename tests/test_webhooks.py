@@ -262,7 +262,9 @@ def test_the_lifecycle_announces_itself_without_content(admin, receiver, ops, ag
         "label": "production",
         "from_version": 1,
         "to_version": 2,
+        "targets": [{"version": 2, "weight": 100}],
         "rollback": False,
+        "release": None,
         "by": None,
         "reason": "ship v2",
     }

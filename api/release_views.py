@@ -1,0 +1,84 @@
+"""Atomic releases over REST. Thin: the rules live in registry.releases."""
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from access.models import Role
+from api.authentication import actor_of
+from api.serializers import ReleaseIn, ReleaseOut, ReleasePreviewOut, ReleaseRollbackIn
+from api.views import BaseApi, _etag_revision, _valid, _version_or_targets
+from core.errors import InvalidContent
+from registry import releases
+from registry import selectors as registry_selectors
+
+
+def _moves(request: Request, data: dict[str, Any]) -> list[releases.ReleaseMove]:
+    moves = []
+    for index, item in enumerate(data["moves"]):
+        bundle = registry_selectors.bundle_get(name=item["bundle"], actor=actor_of(request))
+        try:
+            version, targets = _version_or_targets(bundle, item)
+        except InvalidContent as exc:
+            raise InvalidContent(exc.message, {f"moves[{index}].{k}": v for k, v in exc.details.items()}) from None
+        expected = _etag_revision(item["if_match"]) if "if_match" in item else None
+        moves.append(releases.ReleaseMove(bundle, item["label"], targets or [(version, 100)], expected))
+    return moves
+
+
+class ReleaseListApi(BaseApi):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(
+        summary="Apply an atomic release (or preview it)",
+        description=(
+            "Moves several labels, across bundles, all or none, in one transaction: each move names an "
+            "existing label and a `version` or a percentage split in `targets`, optionally with `if_match` "
+            "(the label's ETag). Protection and compatibility apply to each move as for a label PUT. "
+            "`dry_run: true` answers 200 with each move's impact and changes nothing; otherwise 201 with the "
+            "release, whose id appears in each label's history."
+        ),
+        request=ReleaseIn,
+        responses={201: ReleaseOut, 200: ReleasePreviewOut},
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(ReleaseIn, request)
+        moves = _moves(request, data)
+        if data["dry_run"]:
+            impact = releases.release_preview(moves=moves, actor=actor_of(request))
+            return Response({"dry_run": True, "moves": impact})
+        release = releases.release_apply(
+            moves=moves, actor=actor_of(request), reason=data["reason"], allow_breaking=data["allow_breaking"]
+        )
+        return Response(ReleaseOut(release).data, status=201)
+
+
+class ReleaseDetailApi(BaseApi):
+    @extend_schema(
+        summary="Get a release",
+        description="A release: its reason, author, and each label's state before and after it.",
+        responses=ReleaseOut,
+    )
+    def get(self, request: Request, release_id: Any) -> Response:
+        return Response(ReleaseOut(registry_selectors.release_get(release_id=release_id, actor=actor_of(request))).data)
+
+
+class ReleaseRollbackApi(BaseApi):
+    roles = {"POST": Role.OPS}
+
+    @extend_schema(
+        summary="Roll a release back as a whole",
+        description=(
+            "Ops role. Puts every label of the release back where it stood before it, as one new release "
+            "(201). 409 when one of its labels changed after it, or when it was rolled back already."
+        ),
+        request=ReleaseRollbackIn,
+        responses={201: ReleaseOut},
+    )
+    def post(self, request: Request, release_id: Any) -> Response:
+        release = registry_selectors.release_get(release_id=release_id, actor=actor_of(request))
+        data = _valid(ReleaseRollbackIn, request)
+        back = releases.release_rollback(release=release, actor=actor_of(request), reason=data["reason"])
+        return Response(ReleaseOut(back).data, status=201)

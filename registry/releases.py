@@ -1,0 +1,260 @@
+"""Atomic releases: label changes across bundles applied all or none, rolled back as a whole.
+
+Locks follow registry.lifecycle's order across the whole release: every label row first (FOR
+UPDATE, ascending id), then every version row involved (FOR UPDATE, ascending id), then the
+moves. A release can therefore never wait in a cycle with a label move, a session start or
+another release; moving label by label would take label B after versions of label A."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from access.actors import Actor
+from access.models import Role
+from access.permissions import require_bundle_scope, require_role
+from audit.services import audit_record
+from core.errors import Conflict, InvalidContent, NotFound
+from core.limits import RELEASE_MAX_MOVES
+from registry import events, lifecycle
+from registry.models import Bundle, BundleVersion, Label, Release
+from registry.services import (
+    Targets,
+    _change_locked,
+    _check_revision,
+    _same_targets,
+    _valid_targets,
+    label_state,
+)
+from sessions_app.models import Session
+
+
+@dataclass(frozen=True)
+class ReleaseMove:
+    bundle: Bundle
+    label: str
+    targets: Targets
+    expected_revision: int | None = None  # If-Match of this item
+
+
+def _checked(moves: list[ReleaseMove], actor: Actor) -> list[ReleaseMove]:
+    if not 1 <= len(moves) <= RELEASE_MAX_MOVES:
+        raise InvalidContent("Invalid moves.", {"moves": [f"1 to {RELEASE_MAX_MOVES} moves."]})
+    seen: set[tuple[int, str]] = set()
+    checked = []
+    for index, move in enumerate(moves):
+        require_bundle_scope(actor, move.bundle.name)
+        if (move.bundle.pk, move.label) in seen:
+            raise InvalidContent(
+                "A label is moved twice.", {f"moves[{index}]": ["Each bundle and label at most once per release."]}
+            )
+        seen.add((move.bundle.pk, move.label))
+        checked.append(
+            ReleaseMove(
+                move.bundle,
+                move.label,
+                _valid_targets(bundle=move.bundle, targets=move.targets),
+                move.expected_revision,
+            )
+        )
+    return checked
+
+
+def _existing_labels(moves: list[ReleaseMove], *, lock: bool) -> dict[tuple[int, str], Label]:
+    """The labels the moves name (ascending id, FOR UPDATE when `lock`). A release moves labels
+    that exist: creating one is a plain label PUT, and could not be rolled back."""
+    wanted = Q()
+    for move in moves:
+        wanted |= Q(bundle_id=move.bundle.pk, name=move.label)
+    rows = Label.objects.filter(wanted).select_related("bundle", "version").order_by("pk")
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    labels = {(label.bundle_id, label.name): label for label in rows}
+    for index, move in enumerate(moves):
+        if (move.bundle.pk, move.label) not in labels:
+            raise NotFound(
+                f"Bundle {move.bundle.name!r} has no label {move.label!r}; create it first.",
+                {f"moves[{index}].label": ["No such label."]},
+            )
+    return labels
+
+
+def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str, Any]]:
+    """What applying `moves` would do now, without changing anything (dry_run): per move, what
+    becomes live, what starts draining and how many sessions are pinned to it, the
+    compatibility verdict for each new target, and whether the actor may make the move."""
+    moves = _checked(moves, actor)
+    labels = _existing_labels(moves, lock=False)
+    impact = []
+    for move in moves:
+        label = labels[(move.bundle.pk, move.label)]
+        old_ids = set(lifecycle.label_target_ids(label))
+        new_ids = {v.pk for v, _ in move.targets}
+        draining = []
+        for version in BundleVersion.objects.filter(pk__in=old_ids - new_ids).order_by("number"):
+            others = Label.objects.targeting(version.pk).exclude(pk=label.pk).exists()
+            draining.append(
+                {
+                    "version": version.number,
+                    "starts_draining": not others,
+                    "active_sessions": Session.objects.active().pinned_to(version.pk).count(),
+                }
+            )
+        current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
+        checks = []
+        for version, _ in move.targets:
+            if version.pk == current.pk:
+                continue
+            check = lifecycle.compatibility_check(label=label, current=current, target=version, classify=True)
+            checks.append(
+                {
+                    "version": version.number,
+                    "level": check.diff.level if check.diff else None,
+                    "policy_applies": check.applies,
+                    "needs_allow_breaking": check.needs_override,
+                    "breaking": [c.message for c in check.breaking],
+                }
+            )
+        refusal = lifecycle.move_refusal(actor, label_name=label.name, protected=label.protected)
+        stale = move.expected_revision is not None and move.expected_revision not in (0, label.revision)
+        impact.append(
+            {
+                "bundle": move.bundle.name,
+                "label": move.label,
+                "current": label_state(label),
+                "becomes_live": [{"version": v.number, "weight": w} for v, w in move.targets],
+                "unchanged": _same_targets(label, move.targets),
+                "leaving": draining,
+                "compatibility": checks,
+                "allowed": refusal is None and not stale,
+                "refusal": refusal or ("If-Match does not match the label's current state." if stale else None),
+            }
+        )
+    return impact
+
+
+def release_apply(*, moves: list[ReleaseMove], actor: Actor, reason: Any, allow_breaking: bool = False) -> Release:
+    """Apply every move or none: one transaction, locks in the documented order. Each label's
+    history row and audit entry name the release."""
+    reason = lifecycle.require_text("reason", reason)
+    require_role(actor, Role.PUBLISHER, "Applying a release")
+    moves = _checked(moves, actor)
+    with transaction.atomic():
+        labels = _existing_labels(moves, lock=True)
+        involved = {vid for label in labels.values() for vid in lifecycle.label_target_ids(label)}
+        involved |= {v.pk for move in moves for v, _ in move.targets}
+        lifecycle.versions_lock(*involved)
+        release = Release.objects.create(
+            id=uuid.uuid4(), reason=reason, created_by=actor.name, allow_breaking=allow_breaking, items=[]
+        )
+        items = []
+        for move in moves:
+            label = labels[(move.bundle.pk, move.label)]
+            _check_revision(label, move.expected_revision)
+            lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
+            before = label_state(label)
+            if not _same_targets(label, move.targets):
+                label = _change_locked(
+                    label=label,
+                    targets=move.targets,
+                    actor=actor,
+                    reason=reason,
+                    allow_breaking=allow_breaking,
+                    release_id=release.pk,
+                )
+            items.append(
+                {"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)}
+            )
+        release.items = items
+        release.save(update_fields=["items"])
+        _announce(release, actor=actor, action="release.applied")
+    return release
+
+
+def _announce(release: Release, *, actor: Actor, action: str) -> None:
+    summary = [
+        {"bundle": i["bundle"], "label": i["label"], "from": i["before"]["targets"], "to": i["after"]["targets"]}
+        for i in release.items
+    ]
+    audit_record(
+        actor=actor,
+        action=action,
+        target_type="release",
+        target=str(release.pk),
+        reason=release.reason,
+        data={"moves": summary, **({"rollback_of": str(release.rollback_of_id)} if release.rollback_of_id else {})},
+    )
+    events.emit(
+        "release.applied",
+        release=str(release.pk),
+        rollback_of=str(release.rollback_of_id or "") or None,
+        moves=summary,
+        by=actor.name,
+        reason=release.reason,
+    )
+
+
+def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
+    """Put every label of `release` back where it was before it, as one new release (ops).
+    Refused (409) when any of its labels changed since, or when it was rolled back already:
+    undoing someone else's later move silently is what this must never do."""
+    reason = lifecycle.require_text("reason", reason)
+    require_role(actor, Role.OPS, "Rolling back a release")
+    bundles = {b.name: b for b in Bundle.objects.filter(name__in={i["bundle"] for i in release.items})}
+    moves = []
+    for item in release.items:
+        bundle = bundles[item["bundle"]]
+        require_bundle_scope(actor, bundle.name)
+        numbers = {t["version"]: t["weight"] for t in item["before"]["targets"]}
+        versions = BundleVersion.objects.filter(bundle=bundle, number__in=numbers).order_by("number")
+        moves.append(
+            ReleaseMove(bundle, item["label"], [(v, numbers[v.number]) for v in versions], item["after"]["revision"])
+        )
+    try:
+        with transaction.atomic():
+            Release.objects.select_for_update().get(pk=release.pk)  # one rollback at a time
+            if Release.objects.filter(rollback_of=release).exists():
+                raise Conflict("This release was rolled back already.")
+            labels = _existing_labels(moves, lock=True)
+            changed = [
+                f"{m.bundle.name}:{m.label}"
+                for m in moves
+                if labels[(m.bundle.pk, m.label)].revision != m.expected_revision
+            ]
+            if changed:
+                raise Conflict("These labels changed after the release; move them yourself.", {"labels": changed})
+            involved = {vid for label in labels.values() for vid in lifecycle.label_target_ids(label)}
+            involved |= {v.pk for move in moves for v, _ in move.targets}
+            lifecycle.versions_lock(*involved)
+            back = Release.objects.create(
+                id=uuid.uuid4(),
+                reason=reason,
+                created_by=actor.name,
+                allow_breaking=False,
+                items=[],
+                rollback_of=release,
+            )
+            items = []
+            for move in moves:
+                label = labels[(move.bundle.pk, move.label)]
+                before = label_state(label)
+                if not _same_targets(label, move.targets):
+                    label = _change_locked(
+                        label=label,
+                        targets=move.targets,
+                        actor=actor,
+                        reason=reason,
+                        action="label.rolled_back",
+                        release_id=back.pk,
+                    )
+                items.append(
+                    {"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)}
+                )
+            back.items = items
+            back.save(update_fields=["items"])
+            _announce(back, actor=actor, action="release.rolled_back")
+    except IntegrityError:
+        raise Conflict("This release was rolled back already.") from None
+    return back
