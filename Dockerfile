@@ -37,6 +37,11 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-this-is-not-a-secret-but-it-is-long-eno
     REDIS_URL=redis://localhost:6379/0 \
     python manage.py collectstatic --no-input -v 0
 
+# Prometheus counters of the web server's worker processes, added up by /metrics; a fresh
+# container starts with it empty. (The worker's container has its own: see docs/releases.md.)
+ENV PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
+RUN mkdir -m 1777 /tmp/prometheus
+
 USER 10001:10001
 
 EXPOSE 8000

@@ -102,7 +102,7 @@ class TargetIn(StrictInput):
 class LabelIn(StrictInput):
     version = StrictIntegerField(min_value=1, required=False)
     # A percentage rollout instead of one version: weights are integers summing to 100.
-    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)
+    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
@@ -283,14 +283,14 @@ class VersionUsageOut(serializers.Serializer):
 
 class ReleaseMoveIn(StrictInput):
     bundle = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
-    label = IdentifierField(max_length=limits.LABEL_NAME_MAX)
+    label = IdentifierField(max_length=limits.LABEL_NAME_MAX)  # type: ignore[assignment]  # a field named label
     version = StrictIntegerField(min_value=1, required=False)
-    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)
+    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
     if_match = StrictCharField(required=False, max_length=100, help_text="The label's ETag, as If-Match.")
 
 
 class ReleaseIn(StrictInput):
-    moves = ReleaseMoveIn(many=True, allow_empty=False, max_length=limits.RELEASE_MAX_MOVES)
+    moves = ReleaseMoveIn(many=True, allow_empty=False, max_length=limits.RELEASE_MAX_MOVES)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
     dry_run = StrictBooleanField(required=False, default=False)

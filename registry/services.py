@@ -4,6 +4,7 @@ registry.lifecycle documents (label row, then version rows in ascending id)."""
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -276,7 +277,8 @@ def label_move(
     reason = lifecycle.require_text("reason", reason)
     if (version is None) == (targets is None):
         raise InvalidContent("Give version or targets.", {"version": ["Give either version or targets."]})
-    wanted = _valid_targets(bundle=bundle, targets=targets if targets is not None else [(version, 100)])
+    single: Targets = [(version, 100)] if version is not None else []
+    wanted = _valid_targets(bundle=bundle, targets=targets if targets is not None else single)
     require_bundle_scope(actor, bundle.name)
     for attempt in range(2):
         try:

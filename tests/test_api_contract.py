@@ -789,6 +789,9 @@ CONTRACT_PATHS = {
     "/api/v1/audit/": {"get"},
     # Issue 14: usage per version, webhooks.
     "/api/v1/bundles/{name}/versions/{number}/usage/": {"get"},
+    "/api/v1/releases/": {"post"},
+    "/api/v1/releases/{release_id}/": {"get"},
+    "/api/v1/releases/{release_id}/rollback/": {"post"},
     "/api/v1/webhooks/": {"get", "post"},
     "/api/v1/webhooks/{webhook_id}/": {"get", "patch", "delete"},
     "/api/v1/webhooks/{webhook_id}/deliveries/": {"get"},

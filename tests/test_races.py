@@ -90,7 +90,7 @@ def _setup():
     bundle = bundle_create(name="race", actor=ops)
     versions = [
         version_publish(bundle=bundle, content=content(f"Prompt {i}"), message=f"v{i}", actor=ops).version
-        for i in range(1, 5)
+        for i in range(1, 7)  # six: splits keep more of them targeted
     ]
     for name, version in (("production", versions[0]), ("staging", versions[1])):
         label_move(bundle=bundle, name=name, version=version, actor=ops, reason="start")
@@ -169,7 +169,7 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
         while h.running(deadline):
             current = Label.objects.get(bundle=bundle, name=name).version_id
             target = random.choice([v for v in versions if v.pk != current])
-            if name == "staging" and random.random() < 0.5:  # a percentage split, sometimes with a 0
+            if name == "staging" and random.random() < 0.4:  # a percentage split, sometimes with a 0
                 other = random.choice([v for v in versions if v.pk != target.pk])
                 weight = random.choice([0, 10, 50, 90])
                 split = [(target, 100 - weight), (other, weight)]
