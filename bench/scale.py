@@ -36,8 +36,10 @@ RESULTS_LOG = ROOT / "bench" / "results.jsonl"
 
 def manage(*args: str) -> str:
     done = subprocess.run(
-        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, check=True, capture_output=True, text=True, timeout=3600
+        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=3600
     )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done.stdout
 
 
