@@ -266,6 +266,9 @@ def main() -> int:
     line = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "kind": "scale",
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
         "data": {"versions": ns.versions, "ended": ns.ended, "active": ns.active, "lapsed": ns.lapsed},
         "seed_s": round(seed_seconds, 1),
         "rounds": ns.rounds,
