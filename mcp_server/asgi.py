@@ -24,14 +24,22 @@ from mcp.server.transport_security import TransportSecuritySettings
 from access.actors import Actor
 from access.ratelimit import seconds_until_allowed
 from access.services import api_key_authenticate
-from mcp_server.server import SCOPE_KEY, build_server, run_django
+from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, run_django
 
 logger = logging.getLogger(__name__)
 PATH = "/mcp"
 
 
-def _authenticate(secret: str) -> Actor | None:
-    return run_django(api_key_authenticate, secret=secret)
+def _admit(*, secret: str) -> tuple[Actor | None, int | None]:
+    """The key's Actor (None: no working key) and, when over its budget, the seconds to wait.
+    MCP requests count against the same per-key budget as the REST API's reads."""
+    actor = api_key_authenticate(secret=secret)
+    if actor is None:
+        return None, None
+    wait = seconds_until_allowed(
+        group="api-read", key=str(actor.api_key_id or actor.name), rate=settings.API_THROTTLE_RATES.get("read")
+    )
+    return actor, wait
 
 
 async def _error(send: Any, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -75,6 +83,7 @@ class McpApp:
         if self._running is not None:
             self._stop.set()
             await self._running
+        await asyncio.to_thread(close_pool_connections)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -109,7 +118,7 @@ class McpApp:
                 [(b"www-authenticate", b'Bearer realm="api"')],
             )
             return
-        actor = await asyncio.to_thread(_authenticate, authorization[1].decode("latin-1"))
+        actor, wait = await run_django(_admit, secret=authorization[1].decode("latin-1"))
         if actor is None:
             await _error(
                 send,
@@ -119,13 +128,6 @@ class McpApp:
                 [(b"www-authenticate", b'Bearer realm="api"')],
             )
             return
-        # The same per-key budget as the REST API: MCP calls count as reads.
-        wait = await asyncio.to_thread(
-            seconds_until_allowed,
-            group="api-read",
-            key=str(actor.api_key_id or actor.name),
-            rate=settings.API_THROTTLE_RATES.get("read"),
-        )
         if wait is not None:
             await _error(
                 send, 429, "throttled", f"Too many requests; retry in {wait} s.", [(b"retry-after", str(wait).encode())]

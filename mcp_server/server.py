@@ -7,11 +7,12 @@ import asyncio
 import contextvars
 import json
 import logging
+import threading
 from collections.abc import Callable
-from functools import partial
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
@@ -43,20 +44,45 @@ def _actor(ctx: Context) -> Actor:
     return actor
 
 
-def run_django(function: Callable[..., T], **kwargs: Any) -> T:
-    """Run Django code on a pool thread. Its connection is closed after each call: a pool thread
-    may never run Django again, and a connection left open in it is never given back. An MCP
-    call is a per-task step, not the per-turn hot path, so the reconnect is affordable."""
+# Django's ORM is synchronous: MCP calls run it on this pool, whose few threads keep their
+# database connections between calls as a Django request thread does (CONN_MAX_AGE, health
+# checks), instead of connecting twice per MCP request (the key check and the tool).
+POOL_SIZE = 4
+_pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="mcp-django")
+
+
+def _run_django(function: Callable[..., T], kwargs: dict[str, Any]) -> T:
+    # Django's request cycle: drop a broken or expired connection before and after the work.
+    close_old_connections()
     try:
         return function(**kwargs)
     finally:
+        close_old_connections()
+
+
+async def run_django(function: Callable[..., T], **kwargs: Any) -> T:
+    """Run Django code on the MCP pool."""
+    return await asyncio.get_running_loop().run_in_executor(_pool, _run_django, function, kwargs)
+
+
+def close_pool_connections() -> None:
+    """Close the database connection of every pool thread (at shutdown, and after tests, whose
+    database cannot be dropped while a connection is open). Each thread closes its own: the
+    barrier holds every task until all threads have one, so no thread runs two."""
+    barrier = threading.Barrier(POOL_SIZE, timeout=10)
+
+    def close() -> None:
         connection.close()
+        barrier.wait()
+
+    for future in [_pool.submit(close) for _ in range(POOL_SIZE)]:
+        future.result()
 
 
 async def _call(function: Callable[..., T], **kwargs: Any) -> T:
-    """Run a service on a worker thread; its refusals become tool errors the model can read."""
+    """Run a service on the pool; its refusals become tool errors the model can read."""
     try:
-        return await asyncio.to_thread(partial(run_django, function, **kwargs))
+        return await run_django(function, **kwargs)
     except DomainError as error:
         details = f" {json.dumps(error.details, ensure_ascii=False)}" if error.details else ""
         raise ToolError(f"{error.code}: {error.message}{details}") from None

@@ -22,7 +22,7 @@ from access.models import ApiKey, Role
 from access.services import api_key_create, api_key_revoke
 from audit.models import AuditEvent
 from mcp_server import rules
-from mcp_server.server import build_server, current_actor
+from mcp_server.server import build_server, close_pool_connections, current_actor
 from registry.models import BundleVersion
 from registry.services import bundle_create, label_move, version_publish, version_revoke
 from sessions_app.models import Session
@@ -37,6 +37,13 @@ TOOLS = {"list_capabilities", "get_capability_protocol", "end_session"}
 def _key(role: str = Role.AGENT, *, name: str = "mcp-agent", scopes=None):
     key, secret = api_key_create(name=name, role=role, scopes=scopes, actor=SYSTEM)
     return key.as_actor(), secret
+
+
+@pytest.fixture(autouse=True, scope="module")
+def pool_connections_closed():
+    """The tools' pool threads keep their connections; close them so the test database can go."""
+    yield
+    close_pool_connections()
 
 
 @pytest.fixture
