@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
+from api.pagination import paginated
 from api.serializers import StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
 from core.errors import NotFound
@@ -85,7 +86,7 @@ def _endpoint(pk: int) -> Endpoint:
 class WebhookListApi(BaseApi):
     roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
 
-    @extend_schema(operation_id="webhooks_list", summary="List webhook endpoints", responses=WebhookOut(many=True))
+    @extend_schema(operation_id="webhooks_list", summary="List webhook endpoints", responses=paginated(WebhookOut))
     def get(self, request: Request) -> Response:
         return _paginate(self, request, Endpoint.objects.all(), WebhookOut, "pk")
 
@@ -131,7 +132,7 @@ class WebhookDeliveryListApi(BaseApi):
     @extend_schema(
         operation_id="webhook_deliveries_list",
         summary="The endpoint's delivery log, newest first",
-        responses=DeliveryOut(many=True),
+        responses=paginated(DeliveryOut),
     )
     def get(self, request: Request, webhook_id: int) -> Response:
         return _paginate(self, request, _endpoint(webhook_id).deliveries.all(), DeliveryOut, "-pk")
