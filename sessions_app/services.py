@@ -22,13 +22,14 @@ from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
 from metrics import instruments
-from registry import lifecycle
+from registry import events, lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import session_for_fetch
 from skills.models import SessionSkill
+from webhooks.services import event_subscribed
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +199,21 @@ WHERE id = ANY(ARRAY(
     ORDER BY expires_at LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ))
-RETURNING version_id
+RETURNING id, version_id
 """
+
+
+def _announce_expired(rows: list[tuple[Any, int]]) -> None:
+    """The session.expired events of one sweep batch, in its transaction."""
+    versions = {
+        pk: (number, bundle)
+        for pk, number, bundle in BundleVersion.objects.filter(pk__in={v for _, v in rows}).values_list(
+            "pk", "number", "bundle__name"
+        )
+    }
+    for session_id, version_id in rows:
+        number, bundle = versions[version_id]
+        events.emit("session.expired", session=str(session_id), bundle=bundle, version=number)
 
 
 def session_expire_lapsed(
@@ -216,14 +230,18 @@ def session_expire_lapsed(
     only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
     params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
     total = batches = 0
+    announce = event_subscribed("session.expired")  # opt-in: one event per session
     while max_batches is None or batches < max_batches:
         batches += 1
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(_EXPIRE_SQL.format(only=only), params)
-                version_ids = [row[0] for row in cursor.fetchall()]
+                rows = cursor.fetchall()
+            version_ids = [version_id for _, version_id in rows]
             for version_id in set(version_ids):
                 transaction.on_commit(partial(lifecycle.version_drain_request, version_id))
+            if announce and rows:
+                _announce_expired(rows)
         total += len(version_ids)
         if len(version_ids) < batch:
             break

@@ -270,3 +270,25 @@ def test_the_lifecycle_announces_itself_without_content(admin, receiver, ops, ag
     }
     assert sent[5][1] == {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash}
     assert MARKER not in json.dumps([d.payload for d in Delivery.objects.all()])
+
+
+def test_session_expired_is_opt_in_and_names_the_session(admin, receiver, agent, production):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from registry.models import Bundle
+    from sessions_app.models import Session
+    from sessions_app.services import session_expire_lapsed, session_start
+
+    bundle = Bundle.objects.get(name="refunds")
+    first, _ = session_start(bundle=bundle, actor=agent.actor)
+    Session.objects.filter(pk=first.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert session_expire_lapsed() == 1
+    assert not Delivery.objects.filter(event="session.expired").exists()  # nobody asked for it
+    _create(admin, receiver.url, ["session.expired"])
+    second, _ = session_start(bundle=bundle, actor=agent.actor)
+    Session.objects.filter(pk=second.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert session_expire_lapsed() == 1
+    (delivery,) = Delivery.objects.filter(event="session.expired")
+    assert delivery.payload["data"] == {"session": str(second.pk), "bundle": "refunds", "version": 1}

@@ -150,6 +150,11 @@ def _enqueue(delivery_id: int) -> None:
     enqueue.send("webhooks.tasks.webhook_deliver_task", what=f"webhook delivery {delivery_id}", delivery_id=delivery_id)
 
 
+def event_subscribed(event: str) -> bool:
+    """Whether any active endpoint wants `event` (lets high-volume emitters skip the work)."""
+    return Endpoint.objects.filter(active=True, events__contains=[event]).exists()
+
+
 def event_emit(*, event: str, data: dict[str, Any]) -> int:
     """Record `event` for every active endpoint subscribed to it; call it inside the
     transaction of the change. `data` must hold ids, names, versions, hashes and states only.
