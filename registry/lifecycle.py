@@ -12,9 +12,10 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
 
 * Lock order is label row, then version rows in ascending id. Session start takes
   label FOR SHARE then version FOR SHARE (version_pin); a label move takes label FOR UPDATE
-  (label_lock) then its two versions FOR UPDATE (versions_lock); a drain or a revoke takes
-  only the version FOR UPDATE. No service takes them in another order, so none can wait on
-  another in a cycle.
+  (label_lock) then the versions it leaves and reaches FOR UPDATE (versions_lock); a release
+  (registry.releases) takes every label row it moves first, in ascending id, then all their
+  versions in ascending id; a drain or a revoke takes only the version FOR UPDATE. No service
+  takes them in another order, so none can wait on another in a cycle.
 * A session that starts while its label moves pins the old or the new target, never
   anything else: the label row lock makes the two serial, and a locking read in READ
   COMMITTED returns the newest committed row (so the starter sees the move it waited on).
