@@ -83,7 +83,8 @@ def content_bytes(*, version_id: int, content_hash: str) -> bytes:
         return local
     # Redis is an accelerator: a fetch never fails (or waits long) because of it.
     key = _key(content_hash)
-    data = _breaker().call(lambda: _client().get(key), fallback=None)
+    cached = _breaker().call(lambda: _client().get(key), fallback=None)
+    data = cached if isinstance(cached, bytes) else None  # the client does not decode responses
     instruments.CACHE.labels(result="redis" if data is not None else "database").inc()
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
