@@ -1107,6 +1107,10 @@ def test_realistic_bundles(name):
     assert diff.level == case["level"]
 
 
+# Text that can be content: no lone surrogates (UTF-8 cannot encode them; publishing refuses them).
+UNICODE = st.characters(exclude_categories=("Cs",))
+
+
 # Properties --------------------------------------------------------------------------------------------------
 
 PROPERTY_NAMES = st.from_regex(r"[a-z][a-z0-9]{0,5}(_[a-z0-9]{1,4})?", fullmatch=True)
@@ -1117,8 +1121,8 @@ JSON = st.recursive(
     | st.booleans()
     | st.integers(-3, 3)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    | st.text(UNICODE, max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(UNICODE, max_size=4), inner, max_size=3),
     max_leaves=6,
 )
 LEAVES = st.one_of(
@@ -1126,7 +1130,9 @@ LEAVES = st.one_of(
     st.just({"type": "boolean"}),
     st.just({"type": ["number", "null"]}),
     st.integers(-5, 5).map(lambda n: {"type": "integer", "minimum": n}),
-    st.lists(st.text(max_size=4), min_size=1, max_size=3, unique=True).map(lambda v: {"type": "string", "enum": v}),
+    st.lists(st.text(UNICODE, max_size=4), min_size=1, max_size=3, unique=True).map(
+        lambda v: {"type": "string", "enum": v}
+    ),
 )
 
 
@@ -1154,8 +1160,8 @@ def policies(draw: st.DrawFn, tools: list[str]) -> dict[str, Any]:
 def documents(draw: st.DrawFn, min_tools: int = 0) -> dict[str, Any]:
     """A valid, normalised content document whose prompt references some of its tools."""
     names = draw(st.lists(TOOL_NAMES, min_size=min_tools, max_size=4, unique=True))
-    tools = [tool(name, draw(objects(SCHEMAS)), draw(st.text(max_size=10))) for name in names]
-    words = draw(st.text(st.characters(exclude_characters="`{}"), min_size=1, max_size=40))
+    tools = [tool(name, draw(objects(SCHEMAS)), draw(st.text(UNICODE, max_size=10))) for name in names]
+    words = draw(st.text(st.characters(exclude_characters="`{}", exclude_categories=("Cs",)), min_size=1, max_size=40))
     mentioned = draw(st.lists(st.sampled_from(names), max_size=3)) if names else []
     prompt = words + "".join(f" Call `{n}`." for n in mentioned)
     guardrails = draw(policies(names))
@@ -1168,7 +1174,7 @@ def documents(draw: st.DrawFn, min_tools: int = 0) -> dict[str, Any]:
             "model": draw(
                 st.fixed_dictionaries({"name": st.sampled_from(["m-1", "m-2"]), "temperature": st.floats(0, 1)})
             ),
-            "metadata": draw(st.dictionaries(st.text(max_size=4), JSON, max_size=2)),
+            "metadata": draw(st.dictionaries(st.text(UNICODE, max_size=4), JSON, max_size=2)),
         }
     )
 
