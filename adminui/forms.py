@@ -154,8 +154,15 @@ class VersionForm(forms.Form):
         return doc
 
 
+# Rows of the split on the move page (the service allows up to core.limits.MAX_SPLIT_TARGETS;
+# a ramp is two versions, a comparison a few).
+SPLIT_ROWS = min(4, limits.MAX_SPLIT_TARGETS)
+
+
 class MoveForm(forms.Form):
-    """Step one of a label move: which label, which version, why."""
+    """Step one of a label move: which label, then one version or a split (rows of version and
+    weight), and why. Only the shape is checked here; whether the split is valid (weights sum
+    to 100, no version twice) is the service's rule, whose errors land on `targets` or the row."""
 
     # A CharField shown as a select of the labels this person may move: a forged name is not
     # stopped here but by the service, which is the one place that rule lives.
@@ -166,7 +173,14 @@ class MoveForm(forms.Form):
         label="or a new label",
         help_text="Lowercase letters, digits, dash and underscore.",
     )
-    version = forms.TypedChoiceField(coerce=int)
+    version = forms.TypedChoiceField(
+        coerce=int,
+        required=False,
+        empty_value=None,
+        help_text="Every new session on the label is pinned to this version. Or leave it empty and split below.",
+    )
+    # Not typed into: it carries the errors about the split as a whole (shown above its rows).
+    targets = forms.CharField(required=False, widget=forms.HiddenInput, label="Split")
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Recorded in the label's history.",
@@ -179,7 +193,27 @@ class MoveForm(forms.Form):
         """`labels`: (name, text shown) of the labels offered."""
         super().__init__(*args, **kwargs)
         self.fields["label"].widget.choices = [("", "(a new label, named below)"), *labels]
-        set_choices(self, "version", versions)
+        set_choices(self, "version", [("", "(split below)"), *versions])
+        for row in range(1, SPLIT_ROWS + 1):
+            self.fields[f"split_version_{row}"] = forms.TypedChoiceField(
+                coerce=int, required=False, empty_value=None, label=f"Split row {row}: version"
+            )
+            set_choices(self, f"split_version_{row}", [("", "—"), *versions])
+            self.fields[f"split_weight_{row}"] = forms.IntegerField(
+                required=False, label=f"Split row {row}: weight (%)", widget=forms.NumberInput(attrs={"size": 4})
+            )
+
+    @property
+    def main_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in ("label", "new_label", "version")]
+
+    @property
+    def reason_fields(self) -> list[forms.BoundField]:
+        return [self["reason"]]
+
+    @property
+    def split_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        return [(self[f"split_version_{r}"], self[f"split_weight_{r}"]) for r in range(1, SPLIT_ROWS + 1)]
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -190,6 +224,26 @@ class MoveForm(forms.Form):
         elif not label and not new_label:
             self.add_error("label", "Pick the label to move, or name a new one.")
         data["name"] = label or new_label
+        # The split's rows as typed: (row, version number, weight); half-filled rows are errors.
+        rows: list[tuple[int, int, int]] = []
+        for row in range(1, SPLIT_ROWS + 1):
+            number, weight = data.get(f"split_version_{row}"), data.get(f"split_weight_{row}")
+            if f"split_version_{row}" in self.errors or f"split_weight_{row}" in self.errors:
+                continue
+            if number is None and weight is None:
+                continue
+            if number is None:
+                self.add_error(f"split_version_{row}", "Pick the version this weight is for.")
+            elif weight is None:
+                self.add_error(f"split_weight_{row}", f"Give v{number} a weight (0 to 100).")
+            else:
+                rows.append((row, number, weight))
+        data["split"] = rows
+        has_split = bool(rows) or any(k.startswith("split_") for k in self.errors)
+        if data.get("version") is not None and has_split:
+            self.add_error("version", "Pick one version or fill in a split, not both.")
+        elif data.get("version") is None and not has_split:
+            self.add_error("version", "Pick a version, or split new sessions between versions below.")
         return data
 
 

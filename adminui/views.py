@@ -30,6 +30,7 @@ from access.models import Role
 from adminui.diffing import content_diff, pretty
 from adminui.forms import (
     JSON_FIELDS,
+    SPLIT_ROWS,
     BundleCreateForm,
     BundleEditForm,
     MoveForm,
@@ -42,7 +43,8 @@ from adminui.forms import (
     set_choices,
 )
 from adminui.moves import classify, movable_labels
-from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
+from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
+from metrics.selectors import version_usage
 from registry import services as registry_services
 from registry.lifecycle import (
     label_is_protected,
@@ -52,7 +54,8 @@ from registry.lifecycle import (
     version_revoke_preview,
 )
 from registry.models import Bundle, BundleVersion, Label, VersionState
-from registry.selectors import bundle_get, versions_of
+from registry.releases import ReleaseMove, release_preview
+from registry.selectors import bundle_get, label_targets_out, versions_of
 from sessions_app import services as sessions_services
 from sessions_app.models import Session, SessionStatus
 from skills.selectors import version_skills_panel
@@ -148,6 +151,53 @@ def _version_label(v: BundleVersion) -> str:
     return f"v{v.number} ({v.state}) {message}"
 
 
+# --- label targets (a label is one version, or a split of several with weights) ----------------
+
+
+def split_text(targets: list[dict[str, int]]) -> str:
+    """`v3` for a single target, `v3 90% · v4 10%` for a split (registry.selectors.label_targets_out)."""
+    if len(targets) == 1 and targets[0]["weight"] == 100:
+        return f"v{targets[0]['version']}"
+    return " · ".join(f"v{t['version']} {t['weight']}%" for t in targets)
+
+
+def _active_by_version(version_ids: set[int]) -> dict[int, int]:
+    # order_by(): the default ordering would otherwise join the GROUP BY.
+    rows = Session.objects.active().filter(version_id__in=version_ids).order_by().values_list("version_id")
+    return dict(rows.annotate(n=Count("id")))
+
+
+def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
+    """Per label id, its targets as the pages show them: version number, weight, state and the
+    active sessions pinned to that version (one query for the states, one for the counts)."""
+    ids = {t["version_id"] for label in labels for t in label.targets} | {label.version_id for label in labels}
+    states = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "state"))
+    numbers = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
+    active = _active_by_version(ids)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for label in labels:
+        pairs = [(t["version_id"], t["weight"]) for t in label.targets] or [(label.version_id, 100)]
+        out[label.pk] = [
+            {
+                "number": numbers[vid],
+                "weight": weight,
+                "split": bool(label.targets),
+                "state": states[vid],
+                "active": active.get(vid, 0),
+            }
+            for vid, weight in pairs
+        ]
+    return out
+
+
+def _label_state_text(label: Label) -> str:
+    """What a label is now, for the person whose confirm was for an older state of it."""
+    return (
+        f"{label.name} now targets {split_text(label_targets_out(label))} (revision {label.revision}, "
+        f"changed {_when(label.updated_at)} UTC by {label.updated_by})"
+    )
+
+
 # --- bundles --------------------------------------------------------------------------------
 
 
@@ -238,7 +288,10 @@ def label_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
     )
     if q:
         labels = labels.filter(Q(bundle__name__icontains=q) | Q(name__icontains=q))
-    return _render(request, model_admin, "adminui/label_list.html", "Labels", labels=list(labels), q=q)
+    labels_list = list(labels)
+    targets = label_targets(labels_list)
+    rows = [{"label": label, "targets": targets[label.pk]} for label in labels_list]
+    return _render(request, model_admin, "adminui/label_list.html", "Labels", rows=rows, q=q)
 
 
 def bundle_add(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
@@ -298,10 +351,13 @@ def bundle_overview(request: HttpRequest, model_admin: ModelAdmin, name: str) ->
     versions = list(versions_of(bundle).defer("canonical").order_by("-number"))
     labels_by_version: dict[int, list[str]] = defaultdict(list)
     for label in labels:
-        labels_by_version[label.version_id].append(label.name)
+        for version_id in {t["version_id"] for t in label.targets} | {label.version_id}:
+            labels_by_version[version_id].append(label.name)
+    targets = label_targets(labels)
     label_rows = [
         {
             "label": label,
+            "targets": targets[label.pk],
             "can_move": may_move(actor, protected=label.protected),
             "can_rollback": actor.has_role(Role.OPS) and label.previous_version_id is not None,
         }
@@ -401,7 +457,8 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
     content = content_of(version)
     previous = BundleVersion.objects.filter(bundle=bundle, number__lt=version.number).order_by("-number").first()
     changes = content_diff(content_of(previous), content) if previous else None
-    labels = list(Label.objects.filter(version=version).order_by("name"))
+    # Labels that target it alone or as one target of a split (weight 0 included).
+    labels = list(Label.objects.targeting(version.pk).order_by("name"))
     return _render(
         request,
         model_admin,
@@ -420,6 +477,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         changes=changes,
         classification=classify(content_of(previous), content) if previous else None,
         labels=labels,
+        usage=version_usage(version=version),
         can_publish=actor.has_role(Role.PUBLISHER),
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
         can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,
@@ -505,10 +563,26 @@ def version_diff(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Ht
 # --- labels ---------------------------------------------------------------------------------
 
 
-def _label_number(bundle: Bundle, name: str) -> str:
-    """The version number a label targets now, as the confirm page recorded it ("" for none)."""
-    number = Label.objects.filter(bundle=bundle, name=name).values_list("version__number", flat=True).first()
-    return "" if number is None else str(number)
+def _label_now(bundle: Bundle, name: str) -> Label | None:
+    return Label.objects.select_related("version").defer("version__canonical").filter(bundle=bundle, name=name).first()
+
+
+def _expected_revision(request: HttpRequest) -> int | None:
+    """The label's revision the confirm page was computed from (sent as If-Match to the
+    service); None: the page was for a label that did not exist yet."""
+    try:
+        return int(request.POST.get("expected_revision", ""))
+    except ValueError:
+        return None
+
+
+def _stale_text(bundle: Bundle, name: str) -> str:
+    label = _label_now(bundle, name)
+    now = _label_state_text(label) if label else f"{name} no longer exists"
+    return (
+        f"The label moved since you reviewed it: {now}. Nothing has moved yet: here is what your change "
+        "would do now. Decide again."
+    )
 
 
 def _allow_breaking(request: HttpRequest) -> bool:
@@ -529,11 +603,14 @@ def _confirm_page(
     reason: str,
     rollback: bool = False,
     refusal: Conflict | None = None,
+    stale: str = "",
 ) -> HttpResponse:
-    """Step 2: what the move would do now, and what the label's compatibility policy makes of
-    it (registry.lifecycle.label_move_preview; label_move applies the same rules when the move
-    is confirmed)."""
+    """Step 2 for a label with one target: what the move would do now, and what the label's
+    compatibility policy makes of it (registry.lifecycle.label_move_preview; label_move applies
+    the same rules when the move is confirmed). The label's revision is read before the
+    preview and sent back as If-Match, so a confirm never applies to a state it did not show."""
     actor = actor_for_user(request.user)
+    label = _label_now(bundle, label_name)
     preview = label_move_preview(bundle=bundle, label_name=label_name, target=target, actor=actor)
     consequence, check = preview.consequence, preview.check
     return _render(
@@ -551,10 +628,83 @@ def _confirm_page(
         rollback=rollback,
         refusal=refusal.message if refusal else "",
         refused_changes=_changes_in_words(refusal.details.get("changes")) if refusal else [],
-        # The confirm was for another state of the label: show the new consequence first.
-        stale=refusal is None and request.POST.get("confirm") == "yes",
+        stale=stale,
         hidden=hidden,
-        expected_from=_label_number(bundle, label_name),
+        expected_revision=label.revision if label else "",
+        action=action,
+        back=back,
+        reason=reason,
+    )
+
+
+def _split_confirm_page(
+    request: HttpRequest,
+    model_admin: ModelAdmin,
+    bundle: Bundle,
+    *,
+    label_name: str,
+    targets: list[tuple[BundleVersion, int]],
+    title: str,
+    hidden: list[tuple[str, str]],
+    action: str,
+    back: str,
+    reason: str,
+    rollback: bool = False,
+    refusal: Conflict | None = None,
+    stale: str = "",
+) -> HttpResponse:
+    """Step 2 when the label is or becomes a split: registry.releases.release_preview of this
+    one move (what becomes live with which weight, what leaves every target and starts
+    draining, the compatibility verdict per new target), with the active sessions pinned to
+    each version. Raises InvalidContent for a split the service would refuse."""
+    actor = actor_for_user(request.user)
+    label = _label_now(bundle, label_name)
+    if label is None:
+        raise NotFound(f"Bundle {bundle.name!r} has no label {label_name!r}.")
+    impact = release_preview(moves=[ReleaseMove(bundle, label_name, targets)], actor=actor)[0]
+    before = impact["current"]["targets"]
+    after = impact["becomes_live"]
+    numbers = {t["version"] for t in before} | {t["version"] for t in after}
+    versions = {v.number: v for v in BundleVersion.objects.filter(bundle=bundle, number__in=numbers).defer("canonical")}
+    active = _active_by_version({v.pk for v in versions.values()})
+    checks = {c["version"]: c for c in impact["compatibility"]}
+    was = {t["version"] for t in before}
+    rows = [
+        {
+            "number": t["version"],
+            "weight": t["weight"],
+            "state": versions[t["version"]].state,
+            "active": active.get(versions[t["version"]].pk, 0),
+            "new": t["version"] not in was,
+            "check": checks.get(t["version"]),
+        }
+        for t in after
+    ]
+    leaving = [{**row, "active": row["active_sessions"]} for row in impact["leaving"]]
+    needs_override = any(c["needs_allow_breaking"] for c in impact["compatibility"])
+    return _render(
+        request,
+        model_admin,
+        "adminui/move_split_confirm.html",
+        title,
+        status=refusal.status if refusal else 200,
+        bundle=bundle,
+        label=label,
+        current=split_text(before),
+        current_primary=impact["current"]["version"],
+        becomes=split_text(after),
+        rows=rows,
+        leaving=leaving,
+        backward=label.compatibility == "backward",
+        needs_override=needs_override,
+        any_check=bool(checks),
+        can_allow_breaking=needs_override and impact["allowed"],
+        refusal=refusal.message if refusal else "",
+        refused_changes=_changes_in_words(refusal.details.get("changes")) if refusal else [],
+        stale=stale,
+        rollback=rollback,
+        hidden=hidden,
+        expected_revision=label.revision,
         action=action,
         back=back,
         reason=reason,
@@ -572,8 +722,23 @@ def _changes_in_words(changes: Any) -> list[dict[str, str]]:
     ]
 
 
+def _split_errors(form: MoveForm, exc: InvalidContent, rows: list[tuple[int, int, int]]) -> None:
+    """The service's verdict on a split, next to the row it names or above the rows."""
+    weight_fields = {f"targets[{i}].weight": f"split_weight_{row}" for i, (row, _, _) in enumerate(rows)}
+    total = sum(weight for _, _, weight in rows)
+    for path, found in (exc.details or {"targets": [exc.message]}).items():
+        for message in found if isinstance(found, list) else [found]:
+            if path in weight_fields:
+                form.add_error(weight_fields[path], str(message))
+            elif "sum" in str(message) and rows:
+                form.add_error("targets", f"{message} These add up to {total}.")
+            else:
+                form.add_error("targets" if path == "targets" else None, str(message))
+
+
 def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
-    """Step 1 (form) -> step 2 (confirmation stating the consequence) -> the move."""
+    """Step 1 (form: one version or a split) -> step 2 (confirmation stating the consequence,
+    carrying the label's revision) -> the move, If-Match on that revision."""
     actor = _need_view(request, model_admin)
     bundle = _bundle(name)
     offered = movable_labels(actor, bundle)
@@ -581,9 +746,14 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
     versions = _version_choices(bundle)
     if request.method != "POST":
         _need_role(actor, Role.PUBLISHER, "Moving a label")
-        initial = {"label": request.GET.get("label", ""), "version": request.GET.get("version", "")}
-        if initial["label"] and initial["label"] not in {label.name for label in offered}:
+        initial: dict[str, Any] = {"label": request.GET.get("label", ""), "version": request.GET.get("version", "")}
+        chosen = next((label for label in offered if label.name == initial["label"]), None)
+        if initial["label"] and chosen is None:
             raise PermissionDenied(f"You may not move the label {initial['label']!r}: it is protected (Ops only).")
+        if chosen is not None and chosen.targets and not initial["version"]:
+            # A split label: start from its weights (a ramp is usually a change of them).
+            for row, t in enumerate(chosen.targets[:SPLIT_ROWS], 1):
+                initial[f"split_version_{row}"], initial[f"split_weight_{row}"] = t["number"], t["weight"]
         form = MoveForm(initial=initial, labels=choices, versions=versions)
         return _move_form(request, model_admin, bundle, form)
 
@@ -591,49 +761,97 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
     if not form.is_valid():
         return _move_form(request, model_admin, bundle, form)
     label_name = form.cleaned_data["name"]
-    target = _version(bundle, form.cleaned_data["version"])
     reason = form.cleaned_data["reason"]
     field = "label" if form.cleaned_data.get("label") else "new_label"
+    rows: list[tuple[int, int, int]] = form.cleaned_data["split"]
+    single: BundleVersion | None = None
+    if rows:
+        targets = [(_version(bundle, number), weight) for _, number, weight in rows]
+    else:
+        single = _version(bundle, form.cleaned_data["version"])
+        targets = [(single, 100)]
+    hidden = [(k, request.POST.get(k, "")) for k in form.fields if k != "targets"]
 
-    def confirm_page(refusal: Conflict | None = None) -> HttpResponse:
-        return _confirm_page(
+    def confirm_page(refusal: Conflict | None = None, stale: str = "") -> HttpResponse:
+        now = _label_now(bundle, label_name)
+        if single is not None and (now is None or not now.targets):
+            return _confirm_page(
+                request,
+                model_admin,
+                bundle,
+                label_name=label_name,
+                target=single,
+                title=f"Confirm: move {label_name} to v{single.number}",
+                hidden=hidden,
+                action=url("adminui_move", bundle.name),
+                back=url("adminui_move", bundle.name, query=f"label={label_name}&version={single.number}"),
+                reason=reason,
+                refusal=refusal,
+                stale=stale,
+            )
+        return _split_confirm_page(
             request,
             model_admin,
             bundle,
             label_name=label_name,
-            target=target,
-            title=f"Confirm: move {label_name} to v{target.number}",
-            hidden=[(k, request.POST.get(k, "")) for k in ("label", "new_label", "version", "reason")],
+            targets=targets,
+            title=f"Confirm: {label_name} → {split_text([{'version': v.number, 'weight': w} for v, w in targets])}",
+            hidden=hidden,
             action=url("adminui_move", bundle.name),
-            back=url("adminui_move", bundle.name, query=f"label={label_name}&version={target.number}"),
+            back=url("adminui_move", bundle.name, query=f"label={label_name}"),
             reason=reason,
             refusal=refusal,
+            stale=stale,
         )
 
-    current = _label_number(bundle, label_name)
-    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
+    existing = _label_now(bundle, label_name)
+    if request.POST.get("confirm") != "yes":
         # Say at this first step what the confirm would be refused for: a protected label (an
         # existing one, or `production` typed as a new name) is for ops only.
         if not may_move(actor, protected=label_is_protected(bundle=bundle, name=label_name)):
             form.add_error(field, f"The label {label_name!r} is protected: only ops may move it.")
             return _move_form(request, model_admin, bundle, form, status=403)
-        if current == str(target.number):
-            form.add_error("version", f"{label_name} already targets v{target.number}: there is nothing to move.")
+        if rows and existing is None:
+            form.add_error("targets", f"A split moves an existing label: create {label_name} at one version first.")
             return _move_form(request, model_admin, bundle, form)
-        return confirm_page()
+        wanted = sorted((v.number, w) for v, w in targets)
+        if existing is not None and sorted((t["version"], t["weight"]) for t in label_targets_out(existing)) == wanted:
+            form.add_error(
+                "version" if single else "targets",
+                f"{label_name} already targets {split_text(label_targets_out(existing))}: there is nothing to move.",
+            )
+            return _move_form(request, model_admin, bundle, form)
+        try:
+            return confirm_page()
+        except InvalidContent as exc:
+            _split_errors(form, exc, rows)
+            return _move_form(request, model_admin, bundle, form, status=exc.status)
+    expected = _expected_revision(request)
+    if expected is None and existing is not None:
+        return confirm_page(stale=_stale_text(bundle, label_name))  # reviewed as new; created since
     try:
         label, created = registry_services.label_move(
             bundle=bundle,
             name=label_name,
-            version=target,
+            version=single,
+            targets=None if single else targets,
             actor=actor,
             reason=reason,
             allow_breaking=_allow_breaking(request),
+            expected_revision=expected,
         )
+    except PreconditionFailed:
+        return confirm_page(stale=_stale_text(bundle, label_name))
     except Conflict as exc:
         if exc.details.get("changes"):
             return confirm_page(exc)  # a breaking move: the same page, with the refusal and the changes
         add_domain_error(form, exc, field_map={"label": field}, default="version")  # a revoked target, say
+        return _move_form(request, model_admin, bundle, form, status=exc.status)
+    except InvalidContent as exc:
+        if rows:
+            _split_errors(form, exc, rows)
+        else:
+            add_domain_error(form, exc, field_map={"label": field}, default="version")
         return _move_form(request, model_admin, bundle, form, status=exc.status)
     except DomainError as exc:
         # Forbidden is about the label; anything else about the version.
@@ -665,9 +883,11 @@ def _move_form(
 def _report_move(request: HttpRequest, label: Label, created: bool) -> None:
     version = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
     text = f"Moved {label.name}: it now targets v{version.number}."
+    if label.targets:
+        text = f"Moved {label.name}: it now targets {split_text(label_targets_out(label))}."
     if created:
         text = f"Created label {label.name}: it targets v{version.number}."
-    elif label.previous_version_id:
+    elif label.previous_version_id and not label.targets:
         old = BundleVersion.objects.defer("canonical").get(pk=label.previous_version_id)
         sessions = Session.objects.active().pinned_to(old.pk).count()
         text += f" v{old.number} is {old.state}" + (
@@ -679,13 +899,13 @@ def _report_move(request: HttpRequest, label: Label, created: bool) -> None:
 def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, label: str) -> HttpResponse:
     actor = _need_view(request, model_admin)
     bundle = _bundle(name)
-    obj = Label.objects.filter(bundle=bundle, name=label).first()
+    obj = _label_now(bundle, label)
     if obj is None:
         raise NotFound(f"Bundle {bundle.name!r} has no label {label!r}.")
     # Versions the label targeted before, newest move first; the service refuses any other.
     seen: list[int] = []
     for version_id in obj.history.order_by("-history_id").values_list("version_id", flat=True):
-        if version_id != obj.version_id and version_id not in seen:
+        if (version_id != obj.version_id or obj.targets) and version_id not in seen:
             seen.append(version_id)
     by_id = {v.pk: v for v in BundleVersion.objects.filter(pk__in=seen).defer("canonical")}
     versions = [(by_id[i].number, _version_label(by_id[i])) for i in seen if i in by_id]
@@ -703,6 +923,7 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
             status=status,
             bundle=bundle,
             label=obj,
+            targets=split_text(label_targets_out(obj)),
             form=form,
         )
 
@@ -718,29 +939,37 @@ def label_rollback(request: HttpRequest, model_admin: ModelAdmin, name: str, lab
         return form_page(form)
     target = _version(bundle, form.cleaned_data["version"])
     reason = form.cleaned_data["reason"]
-    current = _label_number(bundle, label)
-    if current == str(target.number):
+    if obj.version_id == target.pk and not obj.targets:
         # Never a confirm page saying "moves from v1 to v1" (and the service refuses it too).
         form.add_error("version", f"{label} already targets v{target.number}: there is nothing to roll back.")
         return form_page(form)
-    if request.POST.get("confirm") != "yes" or request.POST.get("expected_from") != current:
-        return _confirm_page(
-            request,
-            model_admin,
-            bundle,
-            label_name=label,
-            target=target,
-            title=f"Confirm: roll {label} back to v{target.number}",
-            hidden=[(k, request.POST.get(k, "")) for k in ("version", "reason")],
-            action=url("adminui_rollback", bundle.name, label),
-            back=url("adminui_rollback", bundle.name, label),
-            reason=reason,
-            rollback=True,
-        )
+
+    def confirm_page(stale: str = "") -> HttpResponse:
+        now = _label_now(bundle, label)
+        page_for = _split_confirm_page if now is not None and now.targets else None
+        common: dict[str, Any] = {
+            "label_name": label,
+            "title": f"Confirm: roll {label} back to v{target.number}",
+            "hidden": [(k, request.POST.get(k, "")) for k in ("version", "reason")],
+            "action": url("adminui_rollback", bundle.name, label),
+            "back": url("adminui_rollback", bundle.name, label),
+            "reason": reason,
+            "rollback": True,
+            "stale": stale,
+        }
+        if page_for is not None:
+            return page_for(request, model_admin, bundle, targets=[(target, 100)], **common)
+        return _confirm_page(request, model_admin, bundle, target=target, **common)
+
+    expected = _expected_revision(request)
+    if request.POST.get("confirm") != "yes" or expected is None:
+        return confirm_page()
     try:
         moved = registry_services.label_rollback(
-            bundle=bundle, name=label, to_version=target, actor=actor, reason=reason
+            bundle=bundle, name=label, to_version=target, actor=actor, reason=reason, expected_revision=expected
         )
+    except PreconditionFailed:
+        return confirm_page(stale=_stale_text(bundle, label))
     except DomainError as exc:
         add_domain_error(form, exc, field_map={"to_version": "version"})
         return form_page(form, status=exc.status)
@@ -757,6 +986,13 @@ def bundle_history(request: HttpRequest, model_admin: ModelAdmin, name: str) -> 
         .defer("version__canonical", "previous_version__canonical")
         .order_by("-history_date", "-history_id")
     )
+    # Each change with its targets before and after (`v3 90% · v4 10%`): "before" is the
+    # label's previous history row, whatever changed it (a move, a rollback, a release).
+    before: dict[int, str] = {}
+    for move in sorted(moves, key=lambda m: m.history_id):
+        move.targets_text = split_text(label_targets_out(move))
+        move.before_text = before.get(move.id, "")
+        before[move.id] = move.targets_text
     versions = list(versions_of(bundle).defer("canonical").order_by("-number"))
     return _render(
         request,

@@ -667,7 +667,7 @@ def test_it_does_not_offer_production_to_a_prompt_engineer(engineer, bundle, v1,
 
 
 def test_it_refuses_a_forged_production_move_by_a_prompt_engineer(engineer, bundle, v1, v2_renamed, production):
-    form = {"label": "production", "version": "2", "reason": "sneak", "confirm": "yes", "expected_from": "1"}
+    form = {"label": "production", "version": "2", "reason": "sneak", "confirm": "yes", "expected_revision": "1"}
     response = engineer.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 403
     assert field_errors(response, "label") == ["The label 'production' is protected: only ops may move it."]
@@ -680,7 +680,7 @@ def test_it_refuses_a_forged_production_move_by_a_prompt_engineer(engineer, bund
         "version": "2",
         "reason": "sneak",
         "confirm": "yes",
-        "expected_from": "",
+        "expected_revision": "",
     }
     response = engineer.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 403
@@ -743,7 +743,13 @@ def test_a_compatible_move_passes_the_check_without_an_override(ops_user, bundle
 
 
 def test_it_moves_production_for_ops_on_confirm(ops_user, bundle, v1, v2_compatible, production, session_on_v1):
-    form = {"label": "production", "version": "2", "reason": "ship the reason", "confirm": "yes", "expected_from": "1"}
+    form = {
+        "label": "production",
+        "version": "2",
+        "reason": "ship the reason",
+        "confirm": "yes",
+        "expected_revision": "1",
+    }
     response = ops_user.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 302
     label = Label.objects.get(pk=production.pk)
@@ -759,7 +765,13 @@ def test_it_moves_production_for_ops_on_confirm(ops_user, bundle, v1, v2_compati
 def test_it_refuses_a_breaking_production_move_without_the_override_and_says_why(
     ops_user, bundle, v1, v2_renamed, production, session_on_v1
 ):
-    form = {"label": "production", "version": "2", "reason": "ship the rename", "confirm": "yes", "expected_from": "1"}
+    form = {
+        "label": "production",
+        "version": "2",
+        "reason": "ship the rename",
+        "confirm": "yes",
+        "expected_revision": "1",
+    }
     response = ops_user.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 409
     page = words(response)
@@ -789,7 +801,7 @@ def test_ops_allow_a_breaking_production_move_and_the_history_records_it(
         "version": "2",
         "reason": "ship the rename, agents updated",
         "confirm": "yes",
-        "expected_from": "1",
+        "expected_revision": "1",
         "allow_breaking": "yes",
     }
     response = ops_user.post(u("adminui_move", "refunds"), form)
@@ -820,7 +832,7 @@ def test_a_prompt_engineer_is_not_offered_the_override_and_a_forged_one_is_refus
         "version": "2",
         "reason": "sneak",
         "confirm": "yes",
-        "expected_from": "1",
+        "expected_revision": "1",
         "allow_breaking": "yes",
     }
     response = engineer.post(u("adminui_move", "refunds"), form)
@@ -835,7 +847,7 @@ def test_an_unprotected_label_that_requires_compatibility_is_checked_for_prompt_
 ):
     """The service lets whoever may move a label allow a breaking move of it; so does the page."""
     label_move(bundle=bundle, name="canary", version=v1, actor=ops.actor, reason="r", compatibility="backward")
-    form = {"label": "canary", "version": "2", "reason": "try", "confirm": "yes", "expected_from": "1"}
+    form = {"label": "canary", "version": "2", "reason": "try", "confirm": "yes", "expected_revision": "1"}
     response = engineer.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 409
     assert 'id="allow-breaking"' in response.content.decode()
@@ -852,7 +864,7 @@ def test_a_label_without_compatibility_is_moved_unchecked(engineer, bundle, v1, 
     assert "staging does not require compatibility (compatibility: none): the move is not checked." in page
     assert "Contract check: major change" in page  # still shown, for information
     assert "allow_breaking" not in response.content.decode()
-    form = {"label": "staging", "version": "2", "reason": "r", "confirm": "yes", "expected_from": "1"}
+    form = {"label": "staging", "version": "2", "reason": "r", "confirm": "yes", "expected_revision": "1"}
     assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
 
 
@@ -867,7 +879,7 @@ def test_a_new_production_label_says_it_will_require_compatibility(ops_user, bun
 def test_it_asks_again_when_the_label_moved_after_the_confirm_page(ops_user, bundle, v1, v2_renamed, production, ops):
     v3 = version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor).version
     label_move(bundle=bundle, name="production", version=v3, actor=ops.actor, reason="someone else")
-    form = {"label": "production", "version": "2", "reason": "mine", "confirm": "yes", "expected_from": "1"}
+    form = {"label": "production", "version": "2", "reason": "mine", "confirm": "yes", "expected_revision": "1"}
     response = ops_user.post(u("adminui_move", "refunds"), form)
     assert response.status_code == 200
     assert "The label moved since you reviewed it" in text(response)
@@ -880,7 +892,7 @@ def test_it_requires_a_reason_for_a_move(ops_user, bundle, v1, v2_renamed, produ
     assert field_errors(response, "reason") == ["Say why: a reason is required for every move."]
     response = ops_user.post(
         u("adminui_move", "refunds"),
-        {"label": "production", "version": "2", "reason": "   ", "confirm": "yes", "expected_from": "1"},
+        {"label": "production", "version": "2", "reason": "   ", "confirm": "yes", "expected_revision": "1"},
     )
     assert field_errors(response, "reason") == ["Say why: a reason is required for every move."]
     assert Label.objects.get(pk=production.pk).version_id == v1.pk
@@ -915,14 +927,14 @@ def test_a_prompt_engineer_creates_and_moves_an_unprotected_label(engineer, bund
         "version": "2",
         "reason": "try it",
         "confirm": "yes",
-        "expected_from": "",
+        "expected_revision": "",
     }
     assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
     staging = Label.objects.get(bundle=bundle, name="staging")
     assert (staging.version_id, staging.protected, staging.updated_by) == (v2_renamed.pk, False, "user:pat")
     page = engineer.get(u("adminui_move", "refunds")).content.decode()
     assert '<option value="staging"' in page
-    form = {"label": "staging", "version": "1", "reason": "back", "confirm": "yes", "expected_from": "2"}
+    form = {"label": "staging", "version": "1", "reason": "back", "confirm": "yes", "expected_revision": "1"}
     assert engineer.post(u("adminui_move", "refunds"), form).status_code == 302
     assert Label.objects.get(pk=staging.pk).version_id == v1.pk
 
@@ -958,7 +970,7 @@ def test_it_rolls_back_for_ops_after_confirm(ops_user, bundle, v1, production_on
     assert "Contract check: major change" in page
     assert "allow_breaking" not in response.content.decode()
     assert Label.objects.get(pk=production_on_v2.pk).version_id != v1.pk
-    form = {"version": "1", "reason": "v2 confuses", "confirm": "yes", "expected_from": "2"}
+    form = {"version": "1", "reason": "v2 confuses", "confirm": "yes", "expected_revision": "2"}
     assert ops_user.post(u("adminui_rollback", "refunds", "production"), form).status_code == 302
     label = Label.objects.get(pk=production_on_v2.pk)
     assert label.version_id == v1.pk
@@ -972,7 +984,7 @@ def test_a_move_back_to_a_previous_target_is_exempt_too(ops_user, bundle, v1, pr
     response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "1", "reason": "back"})
     assert "The compatibility check does not apply to this move." in words(response)
     assert "allow_breaking" not in response.content.decode()
-    form = {"label": "production", "version": "1", "reason": "back", "confirm": "yes", "expected_from": "2"}
+    form = {"label": "production", "version": "1", "reason": "back", "confirm": "yes", "expected_revision": "2"}
     assert ops_user.post(u("adminui_move", "refunds"), form).status_code == 302
     label = Label.objects.get(pk=production_on_v2.pk)
     assert label.version_id == v1.pk
@@ -981,7 +993,7 @@ def test_a_move_back_to_a_previous_target_is_exempt_too(ops_user, bundle, v1, pr
 
 def test_it_refuses_rollback_to_a_prompt_engineer(engineer, bundle, v1, production_on_v2):
     assert engineer.get(u("adminui_rollback", "refunds", "production")).status_code == 403
-    form = {"version": "1", "reason": "sneak", "confirm": "yes", "expected_from": "2"}
+    form = {"version": "1", "reason": "sneak", "confirm": "yes", "expected_revision": "2"}
     response = engineer.post(u("adminui_rollback", "refunds", "production"), form)
     assert response.status_code == 403
     assert "Rolling back needs the ops role" in text(response)
@@ -990,7 +1002,7 @@ def test_it_refuses_rollback_to_a_prompt_engineer(engineer, bundle, v1, producti
 
 def test_a_rollback_to_a_version_the_label_never_had_is_judged_like_a_move(ops_user, bundle, v1, production_on_v2, ops):
     version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor)
-    form = {"version": "3", "reason": "x", "confirm": "yes", "expected_from": "2"}
+    form = {"version": "3", "reason": "x", "confirm": "yes", "expected_revision": "2"}
     response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
     # v3 brings back the tool v2 renamed: major against v2, so it is refused without the box.
     assert response.status_code == 409
@@ -1017,7 +1029,7 @@ def test_a_rollback_to_the_current_target_is_an_error_not_a_confirm_page(ops_use
     assert field_errors(response, "version") == ["production already targets v2: there is nothing to roll back."]
     assert offered_versions(response) == ["1"]
     # A forged confirm is refused by the service as well.
-    form = {"version": "2", "reason": "again", "confirm": "yes", "expected_from": "2"}
+    form = {"version": "2", "reason": "again", "confirm": "yes", "expected_revision": "2"}
     response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
     assert response.status_code != 302
     assert Label.objects.get(pk=production_on_v2.pk).history.count() == 2
@@ -1236,3 +1248,175 @@ def test_every_state_badge_meets_wcag_aa_contrast():
     assert contrast("#fff", "#e08600") == pytest.approx(2.77, abs=0.01)  # draining before: the check can fail
     low = {sel: round(contrast(*pair), 2) for sel, pair in colours.items() if contrast(*pair) < 4.5}
     assert low == {}
+
+
+# --- percentage rollouts, If-Match, usage, release history (issue 14) -------------------------
+
+
+def split_post(rows: list[tuple[str, str]], **fields) -> dict:
+    """A move form posting a split: rows of (version, weight), the single version left empty."""
+    form = {"label": "production", "version": "", "reason": "ramp v2", **fields}
+    for row, (version, weight) in enumerate(rows, 1):
+        form[f"split_version_{row}"], form[f"split_weight_{row}"] = version, weight
+    return form
+
+
+def test_the_move_page_offers_a_split_and_prefills_a_split_labels_weights(
+    ops_user, bundle, v1, v2_compatible, production, ops
+):
+    page = ops_user.get(u("adminui_move", "refunds", query="label=production")).content.decode()
+    assert 'name="split_version_1"' in page and 'name="split_weight_1"' in page
+    assert "Or split new sessions between versions" in page
+    label_move(bundle=bundle, name="production", targets=[(v1, 90), (v2_compatible, 10)], actor=ops.actor, reason="r")
+    page = ops_user.get(u("adminui_move", "refunds", query="label=production")).content.decode()
+    assert re.search(r'name="split_weight_1" value="90"', page) and re.search(r'name="split_weight_2" value="10"', page)
+
+
+@pytest.mark.parametrize(
+    "rows, field, message",
+    [
+        ([("1", "90"), ("2", "20")], "targets", "The weights must sum to 100. These add up to 110."),
+        ([("1", "50"), ("1", "50")], "targets", "Each version at most once."),
+        ([("1", "150"), ("2", "-50")], "split_weight_1", "An integer from 0 to 100."),
+        ([("1", "90"), ("", "10")], "split_version_2", "Pick the version this weight is for."),
+        ([("1", "90"), ("2", "")], "split_weight_2", "Give v2 a weight (0 to 100)."),
+    ],
+)
+def test_a_bad_split_is_explained_next_to_its_field_and_moves_nothing(
+    ops_user, bundle, v1, v2_compatible, production, rows, field, message
+):
+    response = ops_user.post(u("adminui_move", "refunds"), split_post(rows))
+    assert field_errors(response, field) == [message]
+    assert "Step 1 of 2" in words(response)
+    assert Label.objects.get(pk=production.pk).revision == production.revision
+
+
+def test_one_version_and_a_split_at_once_is_refused(ops_user, bundle, v1, v2_compatible, production):
+    response = ops_user.post(u("adminui_move", "refunds"), split_post([("1", "90"), ("2", "10")], version="2"))
+    assert field_errors(response, "version") == ["Pick one version or fill in a split, not both."]
+
+
+def test_the_split_confirm_page_shows_weights_draining_sessions_and_a_verdict_per_target(
+    ops_user, bundle, v1, v2_compatible, v2_renamed_too, production, session_on_v1
+):
+    response = ops_user.post(u("adminui_move", "refunds"), split_post([("2", "90"), ("3", "10")]))
+    assert response.status_code == 200
+    page = words(response)
+    assert "production changes from v1 to v2 90% · v3 10%." in page
+    assert (
+        "v2 gets 90% of the new sessions on production and becomes live; 0 active sessions are pinned to it now."
+    ) in page
+    assert "v3 gets 10% of the new sessions on production and becomes live" in page
+    assert "v1 starts draining: 1 active session is still pinned to it and keeps getting v1 until it ends." in page
+    assert "v2 is a minor change against v1: production requires backward compatibility, and the check passes." in page
+    assert "v3 is a major change against v1: production requires backward compatibility: 1 breaking change" in page
+    html = response.content.decode()
+    assert 'name="allow_breaking"' in html
+    assert f'name="expected_revision" value="{production.revision}"' in html
+    assert Label.objects.get(pk=production.pk).version_id == v1.pk  # nothing moved yet
+
+
+@pytest.fixture
+def v2_renamed_too(bundle, ops, v2_compatible) -> BundleVersion:
+    """v3: the tool renamed, major against v1."""
+    return version_publish(bundle=bundle, content=renamed_tool_content(), message="rename", actor=ops.actor).version
+
+
+def test_ops_confirm_a_ramp_and_the_pages_show_the_split_with_sessions_per_target(
+    ops_user, bundle, v1, v2_compatible, production, session_on_v1
+):
+    form = split_post([("1", "90"), ("2", "10")], confirm="yes", expected_revision=str(production.revision))
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 302
+    label = Label.objects.get(pk=production.pk)
+    assert [(t["number"], t["weight"]) for t in label.targets] == [(1, 90), (2, 10)]
+    assert "Moved production: it now targets v1 90% · v2 10%." in text(ops_user.get(response["Location"]))
+    overview = words(ops_user.get(u("adminui_bundle", "refunds")))
+    assert "production (Ops only) v1 90% · v2 10% live live v1: 1 · v2: 0" in overview
+    labels = words(ops_user.get(u("registry_label_changelist")))
+    assert "production → v1 90% · v2 10% live live v1: 1 · v2: 0" in labels
+    # Weights only: nothing starts draining; v2 is judged against v1 again, as the move will.
+    response = ops_user.post(u("adminui_move", "refunds"), split_post([("1", "75"), ("2", "25")]))
+    page = words(response)
+    assert "production changes from v1 90% · v2 10% to v1 75% · v2 25%." in page
+    assert "v2 (already a target) is a minor change against v1: production requires backward compatibility" in page
+    assert "starts draining" not in page
+
+
+def test_a_split_needs_an_existing_label(ops_user, bundle, v1, v2_compatible, production):
+    form = split_post([("1", "90"), ("2", "10")], label="", new_label="canary")
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert field_errors(response, "targets") == ["A split moves an existing label: create canary at one version first."]
+
+
+def test_a_confirm_computed_from_an_older_revision_asks_again_with_the_current_state(
+    ops_user, bundle, v1, v2_compatible, production, ops
+):
+    """Someone moved production to v2 and back between the confirm page and the click: the
+    target is the same version as before, but the revision is not, so nothing is overwritten."""
+    reviewed = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "mine"})
+    revision = re.search(r'name="expected_revision" value="(\d+)"', reviewed.content.decode()).group(1)
+    label_move(bundle=bundle, name="production", version=v2_compatible, actor=ops.actor, reason="other")
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="other, undone")
+    form = {"label": "production", "version": "2", "reason": "mine", "confirm": "yes", "expected_revision": revision}
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 200
+    page = words(response)
+    assert "The label moved since you reviewed it: production now targets v1 (revision 3" in page
+    assert "Decide again." in page
+    assert Label.objects.get(pk=production.pk).revision == 3  # not moved by the stale confirm
+    fresh = re.search(r'name="expected_revision" value="(\d+)"', response.content.decode()).group(1)
+    assert fresh == "3"
+    form["expected_revision"] = fresh
+    assert ops_user.post(u("adminui_move", "refunds"), form).status_code == 302
+    assert Label.objects.get(pk=production.pk).version_id == v2_compatible.pk
+
+
+def test_a_stale_split_confirm_asks_again_when_only_the_weights_changed(
+    ops_user, bundle, v1, v2_compatible, production, ops
+):
+    label_move(bundle=bundle, name="production", targets=[(v1, 90), (v2_compatible, 10)], actor=ops.actor, reason="r")
+    reviewed = ops_user.post(u("adminui_move", "refunds"), split_post([("1", "50"), ("2", "50")]))
+    revision = re.search(r'name="expected_revision" value="(\d+)"', reviewed.content.decode()).group(1)
+    label_move(bundle=bundle, name="production", targets=[(v1, 75), (v2_compatible, 25)], actor=ops.actor, reason="r")
+    form = split_post([("1", "50"), ("2", "50")], confirm="yes", expected_revision=revision)
+    response = ops_user.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 200
+    assert "production now targets v1 75% · v2 25%" in words(response)
+    assert [t["weight"] for t in Label.objects.get(pk=production.pk).targets] == [75, 25]
+
+
+def test_a_stale_rollback_confirm_asks_again(ops_user, bundle, v1, production_on_v2, ops):
+    reviewed = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1", "reason": "undo"})
+    revision = re.search(r'name="expected_revision" value="(\d+)"', reviewed.content.decode()).group(1)
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="x")
+    v2 = BundleVersion.objects.get(bundle=bundle, number=2)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="y", allow_breaking=True)
+    form = {"version": "1", "reason": "undo", "confirm": "yes", "expected_revision": revision}
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), form)
+    assert response.status_code == 200
+    assert "The label moved since you reviewed it: production now targets v2 (revision 4" in words(response)
+    assert Label.objects.get(pk=production_on_v2.pk).version_id == v2.pk
+
+
+def test_the_version_page_shows_usage(agent, reader, bundle, v1, production):
+    page = words(reader.get(u("adminui_version", "refunds", 1)))
+    assert "Usage 0 sessions started, 0 active; 0 pinned fetches; never used" in page
+    first = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    agent.get(f"/api/v1/sessions/{first['id']}/bundle/")
+    agent.get(f"/api/v1/sessions/{first['id']}/bundle/")
+    page = words(reader.get(u("adminui_version", "refunds", 1)))
+    assert re.search(r"Usage 1 session started, 1 active; 2 pinned fetches; first used \S+ \S+ UTC, last used", page)
+
+
+def test_history_shows_the_targets_of_each_change_and_the_release(reader, ops, bundle, v1, v2, production):
+    from registry.releases import ReleaseMove, release_apply
+
+    label_move(bundle=bundle, name="production", targets=[(v1, 90), (v2, 10)], actor=ops.actor, reason="ramp")
+    release = release_apply(moves=[ReleaseMove(bundle, "production", [(v2, 100)])], actor=ops.actor, reason="all in")
+    response = reader.get(u("adminui_history", "refunds"))
+    rows = re.findall(r'<tr data-label="production".*?</tr>', text(response), re.S)
+    flat = [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in rows]
+    assert "v1 90% · v2 10% v2" in flat[0] and str(release.pk) in flat[0]
+    assert "v1 v1 90% · v2 10%" in flat[1] and "ramp" in flat[1]
+    assert "release" not in flat[1].lower().replace("first release", "")
