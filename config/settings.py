@@ -253,12 +253,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # it is this many seconds old, checking every second (kombu's default check runs every
     # 10 x 10 s). So after a crash the task runs within about 4 s of a worker being back, not
     # at the next sweep (the goal is 5 s; a pool child killed while its job was still in the
-    # pipe from the main process takes this path too, measured at 5.6 s with 5 here). The cost: a message held longer than this is delivered twice: a
-    # task running that long, one waiting in a prefetch slot (at most one per process here)
-    # or one held for its ETA. Our tasks take milliseconds and are idempotent; the only ETAs are
-    # autoretry backoffs of a few seconds (a duplicate is harmless), and webhook retries are
-    # scheduled by their database sweep, not by ETA. Do not add long-ETA tasks without
-    # raising this.
+    # pipe from the main process takes this path too, measured at 5.6 s with 5 here).
+    # The cost: a message held longer than this is delivered twice: a task running that long,
+    # one waiting in a prefetch slot (at most one per process here) or one held for its ETA.
+    # Our tasks take milliseconds and are idempotent; the only ETAs are autoretry backoffs of a
+    # few seconds (a duplicate is harmless), and webhook retries are scheduled by their database
+    # sweep, not by ETA. Do not add long-ETA tasks without raising this.
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3),
     "unacked_restore_interval": 1,
     "unacked_restore_throttle": 1,
