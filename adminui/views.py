@@ -190,6 +190,15 @@ def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+def _labels_by_version(labels: Any) -> dict[int, list[str]]:
+    """Label names per version id, a split label under each of its targets (weight 0 too)."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for version_id, name, targets in labels.order_by("name").values_list("version_id", "name", "targets"):
+        for vid in sorted({t["version_id"] for t in targets} | {version_id}):
+            out[vid].append(name)
+    return out
+
+
 def _label_state_text(label: Label) -> str:
     """What a label is now, for the person whose confirm was for an older state of it."""
     return (
@@ -258,12 +267,8 @@ def version_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
                 match |= Q(bundle__name=name, number=int(number))
             versions = versions.filter(match)
     page_obj = Paginator(versions, 50).get_page(request.GET.get("page"))
-    labels: dict[int, list[str]] = defaultdict(list)
     ids = [v.pk for v in page_obj]
-    for version_id, label in (
-        Label.objects.filter(version_id__in=ids).order_by("name").values_list("version_id", "name")
-    ):
-        labels[version_id].append(label)
+    labels = _labels_by_version(Label.objects.filter(Q(version_id__in=ids) | ~Q(targets=[])))
     query = request.GET.copy()
     query.pop("page", None)
     return _render(
@@ -1018,9 +1023,7 @@ def _drain_data(bundle_name: str | None) -> list[dict[str, Any]]:
     )
     if bundle_name:
         versions = versions.filter(bundle__name=bundle_name)
-    labels: dict[int, list[str]] = defaultdict(list)
-    for version_id, label in Label.objects.order_by("name").values_list("version_id", "name"):
-        labels[version_id].append(label)
+    labels = _labels_by_version(Label.objects.all())
     bundles: dict[str, list[dict[str, Any]]] = {}
     for v in versions:
         bundles.setdefault(v.bundle.name, []).append(

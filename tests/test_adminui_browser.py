@@ -481,3 +481,28 @@ def test_the_bundle_page_fits_a_390_px_phone_without_sideways_scrolling(
             assert widths["doc"] <= 390 and widths["body"] <= 390, (path, widths)
     finally:
         context.close()
+
+
+def test_an_ops_user_ramps_production_to_ten_percent(page: Page, base_url: str, refunds: Bundle, shot: Shots):
+    version_publish(bundle=refunds, content=content("Version two, same tools."), message="v2", actor=SYSTEM)
+    person("olga", OPS)
+    log_in(page, base_url, "olga")
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/move/?label=production")
+    page.select_option("#id_split_version_1", "1")
+    page.fill("#id_split_weight_1", "90")
+    page.select_option("#id_split_version_2", "2")
+    page.fill("#id_split_weight_2", "20")
+    page.fill("#id_reason", "Ramp v2 to 10%")
+    page.click("#review")
+    expect(page.locator("#id_targets_error")).to_have_text("The weights must sum to 100. These add up to 110.")
+    page.fill("#id_split_weight_2", "10")
+    shot(page, "split-form")
+    page.click("#review")
+    expect(page.locator("#from-to")).to_contain_text("production changes from v1 to v1 90% · v2 10%.")
+    expect(page.locator("#compatibility")).to_contain_text("v2 is a patch change against v1")
+    shot(page, "split-confirm")
+    page.click("#confirm")
+    expect(page.locator(".messagelist")).to_contain_text("Moved production: it now targets v1 90% · v2 10%.")
+    expect(page.locator("#labels tr[data-label=production]")).to_contain_text("v1 90% · v2 10%")
+    label = Label.objects.get(bundle=refunds, name="production")
+    assert [(t["number"], t["weight"]) for t in label.targets] == [(1, 90), (2, 10)]

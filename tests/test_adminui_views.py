@@ -1420,3 +1420,31 @@ def test_history_shows_the_targets_of_each_change_and_the_release(reader, ops, b
     assert "v1 90% · v2 10% v2" in flat[0] and str(release.pk) in flat[0]
     assert "v1 v1 90% · v2 10%" in flat[1] and "ramp" in flat[1]
     assert "release" not in flat[1].lower().replace("first release", "")
+
+
+def test_every_target_of_a_split_lists_the_label_on_the_versions_and_drain_pages(
+    reader, ops, bundle, v1, v2, production
+):
+    label_move(bundle=bundle, name="production", targets=[(v1, 100), (v2, 0)], actor=ops.actor, reason="ramp at 0")
+    versions = text(reader.get(u("registry_bundleversion_changelist")))
+    row = re.search(r'<tr data-bundle="refunds" data-version="2">.*?</tr>', versions, re.S)
+    assert "production" in row.group(0)
+    drain = reader.get(u("adminui_drain_json")).json()
+    by_number = {v["number"]: v for v in drain["bundles"][0]["versions"]}
+    assert by_number[2]["labels"] == ["production"] and by_number[1]["labels"] == ["production"]
+
+
+def test_ops_roll_back_a_ramp_from_its_split_confirm_page(ops_user, ops, bundle, v1, v2_compatible, production):
+    label_move(bundle=bundle, name="production", targets=[(v1, 90), (v2_compatible, 10)], actor=ops.actor, reason="r")
+    page = ops_user.get(u("adminui_rollback", "refunds", "production"))
+    assert "production targets v1 90% · v2 10% now." in words(page)
+    response = ops_user.post(u("adminui_rollback", "refunds", "production"), {"version": "1", "reason": "v2 is slow"})
+    page = words(response)
+    assert "production changes from v1 90% · v2 10% to v1." in page
+    assert "v2 starts draining" in page
+    revision = re.search(r'name="expected_revision" value="(\d+)"', response.content.decode()).group(1)
+    form = {"version": "1", "reason": "v2 is slow", "confirm": "yes", "expected_revision": revision}
+    assert ops_user.post(u("adminui_rollback", "refunds", "production"), form).status_code == 302
+    label = Label.objects.get(pk=production.pk)
+    assert (label.version_id, label.targets) == (v1.pk, [])
+    assert BundleVersion.objects.get(pk=v2_compatible.pk).state in (VersionState.DRAINING, VersionState.DRAINED)
