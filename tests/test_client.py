@@ -191,9 +191,10 @@ def test_it_gives_up_at_the_deadline_with_unavailable(agent):
     with Registry(closed.url, agent.secret, retry=retry, transport=Counting()) as registry, pytest.raises(Unavailable):
         registry.catalog()
     # Retried (the first wait is at most 0.2 s), and never waited past the deadline: it gives up
-    # as soon as the next wait would end after it, which may be well before it.
+    # as soon as the next wait would end after it, which may be well before it. (The slack is
+    # for a loaded CI machine; a client that ignored the deadline would retry for much longer.)
     assert Counting.attempts >= 2
-    assert time.monotonic() - began < retry.deadline + 0.5
+    assert time.monotonic() - began < retry.deadline + 2.0
 
 
 def test_throttled_carries_retry_after_and_is_not_waited_past_the_deadline(restartable, agent, fresh_budget):

@@ -218,6 +218,7 @@ def test_every_state_change_is_audited_with_request_id_and_client_address(db, tw
     assert events[4].data == {
         "from_version": 1,
         "to_version": 2,
+        "targets": [{"version": 2, "weight": 100}],
         "note": "compatibility check passed: patch against version 1",
     }
     assert set(events[1].data) == {"number", "content_hash", "warnings"}
