@@ -44,7 +44,14 @@ def _every_operation(client: Client) -> list[tuple[str, str]]:
     import yaml
 
     schema = yaml.safe_load(client.get("/api/schema/").content)
-    fill = {"session_id": SESSION, "release_id": SESSION, "name": "refunds", "label": "production", "tool": "ls", "path": "notes.md"}
+    fill = {
+        "session_id": SESSION,
+        "release_id": SESSION,
+        "name": "refunds",
+        "label": "production",
+        "tool": "ls",
+        "path": "notes.md",
+    }
     operations = []
     for template, methods in schema["paths"].items():
         path = re.sub(r"\{(\w+)\}", lambda m: fill.get(m.group(1), "1"), template)
