@@ -56,9 +56,14 @@ def send(task_name: str, *, what: str, **kwargs: object) -> bool:
     """Send `task_name` with keyword arguments `kwargs`; `what` names the job in the warning
     logged when the broker cannot be reached. True if it was sent."""
     guard = breaker.for_url(settings.CELERY_BROKER_URL)
+    probe = guard.state != guard.CLOSED  # allowed while not closed: this call is the one probe
     if not guard.allow():
         return False
     with _publish_lock:  # a kombu connection is not thread-safe; publishing takes microseconds
+        if not probe and guard.state != guard.CLOSED:
+            # Redis failed another thread while we waited for the lock: do not pay a timeout too
+            # (threads queued here would otherwise each pay one, one after the other).
+            return False
         try:
             app.send_task(task_name, kwargs=kwargs, retry=False, connection=_connection(settings.CELERY_BROKER_URL))
         except Exception as exc:
