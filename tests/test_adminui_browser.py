@@ -74,6 +74,7 @@ DOCS_SHOTS = {
     "diff-v1-v2": "diff.png",
     "move-form-without-production": "move-form-prompt-engineer.png",
     "move-confirm": "move-confirm.png",
+    "split-confirm": "split-confirm.png",
     "drain-dashboard": "drain.png",
     "history": "history.png",
     "editor-error-line": "editor.png",

@@ -1448,3 +1448,17 @@ def test_ops_roll_back_a_ramp_from_its_split_confirm_page(ops_user, ops, bundle,
     label = Label.objects.get(pk=production.pk)
     assert (label.version_id, label.targets) == (v1.pk, [])
     assert BundleVersion.objects.get(pk=v2_compatible.pk).state in (VersionState.DRAINING, VersionState.DRAINED)
+
+
+def test_a_confirm_to_create_a_label_that_someone_created_meanwhile_asks_again(
+    engineer, ops, bundle, v1, v2_compatible, production
+):
+    reviewed = engineer.post(u("adminui_move", "refunds"), {"new_label": "canary", "version": "2", "reason": "try"})
+    assert 'name="expected_revision" value=""' in reviewed.content.decode()
+    label_move(bundle=bundle, name="canary", version=v1, actor=ops.actor, reason="someone else")
+    form = {"new_label": "canary", "version": "2", "reason": "try", "confirm": "yes", "expected_revision": ""}
+    response = engineer.post(u("adminui_move", "refunds"), form)
+    assert response.status_code == 200
+    assert "The label moved since you reviewed it: canary now targets v1 (revision 1" in words(response)
+    assert "canary moves from v1 to v2" in words(response)
+    assert Label.objects.get(bundle=bundle, name="canary").version_id == v1.pk
