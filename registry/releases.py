@@ -105,7 +105,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
         current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
         checks = []
         for version, _ in move.targets:
-            if version.pk == current.pk:
+            if version.pk in old_ids:  # already a target: judged when it joined (as _change_locked)
                 continue
             check = lifecycle.compatibility_check(label=label, current=current, target=version, classify=True)
             checks.append(

@@ -178,15 +178,17 @@ def _change_locked(
 ) -> Label:
     """Point a label whose row this transaction has locked at `targets` (already validated).
     Takes the version locks itself (re-locking rows this transaction holds is free, so a release
-    may lock them all first). Compatibility and protection apply to each target: every new
-    target is judged against the current primary target."""
+    may lock them all first). Compatibility and protection apply to each target: every target
+    that joins the label is judged against the current primary target (one that is already a
+    target, e.g. when only the weights change, was judged when it joined)."""
     old_ids = lifecycle.label_target_ids(label)
     old_primary = label.version_id
     locked = lifecycle.versions_lock(*old_ids, *(v.pk for v, _ in targets))
     notes = []
     for version, _ in targets:
         target = lifecycle.check_targetable(locked[version.pk])
-        if target.pk != old_primary:
+        # A version that already is a target (a weight change) was judged when it joined.
+        if target.pk not in old_ids:
             note = lifecycle.compatibility_note(
                 label=label, current=locked[old_primary], target=target, allow_breaking=allow_breaking
             )

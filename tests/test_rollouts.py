@@ -120,6 +120,8 @@ def test_compatibility_and_protection_apply_to_each_target(agent, publisher, ops
     assert allowed.status_code == 200
     note = agent.get(f"{LABEL}history/").json()["results"][0]["note"]
     assert note.startswith("v2: breaking change allowed")
+    # Changing only the weights does not judge v2 again: it was judged (and allowed) when it joined.
+    assert ramp(ops, [(1, 50), (2, 50)]).status_code == 200
 
 
 @pytest.mark.parametrize(
