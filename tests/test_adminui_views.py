@@ -1335,11 +1335,11 @@ def test_ops_confirm_a_ramp_and_the_pages_show_the_split_with_sessions_per_targe
     assert "production (Ops only) v1 90% · v2 10% live live v1: 1 · v2: 0" in overview
     labels = words(ops_user.get(u("registry_label_changelist")))
     assert "production → v1 90% · v2 10% live live v1: 1 · v2: 0" in labels
-    # Weights only: nothing starts draining; v2 is judged against v1 again, as the move will.
+    # Weights only: nothing starts draining, and no version joins, so nothing is judged again.
     response = ops_user.post(u("adminui_move", "refunds"), split_post([("1", "75"), ("2", "25")]))
     page = words(response)
     assert "production changes from v1 90% · v2 10% to v1 75% · v2 25%." in page
-    assert "v2 (already a target) is a minor change against v1: production requires backward compatibility" in page
+    assert "Nothing to check: no version joins production." in page
     assert "starts draining" not in page
 
 
