@@ -143,33 +143,51 @@ def release_apply(*, moves: list[ReleaseMove], actor: Actor, reason: Any, allow_
     moves = _checked(moves, actor)
     with transaction.atomic():
         labels = _existing_labels(moves, lock=True)
-        involved = {vid for label in labels.values() for vid in lifecycle.label_target_ids(label)}
-        involved |= {v.pk for move in moves for v, _ in move.targets}
-        lifecycle.versions_lock(*involved)
-        release = Release.objects.create(
-            id=uuid.uuid4(), reason=reason, created_by=actor.name, allow_breaking=allow_breaking, items=[]
-        )
-        items = []
-        for move in moves:
-            label = labels[(move.bundle.pk, move.label)]
-            _check_revision(label, move.expected_revision)
-            lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
-            before = label_state(label)
-            if not _same_targets(label, move.targets):
-                label = _change_locked(
-                    label=label,
-                    targets=move.targets,
-                    actor=actor,
-                    reason=reason,
-                    allow_breaking=allow_breaking,
-                    release_id=release.pk,
-                )
-            items.append(
-                {"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)}
+        return _apply(labels=labels, moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking)
+
+
+def _apply(
+    *,
+    labels: dict[tuple[int, str], Label],
+    moves: list[ReleaseMove],
+    actor: Actor,
+    reason: str,
+    allow_breaking: bool = False,
+    rollback_of: Release | None = None,
+) -> Release:
+    """The moves of a release, its record and its announcement; the caller holds the label rows
+    (FOR UPDATE, ascending id) in its transaction. Versions are locked here, before any move."""
+    involved = {vid for label in labels.values() for vid in lifecycle.label_target_ids(label)}
+    involved |= {v.pk for move in moves for v, _ in move.targets}
+    lifecycle.versions_lock(*involved)
+    release = Release.objects.create(
+        id=uuid.uuid4(),
+        reason=reason,
+        created_by=actor.name,
+        allow_breaking=allow_breaking,
+        items=[],
+        rollback_of=rollback_of,
+    )
+    items = []
+    for move in moves:
+        label = labels[(move.bundle.pk, move.label)]
+        _check_revision(label, move.expected_revision)
+        lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
+        before = label_state(label)
+        if not _same_targets(label, move.targets):
+            label = _change_locked(
+                label=label,
+                targets=move.targets,
+                actor=actor,
+                reason=reason,
+                action="label.rolled_back" if rollback_of else "label.moved",
+                allow_breaking=allow_breaking,
+                release_id=release.pk,
             )
-        release.items = items
-        release.save(update_fields=["items"])
-        _announce(release, actor=actor, action="release.applied")
+        items.append({"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)})
+    release.items = items
+    release.save(update_fields=["items"])
+    _announce(release, actor=actor, action="release.rolled_back" if rollback_of else "release.applied")
     return release
 
 
@@ -225,36 +243,6 @@ def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
             ]
             if changed:
                 raise Conflict("These labels changed after the release; move them yourself.", {"labels": changed})
-            involved = {vid for label in labels.values() for vid in lifecycle.label_target_ids(label)}
-            involved |= {v.pk for move in moves for v, _ in move.targets}
-            lifecycle.versions_lock(*involved)
-            back = Release.objects.create(
-                id=uuid.uuid4(),
-                reason=reason,
-                created_by=actor.name,
-                allow_breaking=False,
-                items=[],
-                rollback_of=release,
-            )
-            items = []
-            for move in moves:
-                label = labels[(move.bundle.pk, move.label)]
-                before = label_state(label)
-                if not _same_targets(label, move.targets):
-                    label = _change_locked(
-                        label=label,
-                        targets=move.targets,
-                        actor=actor,
-                        reason=reason,
-                        action="label.rolled_back",
-                        release_id=back.pk,
-                    )
-                items.append(
-                    {"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)}
-                )
-            back.items = items
-            back.save(update_fields=["items"])
-            _announce(back, actor=actor, action="release.rolled_back")
+            return _apply(labels=labels, moves=moves, actor=actor, reason=reason, rollback_of=release)
     except IntegrityError:
         raise Conflict("This release was rolled back already.") from None
-    return back
