@@ -25,3 +25,7 @@ DATABASES["default"]["OPTIONS"]["options"] += " -c registry.allow_truncate=on"  
 
 # Tests flush fetch counts themselves: a background writer would race their transactions.
 USAGE_FLUSH_THREAD = False
+
+# The browser tests sign in from 127.0.0.1 more than ten times a minute; the tests of the login
+# limit itself set the rate they test (tests/test_security.py, tests/test_breaker.py).
+ADMIN_LOGIN_RATE = "1000/m"
