@@ -11,16 +11,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from audit.context import client_ip
 from metrics.collectors import DatabaseCollector
 
+_DATABASE = CollectorRegistry()
+_DATABASE.register(DatabaseCollector())
 
-def _registry() -> CollectorRegistry:
-    registry = CollectorRegistry()
+
+def _exposition() -> bytes:
+    """This process's instruments, or with PROMETHEUS_MULTIPROC_DIR every web and worker
+    process's counters, followed by what the database says now."""
+    counters = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.MultiProcessCollector(registry)  # every web and worker process's counters
-    else:
-        for collector in list(REGISTRY._collector_to_names):  # this process's own instruments
-            registry.register(collector)
-    registry.register(DatabaseCollector())
-    return registry
+        counters = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counters)
+    return generate_latest(counters) + generate_latest(_DATABASE)
 
 
 def _allowed(request: HttpRequest) -> bool:
@@ -41,4 +43,4 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("Send the metrics token as a Bearer token.\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(_exposition(), content_type=CONTENT_TYPE_LATEST)
