@@ -16,8 +16,8 @@ thread pool (config.django_lane.pool):
 5. the bytes come from registry.bundle_cache (a per-process LRU by content hash, then Redis,
    then the database) and are spliced into the envelope by pinned_bundle_body.
 
-Every rule is the function the DRF views call (the views call the same `bundle_answer` and
-`session_answer` too), and nothing about a key, session or version is cached: each call reads
+Every rule is the function the DRF views call (the bundle view calls the same `bundle_answer`
+too), and nothing about a key, session or version is cached: each call reads
 PostgreSQL. Errors are rendered by api.errors.exception_handler, so their bodies are the
 contract's to the byte. Anything unusual is declined (config.dispatch.Decline) before any work
 is counted and goes to Django, which answers it exactly as before: a missing or malformed
@@ -108,13 +108,15 @@ def _etag_matches(header: str | None, content_hash: str) -> bool:
 
 def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
     """The pinned-bundle answer for a checked session: 304 when the client holds these bytes."""
-    usage.fetch_recorded(session.version_id)
     content_hash = session.version.content_hash
     etag = [(b"etag", f'"{content_hash}"'.encode())]
     if _etag_matches(if_none_match, content_hash):
+        usage.fetch_recorded(session.version_id)
         # Django's HttpResponse(status=304) carries its default content type; so does this.
         return Answer(304, [(b"content-type", b"text/html; charset=utf-8"), *etag], b"")
-    return Answer(200, [(b"content-type", b"application/json"), *etag], pinned_bundle_body(session))
+    body = pinned_bundle_body(session)  # counted only once the bytes are in hand
+    usage.fetch_recorded(session.version_id)
+    return Answer(200, [(b"content-type", b"application/json"), *etag], body)
 
 
 def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, bool]:
@@ -205,9 +207,15 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
         raise Decline
     prefix, digest = lookup
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_FETCH_SQL, [session_id, prefix])
-            rows = cursor.fetchall()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_FETCH_SQL, [session_id, prefix])
+                rows = cursor.fetchall()
+        except DatabaseError:
+            # A broken connection (database restarted or away) before anything was counted:
+            # drop it and let Django's path answer, which reconnects or reports the outage.
+            connection.close()
+            raise Decline from None
         actor = api_key_match(rows, digest)
         if actor is None:
             raise Decline
@@ -223,17 +231,19 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
                 session=session_checked(session=_session_of(row), session_id=session_id, actor=actor),
                 force=kind == "heartbeat",
             )
+            if kind == "bundle":
+                inm = headers.get(b"if-none-match")
+                return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
+            return session_answer(session)
         except DomainError as exc:
             return _error(exc)
-        if kind == "bundle":
-            inm = headers.get(b"if-none-match")
-            return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
-        return session_answer(session)
-    except DatabaseError:
-        # A broken connection (database restarted or away): drop it and let Django's path
-        # answer, which reconnects or reports the outage as it does for every endpoint.
+    except DatabaseError as exc:
+        # After the request was counted (key use, throttle, lease, usage) it is not declined:
+        # Django would count it again, and an end whose commit failed must not run twice.
         connection.close()
-        raise Decline from None
+        if not is_unavailable(exc):
+            raise
+        return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
     finally:
         connection.close_if_unusable_or_obsolete()  # what request_finished does under Django
 

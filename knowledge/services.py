@@ -33,7 +33,7 @@ def _require_publisher(actor: Actor, doing: str, pack: Pack | None = None) -> No
 
 def pack_create(*, name: Any, actor: Actor, description: Any = "") -> Pack:
     _require_publisher(actor, "Creating a knowledge pack")
-    if not isinstance(name, str) or not PACK_NAME_RE.match(name):
+    if not isinstance(name, str) or not PACK_NAME_RE.fullmatch(name):
         raise InvalidContent("The pack name is not valid.", {"name": [f"Must match {PACK_NAME_RE.pattern}."]})
     if not actor.may_see_bundle(name):
         # Key scopes name packs like bundles; the same answer whether or not the name exists.

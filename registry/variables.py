@@ -20,9 +20,19 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from core.limits import BUNDLE_NAME_RE
+
 FIELDS = frozenset({"variables", "knowledge"})
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-PACK_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # the same rule as bundle names
+PACK_NAME_RE = re.compile(BUNDLE_NAME_RE)  # packs are named like bundles
+
+
+def _variable_key(name: str) -> str:
+    """Where an error about a given value is reported: its name, or ascii() of what was sent
+    when it is not a name (client input, maybe not even valid Unicode)."""
+    return f"variables.{name if NAME_RE.fullmatch(name) else ascii(name)}"
+
+
 # `{{name}}`, whitespace allowed inside the braces; `{{tool:NAME}}` has a colon, so it never matches.
 REFERENCE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 TYPES = ("string", "integer", "number", "boolean", "enum")
@@ -61,7 +71,7 @@ def _check_declarations(variables: Any, err: Err) -> None:
         err("content.variables", f"At most {MAX_VARIABLES} variables.")
     for name, decl in variables.items():
         path = f"content.variables.{name}"
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             err(path, "A variable name must match ^[A-Za-z_][A-Za-z0-9_]{0,63}$.")
             continue
         if not isinstance(decl, dict):
@@ -102,7 +112,7 @@ def _check_packs(packs: Any, err: Err) -> None:
         err("content.knowledge", f"At most {MAX_PACKS} packs.")
     seen: set[str] = set()
     for i, name in enumerate(packs):
-        if not PACK_NAME_RE.match(name):
+        if not PACK_NAME_RE.fullmatch(name):
             err(f"content.knowledge[{i}]", "A pack name must match ^[a-z0-9][a-z0-9._-]{0,99}$.")
         elif name in seen:
             err(f"content.knowledge[{i}]", f"Pack {name!r} is listed twice.")
@@ -226,10 +236,7 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
         if given:
             raise VariableError(
                 "This version declares no variables.",
-                {
-                    f"variables.{name if NAME_RE.match(name) else ascii(name)}": ["Not declared by the pinned version."]
-                    for name in sorted(given)
-                },
+                {_variable_key(name): ["Not declared by the pinned version."] for name in sorted(given)},
             )
         return {}
     other = "turn" if scope == "session" else "session"
@@ -238,10 +245,7 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
     for name in sorted(given):
         decl = declared.get(name)
         if decl is None:
-            # ascii(): an undeclared name is client input and may not even be valid Unicode.
-            errors[f"variables.{name if NAME_RE.match(name) else ascii(name)}"] = [
-                "Not declared by the pinned version."
-            ]
+            errors[_variable_key(name)] = ["Not declared by the pinned version."]
         elif decl.get("scope", "session") == other:
             when = "when the session starts" if other == "session" else "with each render"
             errors[f"variables.{name}"] = [f"{name!r} is {other}-scoped: give it {when}."]

@@ -85,7 +85,7 @@ def _skill_errors(card: Any, path: str, errors: list[tuple[str, str]]) -> None:
     for key in sorted(SKILL_KEYS - set(card)):
         errors.append((f"{path}.{key}", "This field is required."))
     name = card.get("name")
-    if "name" in card and (not isinstance(name, str) or len(name) > MAX_NAME or not NAME_RE.match(name)):
+    if "name" in card and (not isinstance(name, str) or len(name) > MAX_NAME or not NAME_RE.fullmatch(name)):
         errors.append((f"{path}.name", f"Must be snake_case (^[a-z][a-z0-9]*(_[a-z0-9]+)*$), at most {MAX_NAME}."))
     if "summary" in card:
         _text(card, "summary", MAX_SUMMARY, path, errors)

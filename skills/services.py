@@ -169,7 +169,7 @@ def session_skill_register(*, session: Session, data: Any) -> tuple[SessionSkill
     if unknown:
         raise InvalidContent("Unknown fields.", {key: ["Unknown field."] for key in unknown})
     name = _text(data, "name", MAX_NAME)
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise InvalidContent("name must be snake_case.", {"name": ["Must match ^[a-z][a-z0-9]*(_[a-z0-9]+)*$."]})
     fields = {
         "summary": _text(data, "summary", MAX_SUMMARY),

@@ -539,3 +539,10 @@ def test_the_prefix_cache_is_bounded_in_entries_and_bytes():
     assert list(cache.items) == [4, 5] and cache.bytes == 95
     cache.put(6, prefix(500))  # larger than the bound alone: kept, everything else evicted
     assert list(cache.items) == [6] and cache.bytes == 500
+
+
+@pytest.mark.parametrize("name", ["ops\n", "Ops", "-ops", "ops/notes"])
+def test_a_pack_name_follows_the_bundle_name_rule_to_the_last_character(ops, name):
+    response = ops.post("/api/v1/knowledge/", {"name": name})
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["code"] == "validation_error"

@@ -257,7 +257,7 @@ def test_the_lifecycle_announces_itself_without_content(admin, receiver, ops, ag
         "version.revoked",
     ]
     assert sent[0][1] == {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash, "by": ops.actor.name}
-    assert sent[3][1] | {"by": None} == {
+    assert sent[3][1] == {
         "bundle": "refunds",
         "label": "production",
         "from_version": 1,
@@ -265,7 +265,7 @@ def test_the_lifecycle_announces_itself_without_content(admin, receiver, ops, ag
         "targets": [{"version": 2, "weight": 100}],
         "rollback": False,
         "release": None,
-        "by": None,
+        "by": ops.actor.name,
         "reason": "ship v2",
     }
     assert sent[5][1] == {"bundle": "refunds", "version": 1, "content_hash": v1.content_hash}

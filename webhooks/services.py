@@ -25,9 +25,10 @@ from standardwebhooks import Webhook
 
 from access.actors import SYSTEM, Actor
 from access.models import Role
+from access.permissions import require_role
 from audit.services import audit_record
 from core import enqueue
-from core.errors import Conflict, Forbidden, InvalidContent
+from core.errors import Conflict, InvalidContent
 from metrics import instruments
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.urlcheck import UrlNotAllowed, check_url
@@ -44,8 +45,7 @@ MAX_DESCRIPTION = 1000
 
 
 def _require_admin(actor: Actor) -> None:
-    if not actor.has_role(Role.ADMIN):
-        raise Forbidden("Only admins manage webhooks.")
+    require_role(actor, Role.ADMIN, "Managing webhooks")
 
 
 def _valid_events(events: Any) -> list[str]:
