@@ -138,8 +138,13 @@ def test_with_redis_hung_one_call_pays_the_timeout_and_the_rest_skip_redis(db, v
         assert bundle_cache.content_bytes(version_id=v1.pk, content_hash=v1.content_hash) == bytes(v1.canonical)
         # After the cooldown one probe goes to Redis (and pays the timeout again); the rest skip.
         time.sleep(1.05)
-        assert send("sessions_app.tasks.version_drain_task", what="a drain", version_id=v1.pk) is False
+        sent: list[bool] = []
+        probe = _timed(
+            lambda: sent.append(send("sessions_app.tasks.version_drain_task", what="a drain", version_id=v1.pk))
+        )
+        assert sent == [False] and probe >= 0.04, probe  # the probe went to Redis and waited out its timeout
         assert breaker.for_url(hung_redis).state == "open"
+        assert _timed(lambda: seconds_until_allowed(group="t", key="k", rate="1/m")) < 0.02  # open again: skipped
 
 
 def test_enqueue_through_a_live_broker_succeeds(db):

@@ -46,8 +46,7 @@ def test_every_link_of_the_index_leads_somewhere(client):
         path = url.removeprefix("http://testserver")
         status = client.get(path, follow=False).status_code
         # The API's collections want a key (401); the admin redirects to its login (302).
-        assert status in (200, 302, 401, 405, 503), (name, url, status)
-        assert status != 404, (name, url)
+        assert status in (200, 302, 401, 405), (name, url, status)
 
 
 @pytest.mark.parametrize("path", PATHS)

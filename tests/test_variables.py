@@ -10,7 +10,7 @@ import pytest
 from access.models import Role
 from core.errors import InvalidContent
 from knowledge.render import session_render
-from registry.canonical import canonical_bytes, canonicalise
+from registry.canonical import canonicalise
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from tests.conftest import content, make_api
@@ -66,7 +66,9 @@ def test_it_renders_content_without_variables_verbatim(db):
     session = agent.post("/api/v1/sessions/", {"bundle": "plain"}).json()
     body = render(agent, session["id"]).json()
     assert body["prefix"] == {"system": "Hello {{name}}, today.", "tools": doc["tools"]}
-    assert body["prefix_sha256"] == hashlib.sha256(canonical_bytes(body["prefix"])).hexdigest()
+    # Canonical JSON written out independently of registry.canonical: sorted keys, compact, UTF-8.
+    canonical = json.dumps(body["prefix"], sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    assert body["prefix_sha256"] == hashlib.sha256(canonical).hexdigest()
     assert (body["version"], body["content_hash"], body["notices"]) == (1, version.content_hash, [])
 
 
