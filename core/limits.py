@@ -45,3 +45,15 @@ VERSION_PAGE_SIZE = 20
 # Percentage rollouts: how many versions one label may split over, and moves per release.
 MAX_SPLIT_TARGETS = 10
 RELEASE_MAX_MOVES = 50
+
+
+def storable(value: str) -> bool:
+    """Text PostgreSQL can store and a response can carry: no NUL, no lone surrogate (a
+    "\\ud800" escape decodes to one; UTF-8 cannot encode it)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

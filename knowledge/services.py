@@ -12,7 +12,7 @@ from access.models import Role
 from access.permissions import require_role
 from audit.services import audit_record
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
-from core.limits import TEXT_MAX_CHARS
+from core.limits import TEXT_MAX_CHARS, storable
 from knowledge import paths
 from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
 from registry.canonical import canonical_bytes
@@ -53,7 +53,7 @@ def pack_create(*, name: Any, actor: Actor, description: Any = "") -> Pack:
 def _description(value: Any) -> str:
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > TEXT_MAX_CHARS or "\x00" in value:
+    if not isinstance(value, str) or len(value) > TEXT_MAX_CHARS or not storable(value):
         raise InvalidContent(
             "The description is not valid.", {"description": [f"Text of at most {TEXT_MAX_CHARS} characters."]}
         )

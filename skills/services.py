@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import Conflict, InvalidContent, NotFound
+from core.limits import storable
 from sessions_app.models import Session
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
@@ -23,18 +24,6 @@ MAX_MESSAGES = 500
 MAX_SOURCE = 200
 MAX_TURN = 2**31 - 1  # the column is a PostgreSQL integer
 ROLES = {"user", "assistant", "system", "tool", "developer"}
-
-
-def storable(value: str) -> bool:
-    """Text PostgreSQL can store and a response can carry: no NUL, no lone surrogate (a
-    "\\ud800" escape decodes to one; UTF-8 cannot encode it)."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_messages(messages: Any) -> list[dict[str, Any]]:

@@ -546,3 +546,9 @@ def test_a_pack_name_follows_the_bundle_name_rule_to_the_last_character(ops, nam
     response = ops.post("/api/v1/knowledge/", {"name": name})
     assert response.status_code == 400, response.json()
     assert response.json()["error"]["code"] == "validation_error"
+
+
+def test_a_description_with_a_lone_surrogate_is_a_400(ops):
+    response = ops.post("/api/v1/knowledge/", '{"name": "notes", "description": "bad \\ud800 text"}')
+    assert response.status_code == 400, response.content
+    assert "description" in response.json()["error"]["details"]
