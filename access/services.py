@@ -85,7 +85,8 @@ def api_key_create(
 # (api.fastlane) reads the same columns under the same condition, joined with the session, in
 # one statement: KEY_COLUMNS and KEY_WHERE are the one definition of "a working key".
 KEY_COLUMNS = "k.id, k.name, k.role, k.scopes, k.last_used_at, k.secret_hash"
-KEY_WHERE = "k.prefix = %s AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())"
+KEY_WORKING = "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())"
+KEY_WHERE = f"k.prefix = %s AND {KEY_WORKING}"
 _AUTH_SQL = f"SELECT {KEY_COLUMNS} FROM access_apikey k WHERE {KEY_WHERE}"
 
 
@@ -96,16 +97,30 @@ def api_key_lookup(secret: str) -> tuple[str, str] | None:
     return secret[:10], hash_secret(secret)
 
 
-def api_key_match(rows: list[tuple[Any, ...]], digest: str) -> Actor | None:
+def api_key_match(rows: Sequence[Sequence[Any]], digest: str) -> Actor | None:
     """The Actor of the row (KEY_COLUMNS first) whose hash is `digest`, or None; notes the key
     as used (a write at most every LAST_USED_RESOLUTION)."""
-    match = next((row for row in rows if row[0] is not None and hmac.compare_digest(row[5], digest)), None)
+    match = key_row(rows, digest)
     if match is None:
         return None
-    key_id, name, role, scopes, last_used = match[:5]
     now = timezone.now()
-    if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    if key_use_due(match, now):
+        ApiKey.objects.filter(pk=match[0]).update(last_used_at=now)
+    return key_actor(match)
+
+
+def key_row(rows: Sequence[Sequence[Any]], digest: str) -> Sequence[Any] | None:
+    """The row (KEY_COLUMNS first) whose stored hash is `digest`, compared in constant time."""
+    return next((row for row in rows if row[0] is not None and hmac.compare_digest(row[5], digest)), None)
+
+
+def key_use_due(row: Sequence[Any], now: datetime) -> bool:
+    """Whether this use of the key (a KEY_COLUMNS row) must write last_used_at."""
+    return row[4] is None or now - row[4] >= LAST_USED_RESOLUTION
+
+
+def key_actor(row: Sequence[Any]) -> Actor:
+    key_id, name, role, scopes = row[:4]
     if isinstance(scopes, str):
         scopes = json.loads(scopes)
     return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes)

@@ -4,45 +4,65 @@
 agent calls on every turn, and `POST /api/v1/sessions/{id}/end/` what it calls once per
 session. Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of
 which an API key call uses), URL resolution and DRF's request wrapping, which
-cost several times the work itself. Here the same work runs as a plain function on the web
-thread pool (config.django_lane.pool):
+cost several times the work itself.
+
+Fetches and heartbeats are batched (serve_calls, below): each web process gathers the ones
+that arrive while its previous batch runs and answers them together on one pool thread, with
+one SQL statement, one pipelined Redis round trip and, for heartbeats, one UPDATE. Only plain
+calls are answered there; any other goes to the one-by-one path (serve), also on the web thread
+pool (config.django_lane.pool):
 
 1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
-   session, its version and its bundle; psycopg prepares it after a few executions;
+   session, its version and its bundle;
 2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
 3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
 4. sessions_app.selectors.session_checked applies visibility and revocation, and
    sessions_app.services.session_touch the lease;
 5. the bytes come from registry.bundle_cache (a per-process LRU by content hash, then Redis,
-   then the database) and are spliced into the envelope by pinned_bundle_body.
+   then the database) and are spliced into the envelope by pinned_body.
 
 Every rule is the function the DRF views call (the bundle view calls the same `bundle_answer`
-too), and nothing about a key, session or version is cached: each call reads
-PostgreSQL. Errors are rendered by api.errors.exception_handler, so their bodies are the
-contract's to the byte. Anything unusual is declined (config.dispatch.Decline) before any work
-is counted and goes to Django, which answers it exactly as before: a missing or malformed
-Authorization header, an unknown key (401 is Django's), HEAD/OPTIONS, a host outside
-ALLOWED_HOSTS, a plain-HTTP request that SECURE_SSL_REDIRECT would redirect, a database
-connection error (Django's path reconnects and reports it). Headers are the ones Django's
-middleware would add (tests/test_fastlane.py compares both paths)."""
+too), and nothing about a key, session or version is cached: each call is answered from a
+read of PostgreSQL that started after the call arrived. Errors are rendered by
+api.errors.exception_handler, so their bodies are the contract's to the byte. Anything unusual
+is declined (config.dispatch.Decline) before any work is counted and goes to Django, which
+answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
+is Django's), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP request that
+SECURE_SSL_REDIRECT would redirect, a database connection error (Django's path reconnects and
+reports it). Headers are the ones Django's middleware would add (tests/test_fastlane.py
+compares both paths, one by one and batched)."""
 
 import asyncio
 import io
+import logging
 import re
 import time
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http.request import split_domain_port, validate_host
+from django.utils import timezone
 from rest_framework.exceptions import APIException, Throttled
 from rest_framework.renderers import JSONRenderer
 
 from access.actors import Actor
-from access.ratelimit import api_throttle_wait
-from access.services import KEY_COLUMNS, KEY_WHERE, api_key_authenticate, api_key_lookup, api_key_match
+from access.ratelimit import api_throttle_wait, api_throttle_waits
+from access.services import (
+    KEY_COLUMNS,
+    KEY_WHERE,
+    KEY_WORKING,
+    api_key_authenticate,
+    api_key_lookup,
+    api_key_match,
+    key_actor,
+    key_row,
+    key_use_due,
+)
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
 from api.serializers import SessionIn, SessionOut
@@ -62,10 +82,21 @@ from config.django_lane import TIMEOUT, TOO_LARGE, pool
 from core.errors import DomainError
 from metrics import usage
 from metrics.instruments import request_answered
+from registry import bundle_cache
 from registry import selectors as registry_selectors
 from sessions_app.models import Session
-from sessions_app.selectors import PINNED_COLUMNS, pinned_bundle_body, pinned_row, session_checked, session_visible
-from sessions_app.services import session_end, session_start, session_touch
+from sessions_app.selectors import (
+    PINNED_COLUMNS,
+    lease_due,
+    pinned_body,
+    pinned_row,
+    session_checked,
+    session_passes,
+    session_visible,
+)
+from sessions_app.services import lease_lost, session_end, session_start, session_touch, sessions_renew
+
+logger = logging.getLogger(__name__)
 
 _START_PATH = "/api/v1/sessions/"
 _PATH = re.compile(
@@ -108,14 +139,27 @@ def _etag_matches(header: str | None, content_hash: str) -> bool:
 
 def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
     """The pinned-bundle answer for a checked session: 304 when the client holds these bytes."""
-    content_hash = session.version.content_hash
+    version = session.version
+    return pinned_answer(
+        bundle_name=session.bundle.name,
+        version_id=version.pk,
+        content_hash=version.content_hash,
+        number=version.number,
+        if_none_match=if_none_match,
+    )
+
+
+def pinned_answer(
+    *, bundle_name: str, version_id: int, content_hash: str, number: int, if_none_match: str | None
+) -> Answer:
     etag = [(b"etag", f'"{content_hash}"'.encode())]
     if _etag_matches(if_none_match, content_hash):
-        usage.fetch_recorded(session.version_id)
+        usage.fetch_recorded(version_id)
         # Django's HttpResponse(status=304) carries its default content type; so does this.
         return Answer(304, [(b"content-type", b"text/html; charset=utf-8"), *etag], b"")
-    body = pinned_bundle_body(session)  # counted only once the bytes are in hand
-    usage.fetch_recorded(session.version_id)
+    # Counted only once the bytes are in hand.
+    body = pinned_body(bundle_name=bundle_name, version_id=version_id, content_hash=content_hash, number=number)
+    usage.fetch_recorded(version_id)
     return Answer(200, [(b"content-type", b"application/json"), *etag], body)
 
 
@@ -248,6 +292,193 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
         connection.close_if_unusable_or_obsolete()  # what request_finished does under Django
 
 
+# --- the batched calls ----------------------------------------------------------------------
+# Each web process coalesces the fetches and heartbeats that arrive while its previous batch
+# runs: one pool thread hop, one SQL statement (every key joined with its session, version and
+# bundle, as in _FETCH_SQL), one pipelined Redis round trip, and for heartbeats one UPDATE (one
+# commit) serve them all. Nothing is cached: each call is answered from a read that started
+# after it arrived. Only plain calls are answered here (sessions_app.selectors.session_passes,
+# and for a fetch no lease renewal due); every other one goes, uncounted, to the one-by-one
+# path (serve), which applies the full rules.
+
+_BATCH_MAX = 256
+_BATCH_SQL = (
+    f"SELECT i.n, {KEY_COLUMNS},"
+    + " s.api_key_id, s.status, s.expires_at, s.last_seen_at, s.ttl_seconds,"
+    + " s.version_id, v.number, v.content_hash, v.state, b.name"
+    + " FROM unnest(%s::text[], %s::uuid[]) WITH ORDINALITY AS i(prefix, sid, n)"
+    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
+    + " LEFT JOIN sessions_app_session s ON s.id = i.sid"
+    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
+    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
+)
+
+
+@dataclass
+class Call:
+    kind: str  # "bundle" or "heartbeat"
+    session_id: str
+    prefix: str
+    digest: str
+    if_none_match: str | None
+
+
+def _batch_rows(calls: list[Call]) -> list[tuple[Any, ...]]:
+    # Django's connection, through a server-side-binding cursor so that PostgreSQL keeps the
+    # plan (prepare=True; Django's own cursors bind on the client and plan every time). No
+    # health check first: a broken connection fails here and the batch goes one by one.
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_BATCH_SQL, [[c.prefix for c in calls], [c.session_id for c in calls]], prepare=True)
+        return cursor.fetchall()
+
+
+def serve_calls(calls: list[Call]) -> list[Answer | None]:
+    """Answer the plain calls of a batch (runs on a pool thread); None for each of the others,
+    which nothing has counted yet."""
+    answers: list[Answer | None] = [None] * len(calls)
+    try:
+        rows = _batch_rows(calls)
+    except (DatabaseError, psycopg.Error):
+        connection.close()  # the one-by-one path reconnects or answers the outage
+        return answers
+    found: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        found[row[0] - 1].append(row[1:])
+    now = timezone.now()
+    plain: list[tuple[int, Actor, tuple[Any, ...]]] = []
+    for n, call in enumerate(calls):
+        key = key_row(found[n], call.digest)
+        if key is None or key_use_due(key, now) or key[_N_KEY + 1] is None:
+            continue  # no such key, a last_used_at write due, or no such session
+        owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[_N_KEY:]
+        actor = key_actor(key)
+        passes = session_passes(
+            actor=actor,
+            owner_key_id=owner,
+            bundle_name=name,
+            version_state=state,
+            status=status,
+            expires_at=expires_at,
+            now=now,
+        )
+        if not passes or (call.kind == "bundle" and lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)):
+            continue
+        if call.kind == "bundle" and not _etag_matches(call.if_none_match, content_hash):
+            try:  # the bytes into this process's cache before anything is counted
+                bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
+            except DatabaseError:
+                connection.close()
+                continue
+        plain.append((n, actor, (name, version_id, content_hash, number)))
+
+    waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
+    renew: list[str] = []
+    for (n, _, (name, version_id, content_hash, number)), wait in zip(plain, waits, strict=True):
+        if wait is not None:
+            answers[n] = _error(Throttled(wait))
+        elif calls[n].kind == "heartbeat":
+            renew.append(calls[n].session_id)
+        else:
+            answers[n] = pinned_answer(
+                bundle_name=name,
+                version_id=version_id,
+                content_hash=content_hash,
+                number=number,
+                if_none_match=calls[n].if_none_match,
+            )
+    if renew:
+        _renew(calls, renew, answers)
+    return answers
+
+
+def _renew(calls: list[Call], renew: list[str], answers: list[Answer | None]) -> None:
+    """The heartbeats of a batch, counted already: one UPDATE, each answered as serve would."""
+    renewed: dict[str, Session] | None = None
+    outage: Answer | None = None
+    try:
+        renewed = sessions_renew(session_ids=renew)
+    except DatabaseError as exc:
+        connection.close()
+        if not is_unavailable(exc):
+            raise
+        outage = _error(exc)  # 503 unavailable, as serve answers it after counting
+    for n, call in enumerate(calls):
+        if call.kind != "heartbeat" or call.session_id not in renew or answers[n] is not None:
+            continue
+        if renewed is None:
+            answers[n] = outage
+        elif call.session_id in renewed:
+            answers[n] = session_answer(renewed[call.session_id])
+        else:
+            answers[n] = _error(lease_lost(call.session_id))
+
+
+class _Batcher:
+    """The batched calls of one event loop: those that arrive while a batch runs wait for the next."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: list[tuple[Call, asyncio.Future[Answer | None]]] = []
+        self.running = False
+
+    def submit(self, call: Call) -> "asyncio.Future[Answer | None]":
+        future: asyncio.Future[Answer | None] = self.loop.create_future()
+        self.waiting.append((call, future))
+        if not self.running:
+            self.running = True
+            self.loop.call_soon(self._run)  # after the other callbacks of this turn of the loop
+        return future
+
+    def _run(self) -> None:
+        batch, self.waiting = self.waiting[:_BATCH_MAX], self.waiting[_BATCH_MAX:]
+        done = asyncio.wrap_future(pool().submit(serve_calls, [call for call, _ in batch]), loop=self.loop)
+        done.add_done_callback(lambda done: self._finish(batch, done))
+
+    def _finish(self, batch: list[tuple[Call, "asyncio.Future[Answer | None]"]], done: asyncio.Future) -> None:
+        answers = None
+        if done.cancelled() or done.exception() is not None:
+            # A bug, not an outage (serve_calls answers those): each call goes one by one.
+            logger.error("batched call failed", exc_info=None if done.cancelled() else done.exception())
+        else:
+            answers = done.result()
+        for n, (_, future) in enumerate(batch):
+            if not future.done():
+                future.set_result(answers[n] if answers is not None else None)
+        if self.waiting:
+            self._run()
+        else:
+            self.running = False
+
+
+_batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
+
+
+def _batcher() -> _Batcher:
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        for old in [old for old in _batchers if old.is_closed()]:
+            del _batchers[old]
+        batcher = _batchers[loop] = _Batcher(loop)
+    return batcher
+
+
+def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes]) -> Call | None:
+    """The batched call of a fetch or heartbeat, or None when its Authorization is unusual."""
+    authorization = headers.get(b"authorization", b"").split()
+    if len(authorization) != 2 or authorization[0].lower() != b"bearer":
+        return None
+    try:
+        lookup = api_key_lookup(authorization[1].decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+    if lookup is None:
+        return None
+    inm = headers.get(b"if-none-match")
+    return Call(kind, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None)
+
+
 def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
     """What SecurityMiddleware and XFrameOptionsMiddleware add to an API answer."""
     out = [(b"x-frame-options", settings.X_FRAME_OPTIONS.encode())]
@@ -316,7 +547,14 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         raise Decline
     try:
         # Read on the event loop, never on a thread (config.dispatch), with Django's front's answers.
-        body, _ = await buffered_body(receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT)
+        # A GET without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2
+        # may omit both for a POST that has one): nothing to read for the common fetch.
+        if scope["method"] == "GET" and b"content-length" not in headers and b"transfer-encoding" not in headers:
+            body = b""
+        else:
+            body, _ = await buffered_body(
+                receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
+            )
     except BodyTooLarge:
         await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
         return
@@ -339,8 +577,14 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         finally:
             current.reset(token)
 
+    answer = None
+    if kind in ("bundle", "heartbeat"):
+        call = _call_of(kind, session_id, headers)
+        if call is not None:
+            answer = await _batcher().submit(call)
     try:
-        answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
+        if answer is None:
+            answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
     except Decline:
         raise Decline(replay(body)) from None
     method, route, allow = _ROUTES[kind]

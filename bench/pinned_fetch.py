@@ -33,6 +33,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -72,6 +73,7 @@ class Result:
     statuses: dict[int, int]
     socket_errors: dict[str, int]
     raw: str
+    server_cpu_us: float = 0.0  # CPU time of the server's processes per request (less noisy than req/s)
 
     @property
     def unexpected(self) -> dict[int, int]:
@@ -568,6 +570,32 @@ def process_rss_mb(pid: int) -> dict[str, list[float]]:
         return {"main": [], "children": []}
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process tree so far."""
+    import psutil
+
+    total = 0.0
+    try:
+        proc = psutil.Process(pid)
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                times = p.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return total
+
+
+def measured(run, pid: int) -> Result:
+    """run() (a wrk run against the server `pid`), with the server's CPU per request."""
+    before = process_cpu_seconds(pid)
+    result = run()
+    result.server_cpu_us = (process_cpu_seconds(pid) - before) / max(result.requests, 1) * 1e6
+    return result
+
+
 def git_commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
@@ -593,6 +621,7 @@ def median_result(results: list[Result]) -> Result:
         statuses=statuses,
         socket_errors=errors,
         raw=chosen.raw,
+        server_cpu_us=chosen.server_cpu_us,
     )
 
 
@@ -725,14 +754,22 @@ def main(argv: list[str] | None = None) -> int:
             # Interleaved: the ceiling is measured in each round, next to what it is compared with.
             print(f"round {n + 1}/{ns.rounds}: bare app for {ns.duration}s ...", flush=True)
             rounds["bare"].append(
-                run_wrk(bare_scenario, base=bare_base, duration=ns.duration, slug=f"bare-{n}", **wrk_args)
+                measured(
+                    partial(run_wrk, bare_scenario, base=bare_base, duration=ns.duration, slug=f"bare-{n}", **wrk_args),
+                    bare.pid,
+                )
             )
             for slug, scenario in scenarios.items():
                 if slug == "end":  # each round ends its own sessions
                     share = len(end_paths) // ns.rounds
                     scenario = Scenario(**{**scenario.__dict__, "paths": end_paths[n * share : (n + 1) * share]})
                 print(f"round {n + 1}/{ns.rounds}: {scenario.title} for {ns.duration}s ...", flush=True)
-                rounds[slug].append(run_wrk(scenario, base=base, duration=ns.duration, slug=f"{slug}-{n}", **wrk_args))
+                rounds[slug].append(
+                    measured(
+                        partial(run_wrk, scenario, base=base, duration=ns.duration, slug=f"{slug}-{n}", **wrk_args),
+                        web.pid,
+                    )
+                )
 
         results = {slug: median_result(rs) for slug, rs in rounds.items()}
         rss = {"web": process_rss_mb(web.pid), "bare": process_rss_mb(bare.pid), "celery": process_rss_mb(worker.pid)}
@@ -775,14 +812,15 @@ def report(
         f"\ndata: {ns.sessions} sessions, pinned-bundle body {body_size} bytes\n"
     )
     header = f"{'scenario':<32} {'expect':>6} {'req/s':>9} {'x bare':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>7}"
-    print(header + f" {'requests':>9}  errors")
+    print(header + f" {'requests':>9} {'web CPU us/req':>14}  errors")
     for r in results.values():
         problems = [f"{n} x {code}" for code, n in sorted(r.unexpected.items())]
         problems += [f"{n} socket {kind}" for kind, n in r.socket_errors.items() if n]
         print(
             f"{r.scenario.title:<32} {r.scenario.expected:>6} {r.requests_per_second:>9.1f}"
             f" {r.requests_per_second / bare:>7.3f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f}"
-            f" {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.requests:>9}  {', '.join(problems) or 'none'}"
+            f" {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.requests:>9} {r.server_cpu_us:>14.0f}"
+            f"  {', '.join(problems) or 'none'}"
         )
     web_workers = rss["web"]["children"]
     print(
@@ -809,6 +847,7 @@ def report(
                 "x_bare": round(r.requests_per_second / bare, 4),
                 "p50_ms": r.p50_ms,
                 "p99_ms": r.p99_ms,
+                "server_cpu_us_per_request": round(r.server_cpu_us, 1),
                 "unexpected": {str(k): v for k, v in r.unexpected.items()},
             }
             for slug, r in results.items()

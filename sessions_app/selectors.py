@@ -2,8 +2,10 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from access.actors import Actor
@@ -60,13 +62,42 @@ def pinned_row(values: Sequence[Any]) -> PinnedRow | None:
     return PinnedRow(session, number, content_hash, state, bundle_name)
 
 
-def _visible_to(session: Session | None, bundle_name: str, actor: Actor) -> bool:
+def _visible_to(owner_key_id: int | None, bundle_name: str, actor: Actor) -> bool:
     """The key that started a session sees it, and ops and above, within their key's bundle
     scope; to anyone else it does not exist (404), so session ids cannot be probed."""
-    if session is None or not actor.may_see_bundle(bundle_name):
+    if not actor.may_see_bundle(bundle_name):
         return False
-    owns = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    owns = actor.api_key_id is not None and owner_key_id == actor.api_key_id
     return owns or actor.has_role(Role.OPS)
+
+
+def lease_due(*, last_seen_at: datetime, ttl_seconds: int, now: datetime) -> bool:
+    """Whether a fetch must renew the lease (sessions_app.services.session_touch): once it is a
+    quarter-TTL old (SESSION_RENEW_FRACTION)."""
+    return now - last_seen_at >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
+
+
+def session_passes(
+    *,
+    actor: Actor,
+    owner_key_id: int | None,
+    bundle_name: str,
+    version_state: str,
+    status: str,
+    expires_at: datetime,
+    now: datetime,
+) -> bool:
+    """True when session_checked and then session_touch pass this session without refusing
+    anything: visible to `actor`, version not revoked, active, lease still running. The fast
+    lane's batched calls (api.fastlane) answer only such sessions themselves (a fetch only when
+    no lease renewal is due either: lease_due) and hand every other call to the one-by-one
+    path, which calls those two functions and answers whatever they say."""
+    return (
+        _visible_to(owner_key_id, bundle_name, actor)
+        and version_state != VersionState.REVOKED
+        and status == SessionStatus.ACTIVE
+        and expires_at > now
+    )
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:
@@ -78,7 +109,7 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
 
 def session_visible(*, session: Session | None, session_id: Any, actor: Actor) -> Session:
     """`session` (loaded with its bundle), or 404 when there is none or `actor` may not see it."""
-    if session is None or not _visible_to(session, session.bundle.name, actor):
+    if session is None or not _visible_to(session.api_key_id, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
     return session
 
@@ -114,21 +145,31 @@ def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -
 
 
 def pinned_bundle_body(session: Session) -> bytes:
+    """The canonical JSON of {"bundle", "content", "content_hash", "version"} of a session."""
+    version = session.version
+    return pinned_body(
+        bundle_name=session.bundle.name,
+        version_id=version.pk,
+        content_hash=version.content_hash,
+        number=version.number,
+    )
+
+
+def pinned_body(*, bundle_name: str, version_id: int, content_hash: str, number: int) -> bytes:
     """The canonical JSON of {"bundle", "content", "content_hash", "version"}: the keys are
     already in sorted order and the content is spliced in as its stored canonical bytes,
     cached by content hash, never re-serialised."""
-    version = session.version
-    content = bundle_cache.content_bytes(version_id=version.pk, content_hash=version.content_hash)
+    content = bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
     return b"".join(
         [
             b'{"bundle":',
-            canonical_bytes(session.bundle.name),
+            canonical_bytes(bundle_name),
             b',"content":',
             content,
             b',"content_hash":"',
-            version.content_hash.encode(),
+            content_hash.encode(),
             b'","version":',
-            str(version.number).encode(),
+            str(number).encode(),
             b"}",
         ]
     )

@@ -273,3 +273,154 @@ def test_a_new_version_is_served_by_a_process_that_cached_the_old_bytes(bundle, 
         new, _ = session_start(bundle=bundle, actor=agent.actor)
         assert _get(base, f"/api/v1/sessions/{new.pk}/bundle/", agent.secret) == (200, pinned_body(v3))
         assert _get(base, f"/api/v1/sessions/{old.pk}/bundle/", agent.secret) == (200, pinned_body(v1))
+
+
+# --- the batched calls ------------------------------------------------------------------------
+
+
+def _gather(requests: list[tuple[str, str, dict[str, str]]]) -> list[tuple[int, dict[bytes, bytes], bytes]]:
+    """Run the requests through the fast lane at once, on one event loop, so that they batch."""
+
+    async def one(method: str, path: str, headers: dict[str, str]):
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await fastlane.application(_scope(method, path, headers), receive, send)
+        return sent[0]["status"], {k: v for k, v in sent[0]["headers"] if k not in IGNORED}, sent[1]["body"]
+
+    async def main():
+        return await asyncio.gather(*(one(*request) for request in requests))
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def batches(monkeypatch) -> list[int]:
+    """The size of every batch the fast lane runs (serve_calls itself still runs)."""
+    sizes: list[int] = []
+    real = fastlane.serve_calls
+
+    def recording(calls):
+        sizes.append(len(calls))
+        return real(calls)
+
+    monkeypatch.setattr(fastlane, "serve_calls", recording)
+    return sizes
+
+
+def _used(*apis) -> None:
+    # A key's first use writes last_used_at, which the one-by-one path does: mark them used.
+    ApiKey.objects.filter(pk__in=[api.actor.api_key_id for api in apis]).update(last_used_at=timezone.now())
+
+
+def test_batched_calls_answer_what_django_answers(bundle, production, v1, v2, agent, ops, batches):
+    """Fetches, revalidations and heartbeats run together: the plain ones in one batch, the
+    others (another key's session, an ended session, a revoked version, no such session) sent on
+    one by one; every answer is Django's, to the byte."""
+    other = make_api("agent", name="someone-else")
+    _used(agent, other, ops)
+    sessions = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(6)]
+    ended, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_end(session=ended, actor=agent.actor)
+    revoked, _ = session_start(bundle=bundle, actor=agent.actor)
+    auth = {"Authorization": f"Bearer {agent.secret}"}
+    inm = {**auth, "If-None-Match": f'"{v1.content_hash}"'}
+    requests = [
+        ("GET", f"/api/v1/sessions/{sessions[0].pk}/bundle/", auth),
+        ("GET", f"/api/v1/sessions/{sessions[1].pk}/bundle/", inm),
+        ("POST", f"/api/v1/sessions/{sessions[2].pk}/heartbeat/", auth),
+        ("GET", f"/api/v1/sessions/{sessions[3].pk}/bundle/", {"Authorization": f"Bearer {other.secret}"}),
+        ("GET", f"/api/v1/sessions/{sessions[4].pk}/bundle/", {"Authorization": f"Bearer {ops.secret}"}),
+        ("GET", f"/api/v1/sessions/{ended.pk}/bundle/", auth),
+        ("POST", f"/api/v1/sessions/{ended.pk}/heartbeat/", auth),
+        ("GET", "/api/v1/sessions/00000000-0000-0000-0000-000000000000/bundle/", auth),
+        ("GET", f"/api/v1/sessions/{revoked.pk}/bundle/", auth),
+        ("POST", f"/api/v1/sessions/{sessions[5].pk}/heartbeat/", auth),
+    ]
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    version_revoke(version=v1, actor=ops.actor, reason="leaks")  # every session above is on v1
+    revived = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(3)]  # on v2
+    inm2 = {**auth, "If-None-Match": f'"{v2.content_hash}"'}
+    requests[0] = ("GET", f"/api/v1/sessions/{revived[0].pk}/bundle/", auth)
+    requests[1] = ("GET", f"/api/v1/sessions/{revived[1].pk}/bundle/", inm2)
+    requests[2] = ("POST", f"/api/v1/sessions/{revived[2].pk}/heartbeat/", auth)
+    requests[4] = ("GET", f"/api/v1/sessions/{revived[0].pk}/bundle/", {"Authorization": f"Bearer {ops.secret}"})
+
+    fast = _gather(requests)
+    # The fetches in one batch, the heartbeats (their empty bodies read first) in the next.
+    assert sum(batches) == len(requests) and len(batches) <= 2, batches
+    global _django
+    _django = _django or django_app()
+    for (method, path, headers), answer in zip(requests, fast, strict=True):
+        slow = _run(_django, method, path, headers)
+        _same(answer, slow, volatile=("last_seen_at", "expires_at") if answer[0] == 200 and "heartbeat" in path else ())
+    statuses = [answer[0] for answer in fast]
+    assert statuses == [200, 304, 200, 404, 200, 410, 410, 404, 410, 410]
+    assert fast[0][2] == pinned_body(v2)
+
+
+def test_a_batched_heartbeat_renews_the_lease(bundle, production, v1, agent, batches):
+    _used(agent)
+    sessions = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(4)]
+    Session.objects.filter(pk__in=[s.pk for s in sessions]).update(
+        last_seen_at=timezone.now() - timedelta(seconds=600), expires_at=timezone.now() + timedelta(seconds=60)
+    )
+    before = timezone.now()
+    answers = _gather(
+        [("POST", f"/api/v1/sessions/{s.pk}/heartbeat/", {"Authorization": f"Bearer {agent.secret}"}) for s in sessions]
+    )
+    assert sum(batches) == 4 and len(batches) <= 2, batches
+    for session, (status, _, body) in zip(sessions, answers, strict=True):
+        stored = Session.objects.get(pk=session.pk)
+        assert status == 200 and stored.last_seen_at >= before
+        assert stored.expires_at == stored.last_seen_at + timedelta(seconds=stored.ttl_seconds)
+        assert json.loads(body)["expires_at"] == stored.expires_at.isoformat().replace("+00:00", "Z")
+
+
+def test_a_batch_counts_every_call_against_the_budget(bundle, production, v1, agent, batches):
+    """Twelve fetches and heartbeats of one key in one batch against 5 reads and 2 writes a
+    minute: the first five reads and the first two writes pass, in order, the rest are 429."""
+    _used(agent)
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    auth = {"Authorization": f"Bearer {agent.secret}"}
+    read = ("GET", f"/api/v1/sessions/{session.pk}/bundle/", auth)
+    write = ("POST", f"/api/v1/sessions/{session.pk}/heartbeat/", auth)
+    with override_settings(API_THROTTLE_RATES={"read": "5/m", "write": "2/m"}):
+        answers = _gather([read] * 8 + [write] * 4)
+    assert sum(batches) == 12 and len(batches) <= 2, batches
+    assert [a[0] for a in answers] == [200] * 5 + [429] * 3 + [200] * 2 + [429] * 2
+    assert all(b"retry-after" in a[1] for a in answers if a[0] == 429)
+
+
+def test_batched_lease_renewals_do_not_deadlock(bundle, production, v1, agent):
+    """Two web processes' batches renew the same sessions, listed in opposite orders, at once:
+    the rows are locked in id order, so neither waits for the other in a cycle."""
+    import threading
+
+    from django.db import connection
+
+    from sessions_app.services import sessions_renew
+
+    ids = [str(session_start(bundle=bundle, actor=agent.actor)[0].pk) for _ in range(40)]
+    errors: list[BaseException] = []
+
+    def renew(order: list[str]) -> None:
+        try:
+            for _ in range(15):
+                assert len(sessions_renew(session_ids=order)) == len(order)
+        except BaseException as exc:  # noqa: BLE001  (reported below)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=renew, args=(order,)) for order in (ids, ids[::-1], ids[::2] + ids[1::2])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
