@@ -44,7 +44,9 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import DatabaseError, connection
+from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
 from rest_framework.exceptions import APIException, Throttled
@@ -479,7 +481,24 @@ def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes]) -> Call | 
     return Call(kind, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None)
 
 
+# What the settings decide per request (security headers, allowed hosts), computed once per
+# distinct input and forgotten when a setting changes (tests override settings).
+_memo: dict[tuple[str, Any], Any] = {}
+
+
+@receiver(setting_changed)
+def _forget(**kwargs: Any) -> None:
+    _memo.clear()
+
+
 def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
+    found = _memo.get(("security", secure))
+    if found is None:
+        found = _memo[("security", secure)] = _security_headers_now(secure)
+    return found
+
+
+def _security_headers_now(secure: bool) -> list[tuple[bytes, bytes]]:
     """What SecurityMiddleware and XFrameOptionsMiddleware add to an API answer."""
     out = [(b"x-frame-options", settings.X_FRAME_OPTIONS.encode())]
     if settings.SECURE_CONTENT_TYPE_NOSNIFF:
@@ -508,7 +527,16 @@ def _is_secure(scope: Scope, headers: dict[bytes, bytes]) -> bool:
 
 
 def _host_allowed(headers: dict[bytes, bytes]) -> bool:
-    host = headers.get(b"host", b"").decode("latin1")
+    host = headers.get(b"host", b"")
+    found = _memo.get(("host", host))
+    if found is None:
+        found = _host_allowed_now(host.decode("latin1"))
+        if len(_memo) < 1000:  # Host is the client's to choose: remember only a few
+            _memo[("host", host)] = found
+    return found
+
+
+def _host_allowed_now(host: str) -> bool:
     domain, _port = split_domain_port(host)
     allowed = settings.ALLOWED_HOSTS
     if settings.DEBUG and not allowed:
@@ -566,9 +594,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
 
     given = headers.get(b"x-request-id", b"").decode("latin1")
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
-    context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
 
     def work() -> Answer:
+        context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
         token = current.set(context)
         try:
             if kind == "start":

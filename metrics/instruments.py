@@ -5,6 +5,8 @@ so counts survive worker restarts and include the Celery worker's expiries and d
 State that the database knows (active sessions per version) is read at scrape time instead
 (metrics.collectors), so it is never stale and costs the request path nothing."""
 
+from typing import Any
+
 from prometheus_client import Counter, Histogram
 
 REQUESTS = Counter(
@@ -42,6 +44,16 @@ def version_drained(*, bundle: str, seconds: float | None) -> None:
         DRAIN_SECONDS.observe(max(seconds, 0.0))
 
 
+_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # (route, method, status) -> labelled pair
+
+
 def request_answered(*, route: str, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(route=route, method=method, status=str(status)).inc()
-    REQUEST_SECONDS.labels(route=route, method=method).observe(seconds)
+    # .labels() looks the child up under a lock each time: keep the pair (bounded by routes).
+    pair = _children.get((route, method, status))
+    if pair is None:
+        pair = _children[(route, method, status)] = (
+            REQUESTS.labels(route=route, method=method, status=str(status)),
+            REQUEST_SECONDS.labels(route=route, method=method),
+        )
+    pair[0].inc()
+    pair[1].observe(seconds)
