@@ -56,7 +56,7 @@ def timed(fn: Any, items: list[Any]) -> dict[str, float]:
 
 
 def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, float]]:
-    from access.services import api_key_authenticate
+    from access.services import api_key_authenticate, api_key_lookup
     from api import fastlane
     from registry import lifecycle
     from registry.models import BundleVersion, VersionState
@@ -74,8 +74,18 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
         .values_list("pk", flat=True)[: calls * 2 + 2]
     )
     headers = {b"authorization": f"Bearer {secret}".encode()}
+    lookup = api_key_lookup(secret)
+    assert lookup is not None
+    prefix, digest = lookup
     figures = {
         "fetch": timed(lambda sid: fastlane.serve(kind="bundle", session_id=str(sid), headers=headers), active[:calls]),
+        # The batched path (8 fetches per batch, as under load): time per batch.
+        "fetch batch of 8": timed(
+            lambda group: fastlane.serve_calls(
+                [fastlane.Call("bundle", str(sid), prefix, digest, None) for sid in group]
+            ),
+            [active[n : n + 8] for n in range(0, calls, 8)],
+        ),
         "start": timed(
             lambda _: fastlane.session_started(actor=actor, data={"bundle": bundle_name}), list(range(calls))
         ),
@@ -99,10 +109,10 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
     """EXPLAIN (ANALYZE for reads) of the statements that must stay index probes."""
     from django.db import connection
 
-    from api.fastlane import _FETCH_SQL
+    from api.fastlane import _BATCH_SQL, _FETCH_SQL
     from registry.models import BundleVersion, VersionState
     from sessions_app.models import Session
-    from sessions_app.services import _EXPIRE_SQL
+    from sessions_app.services import _EXPIRE_SQL, _RENEW_SQL
 
     draining = BundleVersion.objects.filter(bundle__name=bundle_name, state=VersionState.DRAINING).first()
     session = Session.objects.active().filter(bundle__name=bundle_name).first()
@@ -120,6 +130,11 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
             sql, params = probe.get_compiler("default").as_sql()
             out["drain: any active session on the version?"] = explain(sql, params)
         out["fetch: key, session, version, bundle"] = explain(_FETCH_SQL, [str(session.pk), secret[:10]])
+        ids = [str(s.pk) for s in Session.objects.active().filter(bundle__name=bundle_name)[:8]]
+        out["batched fetch: 8 keys, sessions, versions, bundles"] = explain(_BATCH_SQL, [[secret[:10]] * 8, ids])
+        out["batched heartbeat: the UPDATE (not run)"] = explain(
+            _RENEW_SQL, [ids, time_now(), time_now(), time_now()], analyze=False
+        )
         out["end: the UPDATE (not run)"] = explain(
             "UPDATE sessions_app_session SET status = 'ended', ended_at = now() WHERE id = %s AND status = 'active'",
             [str(session.pk)],
