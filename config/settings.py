@@ -146,10 +146,10 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
     f"-c statement_timeout={env_int('DB_STATEMENT_TIMEOUT_MS', 15000)}"
 )
 # Django binds parameters on the client (no prepared statements); the fast lane's batched
-# fetch uses its own server-side-binding cursor on the same connection and asks psycopg to
+# read uses its own server-side-binding cursor on the same connection and asks psycopg to
 # prepare it, which needs a threshold (Django leaves it None: never prepare). Behind a pooler
-# in transaction mode (PgBouncer before 1.21) this must be None again: see docs/operations.md.
-DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
+# in transaction mode that cannot carry prepared statements, set DB_PREPARED_STATEMENTS=0.
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if env_bool("DB_PREPARED_STATEMENTS", True) else None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
