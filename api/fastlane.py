@@ -45,7 +45,7 @@ from access.ratelimit import api_throttle_wait
 from access.services import KEY_COLUMNS, KEY_WHERE, api_key_authenticate, api_key_lookup, api_key_match
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
-from api.serializers import SessionIn, SessionOut
+from api.serializers import SessionIn, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
     BodyTimeout,
@@ -176,7 +176,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
 
 def session_answer(session: Session, status: int = 200) -> Answer:
     """The session as SessionOut (start, heartbeat, end), rendered as DRF renders it."""
-    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
+    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(session_out(session)))
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:

@@ -7,19 +7,24 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+import uuid
+import zoneinfo
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
 
 from access.actors import SYSTEM
 from access.models import ApiKey
 from access.services import api_key_revoke
 from api import fastlane
+from api.serializers import SessionOut, session_out
 from config.dispatch import Decline
 from config.django_lane import django_app, shutdown_pool
+from registry.models import Bundle, BundleVersion
 from registry.services import label_move, version_publish, version_revoke
 from sessions_app.models import Session
 from sessions_app.services import session_end, session_start
@@ -184,6 +189,33 @@ def test_it_starts_sessions_and_refuses_bad_starts_as_django_does(bundle, produc
         fast, slow = both("POST", "/api/v1/sessions/", agent.secret, body, **json_type)
         _same(fast, slow)
         assert 400 <= fast[0] < 500, body
+
+
+def test_session_out_renders_what_the_serializer_renders():
+    """The fast lane's SessionOut (api.serializers.session_out), byte for byte, on the cases a
+    comparison through both paths does not reach: no label, an external id, a lease run out,
+    an end, times without microseconds or in another zone, variables with U+2028."""
+    now = timezone.now()
+    paris = now.astimezone(zoneinfo.ZoneInfo("Europe/Paris")).replace(microsecond=0)
+    version = BundleVersion(id=2, bundle_id=1, number=3, content_hash="ab" * 32)
+    base = {"bundle": Bundle(id=1, name="refunds"), "version": version, "ttl_seconds": 60, "last_seen_at": now}
+    sessions = [
+        Session(**base, id=uuid.uuid4(), label="production", started_at=now, expires_at=now + timedelta(seconds=60)),
+        Session(
+            **base,
+            id=uuid.uuid4(),
+            label=None,
+            external_id="conversation \u2028 7",
+            started_at=paris,
+            expires_at=now - timedelta(seconds=1),
+            variables={"timezone": "Europe/Paris", "n": [1, 2.5, None, True], "é": "\u2029"},
+        ),
+        Session(
+            **base, id=uuid.uuid4(), label="canary", status="ended", started_at=now, expires_at=now, ended_at=paris
+        ),
+    ]
+    for session in sessions:
+        assert JSONRenderer().render(session_out(session)) == JSONRenderer().render(SessionOut(session).data)
 
 
 def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
