@@ -123,7 +123,7 @@ def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, boo
     """Start a session from a validated SessionIn: the bundle (404 outside the key's scope),
     the version when one is named, then sessions_app.services.session_start. The DRF view and
     the fast lane both call this."""
-    bundle = registry_selectors.bundle_get(name=data["bundle"], actor=actor)
+    bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
     version = None
     if data.get("version") is not None:
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])

