@@ -45,7 +45,7 @@ from access.ratelimit import api_throttle_wait
 from access.services import KEY_COLUMNS, KEY_WHERE, api_key_authenticate, api_key_lookup, api_key_match
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
-from api.serializers import SessionIn, session_out
+from api.serializers import session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
     BodyTimeout,
@@ -158,9 +158,8 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
         wait = api_throttle_wait(actor=actor, method="POST")
         if wait is not None:
             return _error(Throttled(wait))
-        serializer = SessionIn(data=SafeJSONParser().parse(io.BytesIO(body), "application/json", {}))
-        serializer.is_valid(raise_exception=True)
-        session, created = session_started(actor=actor, data=serializer.validated_data)
+        data = session_in(SafeJSONParser().parse(io.BytesIO(body), "application/json", {}))
+        session, created = session_started(actor=actor, data=data)
     except (DomainError, APIException) as exc:
         return _error(exc)
     except DatabaseError as exc:

@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 
 from access.actors import SYSTEM
 from access.models import ApiKey
 from access.services import api_key_revoke
 from api import fastlane
-from api.serializers import SessionOut, session_out
+from api.serializers import SessionIn, SessionOut, session_in, session_out
 from config.dispatch import Decline
 from config.django_lane import django_app, shutdown_pool
 from registry.models import Bundle, BundleVersion
@@ -216,6 +217,48 @@ def test_session_out_renders_what_the_serializer_renders():
     ]
     for session in sessions:
         assert JSONRenderer().render(session_out(session)) == JSONRenderer().render(SessionOut(session).data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"bundle": "refunds"},
+        {"bundle": "refunds", "label": None, "version": 2, "external_id": "c-7", "ttl_seconds": 60},
+        {"bundle": "refunds", "routing_key": "u" * 200, "variables": [1, {"a": None}]},
+        {"bundle": "r" * 100, "ttl_seconds": 604_800, "version": 2**63 - 1},
+        {"bundle": "r" * 101},
+        {"bundle": ""},
+        {"bundle": None},
+        {"label": "production"},
+        {"bundle": "refunds", "external_id": "a\x00b"},
+        {"bundle": "refunds", "external_id": "\ud800"},
+        {"bundle": "refunds", "version": True},
+        {"bundle": "refunds", "version": 0},
+        {"bundle": "refunds", "version": 2.0},
+        {"bundle": "refunds", "version": 2**63},
+        {"bundle": "refunds", "ttl_seconds": 604_801},
+        {"bundle": "refunds", "surprise": 1},
+        {"bundle": 7},
+        [1, 2],
+        "refunds",
+    ],
+)
+def test_session_in_validates_what_the_serializer_validates(data):
+    """The fast lane's SessionIn (api.serializers.session_in) accepts exactly what the
+    serializer accepts, with the same data, and leaves every refusal to the serializer."""
+
+    def outcome(validate):
+        try:
+            return dict(validate())
+        except ValidationError as exc:
+            return exc.detail
+
+    def serializer():
+        checked = SessionIn(data=data)
+        checked.is_valid(raise_exception=True)
+        return checked.validated_data
+
+    assert outcome(lambda: session_in(data)) == outcome(serializer)
 
 
 def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):
