@@ -37,12 +37,12 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http.request import split_domain_port, validate_host
-from rest_framework.exceptions import APIException, Throttled
+from rest_framework.exceptions import APIException, ParseError, Throttled
 from rest_framework.renderers import JSONRenderer
 
 from access.actors import Actor
 from access.ratelimit import api_throttle_wait
-from access.services import KEY_COLUMNS, KEY_WHERE, api_key_authenticate, api_key_lookup, api_key_match
+from access.services import KEY_COLUMNS, KEY_WHERE, api_key_lookup, api_key_match
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
 from api.serializers import session_in, session_out
@@ -63,6 +63,7 @@ from core.errors import DomainError
 from metrics import usage
 from metrics.instruments import request_answered
 from registry import selectors as registry_selectors
+from registry.models import Bundle
 from sessions_app.models import Session
 from sessions_app.selectors import PINNED_COLUMNS, pinned_bundle_body, pinned_row, session_checked, session_visible
 from sessions_app.services import session_end, session_start, session_touch
@@ -88,6 +89,11 @@ _FETCH_SQL = (
     + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
     + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
     + f" WHERE {KEY_WHERE}"
+)
+
+# Session start: the key (as above) and the id of the bundle the body names, in one statement.
+_START_SQL = (
+    f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
 )
 
 
@@ -119,11 +125,12 @@ def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
     return Answer(200, [(b"content-type", b"application/json"), *etag], body)
 
 
-def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, bool]:
-    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope),
-    the version when one is named, then sessions_app.services.session_start. The DRF view and
-    the fast lane both call this."""
-    bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
+def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None = None) -> tuple[Session, bool]:
+    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope;
+    `bundle` when the caller read it already), the version when one is named, then
+    sessions_app.services.session_start. The DRF view and the fast lane both call this."""
+    if bundle is None or bundle.name != data["bundle"] or not actor.may_see_bundle(bundle.name):
+        bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
     version = None
     if data.get("version") is not None:
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])
@@ -151,15 +158,30 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
         secret = authorization[1].decode("ascii")
     except UnicodeDecodeError:
         raise Decline from None
+    lookup = api_key_lookup(secret)
+    if lookup is None:
+        raise Decline
+    try:  # parsed first for the bundle's name; a malformed body is answered once counted
+        data, malformed = SafeJSONParser().parse(io.BytesIO(body), "application/json", {}), None
+    except ParseError as exc:
+        data, malformed = None, exc
+    name = data.get("bundle") if isinstance(data, dict) else None
     try:
-        actor = api_key_authenticate(secret=secret)
+        with connection.cursor() as cursor:
+            cursor.execute(_START_SQL, [name if isinstance(name, str) else None, lookup[0]])
+            rows = cursor.fetchall()
+        actor = api_key_match(rows, lookup[1])
         if actor is None:
             raise Decline
         wait = api_throttle_wait(actor=actor, method="POST")
         if wait is not None:
             return _error(Throttled(wait))
-        data = session_in(SafeJSONParser().parse(io.BytesIO(body), "application/json", {}))
-        session, created = session_started(actor=actor, data=data)
+        if malformed is not None:
+            raise malformed
+        data = session_in(data)
+        bundle_id = next(row[_N_KEY] for row in rows if row[0] == actor.api_key_id)
+        bundle = Bundle(id=bundle_id, name=name) if bundle_id is not None else None
+        session, created = session_started(actor=actor, data=data, bundle=bundle)
     except (DomainError, APIException) as exc:
         return _error(exc)
     except DatabaseError as exc:

@@ -20,7 +20,7 @@ from rest_framework.renderers import JSONRenderer
 
 from access.actors import SYSTEM
 from access.models import ApiKey
-from access.services import api_key_revoke
+from access.services import api_key_create, api_key_revoke
 from api import fastlane
 from api.serializers import SessionIn, SessionOut, session_in, session_out
 from config.dispatch import Decline
@@ -190,6 +190,15 @@ def test_it_starts_sessions_and_refuses_bad_starts_as_django_does(bundle, produc
         fast, slow = both("POST", "/api/v1/sessions/", agent.secret, body, **json_type)
         _same(fast, slow)
         assert 400 <= fast[0] < 500, body
+
+
+def test_it_refuses_a_start_outside_the_keys_scope_as_django_does(bundle, production, v1):
+    key, secret = api_key_create(name="scoped", role="agent", scopes=["billing-*"], actor=SYSTEM)
+    body = b'{"bundle": "refunds"}'
+    fast, slow = both("POST", "/api/v1/sessions/", secret, body, **{"Content-Type": "application/json"})
+    _same(fast, slow)
+    assert fast[0] == 404, "the bundle exists, but not for this key"
+    assert not Session.objects.filter(api_key=key).exists()
 
 
 def test_session_out_renders_what_the_serializer_renders():
