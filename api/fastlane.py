@@ -180,7 +180,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
             raise malformed
         data = session_in(data)
         bundle_id = next(row[_N_KEY] for row in rows if row[0] == actor.api_key_id)
-        bundle = Bundle(id=bundle_id, name=name) if bundle_id is not None else None
+        bundle = Bundle(id=bundle_id, name=name) if bundle_id is not None and isinstance(name, str) else None
         session, created = session_started(actor=actor, data=data, bundle=bundle)
     except (DomainError, APIException) as exc:
         return _error(exc)

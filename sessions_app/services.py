@@ -124,7 +124,7 @@ def session_start(
 # or history hang on Session, so nothing else would have run.
 _INSERT_FIELDS = Session._meta.concrete_fields
 _INSERT_SQL = (
-    f"INSERT INTO {Session._meta.db_table} ({', '.join(f.column for f in _INSERT_FIELDS)})"
+    f"INSERT INTO {Session._meta.db_table} ({', '.join(str(f.column) for f in _INSERT_FIELDS)})"
     f" VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
 )
 
