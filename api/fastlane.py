@@ -49,7 +49,7 @@ from django.db import DatabaseError, connection
 from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
-from rest_framework.exceptions import APIException, Throttled
+from rest_framework.exceptions import APIException, ParseError, Throttled
 from rest_framework.renderers import JSONRenderer
 
 from access.actors import Actor
@@ -58,7 +58,6 @@ from access.services import (
     KEY_COLUMNS,
     KEY_WHERE,
     KEY_WORKING,
-    api_key_authenticate,
     api_key_lookup,
     api_key_match,
     key_actor,
@@ -67,7 +66,7 @@ from access.services import (
 )
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
-from api.serializers import SessionIn, SessionOut
+from api.serializers import session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
     BodyTimeout,
@@ -86,6 +85,7 @@ from metrics import usage
 from metrics.instruments import request_answered
 from registry import bundle_cache
 from registry import selectors as registry_selectors
+from registry.models import Bundle
 from sessions_app.models import Session
 from sessions_app.selectors import (
     PINNED_COLUMNS,
@@ -121,6 +121,11 @@ _FETCH_SQL = (
     + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
     + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
     + f" WHERE {KEY_WHERE}"
+)
+
+# Session start: the key (as above) and the id of the bundle the body names, in one statement.
+_START_SQL = (
+    f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
 )
 
 
@@ -165,11 +170,12 @@ def pinned_answer(
     return Answer(200, [(b"content-type", b"application/json"), *etag], body)
 
 
-def session_started(*, actor: Actor, data: dict[str, Any]) -> tuple[Session, bool]:
-    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope),
-    the version when one is named, then sessions_app.services.session_start. The DRF view and
-    the fast lane both call this."""
-    bundle = registry_selectors.bundle_get(name=data["bundle"], actor=actor)
+def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None = None) -> tuple[Session, bool]:
+    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope;
+    `bundle` when the caller read it already), the version when one is named, then
+    sessions_app.services.session_start. The DRF view and the fast lane both call this."""
+    if bundle is None or bundle.name != data["bundle"] or not actor.may_see_bundle(bundle.name):
+        bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
     version = None
     if data.get("version") is not None:
         version = registry_selectors.version_get(bundle=bundle, number=data["version"])
@@ -197,16 +203,30 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
         secret = authorization[1].decode("ascii")
     except UnicodeDecodeError:
         raise Decline from None
+    lookup = api_key_lookup(secret)
+    if lookup is None:
+        raise Decline
+    try:  # parsed first for the bundle's name; a malformed body is answered once counted
+        data, malformed = SafeJSONParser().parse(io.BytesIO(body), "application/json", {}), None
+    except ParseError as exc:
+        data, malformed = None, exc
+    name = data.get("bundle") if isinstance(data, dict) else None
     try:
-        actor = api_key_authenticate(secret=secret)
+        with connection.cursor() as cursor:
+            cursor.execute(_START_SQL, [name if isinstance(name, str) else None, lookup[0]])
+            rows = cursor.fetchall()
+        actor = api_key_match(rows, lookup[1])
         if actor is None:
             raise Decline
         wait = api_throttle_wait(actor=actor, method="POST")
         if wait is not None:
             return _error(Throttled(wait))
-        serializer = SessionIn(data=SafeJSONParser().parse(io.BytesIO(body), "application/json", {}))
-        serializer.is_valid(raise_exception=True)
-        session, created = session_started(actor=actor, data=serializer.validated_data)
+        if malformed is not None:
+            raise malformed
+        data = session_in(data)
+        bundle_id = next(row[_N_KEY] for row in rows if row[0] == actor.api_key_id)
+        bundle = Bundle(id=bundle_id, name=name) if bundle_id is not None and isinstance(name, str) else None
+        session, created = session_started(actor=actor, data=data, bundle=bundle)
     except (DomainError, APIException) as exc:
         return _error(exc)
     except DatabaseError as exc:
@@ -222,7 +242,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
 
 def session_answer(session: Session, status: int = 200) -> Answer:
     """The session as SessionOut (start, heartbeat, end), rendered as DRF renders it."""
-    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(SessionOut(session).data))
+    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(session_out(session)))
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:

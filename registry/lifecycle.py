@@ -14,8 +14,10 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   label FOR SHARE then version FOR SHARE (version_pin); a label move takes label FOR UPDATE
   (label_lock) then the versions it leaves and reaches FOR UPDATE (versions_lock); a release
   (registry.releases) takes every label row it moves first, in ascending id, then all their
-  versions in ascending id; a drain or a revoke takes only the version FOR UPDATE. No service
-  takes them in another order, so none can wait on another in a cycle.
+  versions in ascending id; a drain or a revoke takes only the version FOR UPDATE; a session
+  end takes its session row, then the version FOR SHARE (to read its state, see
+  sessions_app.services.session_end), and nothing that locks a version waits for a session
+  row. No service takes them in another order, so none can wait on another in a cycle.
 * A session that starts while its label moves pins the old or the new target, never
   anything else: the label row lock makes the two serial, and a locking read in READ
   COMMITTED returns the newest committed row (so the starter sees the move it waited on).
@@ -414,9 +416,10 @@ def version_release(*, version: BundleVersion) -> None:
     if not Session.objects.active().pinned_to(version).exists():
         _mark_drained(version)
     else:
-        # A session counted above may end before we commit; its own drain request then saw
-        # this version still live and skipped (see version_drain_request), so ask once more
-        # after commit.
+        # A session counted above may expire before we commit; the sweep's drain request
+        # then saw this version still live and skipped (see version_drain_request), so ask
+        # once more after commit. (An end cannot slip by: it reads the state under the
+        # version's share lock, see sessions_app.services.session_end.)
         version_id = version.pk
         transaction.on_commit(lambda: enqueue_version_drain(version_id))
 
@@ -467,10 +470,10 @@ def enqueue_version_drain(version_id: int) -> None:
 
 
 def version_drain_request(version_id: int) -> None:
-    """After a session ended or expired (after commit): ask a worker to drain its version if
-    it is draining. Read after our commit, so a label move that committed earlier shows as
-    `draining`; one that commits later saw our session as active and enqueues its own drain
-    after it commits."""
+    """After sessions expired (after commit): ask a worker to drain their version if it is
+    draining. Read after our commit, so a label move that committed earlier shows as
+    `draining`; one that commits later saw our sessions as active and enqueues its own drain
+    after it commits. (A session end reads the state in its own statement, under a lock.)"""
     if BundleVersion.objects.filter(pk=version_id, state=VersionState.DRAINING).exists():
         enqueue_version_drain(version_id)
 

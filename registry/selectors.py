@@ -3,6 +3,7 @@
 import json
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from access.actors import Actor
@@ -27,6 +28,20 @@ def bundle_get(*, name: str, actor: Actor | None = None) -> Bundle:
     if bundle is None:
         raise NotFound(f"No bundle named {name!r}.")
     return bundle
+
+
+def bundle_for_start(*, name: str, actor: Actor) -> Bundle:
+    """bundle_get for a session start: only the id (with the name, what a start uses), read in
+    raw SQL and the scope checked in Python (the ORM's query compiler cost a sixth of a
+    start's CPU, measured). The same 404 for a bundle that does not exist and one outside
+    the key's scope (Actor.may_see_bundle is the rule scope_regex writes as SQL)."""
+    if actor.may_see_bundle(name):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM registry_bundle WHERE name = %s", [name])
+            row = cursor.fetchone()
+        if row is not None:
+            return Bundle(id=row[0], name=name)
+    raise NotFound(f"No bundle named {name!r}.")
 
 
 def bundles_with_labels(*, actor: Actor | None = None) -> QuerySet[Bundle]:

@@ -5,16 +5,18 @@ import logging
 import threading
 import time
 
+import psycopg
 import pytest
 from django.db import connection, connections
 
 from core.errors import Conflict
-from registry import bundle_cache
+from registry import bundle_cache, lifecycle
 from registry.lifecycle import version_drain
 from registry.models import BundleVersion
 from registry.services import label_move, label_rollback, version_revoke
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
 from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, session_touch, sessions_sweep
+from tests.test_worker import _database_url
 
 
 def v1_of(bundle):
@@ -74,6 +76,49 @@ def test_a_pinned_version_drains_only_after_its_last_session_ends(
     assert version_drain(version_id=v1.pk) is False  # idempotent: a redelivered task does nothing
     assert state(v1) == "drained"
     assert len(drained_events(caplog)) == 1
+
+
+def test_a_session_end_asks_for_a_drain_only_when_its_version_is_draining(
+    bundle, production, v1, v2, agent, ops, monkeypatch, django_capture_on_commit_callbacks
+):
+    asked: list[int] = []
+    monkeypatch.setattr(lifecycle, "enqueue_version_drain", asked.append)
+    on_live, _ = session_start(bundle=bundle, actor=agent.actor)
+    on_draining, _ = session_start(bundle=bundle, actor=agent.actor)
+    with django_capture_on_commit_callbacks(execute=True):
+        session_end(session=on_live, actor=agent.actor)
+    assert asked == []  # a label still targets v1: nothing can drain
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    with django_capture_on_commit_callbacks(execute=True):
+        session_end(session=on_draining, actor=agent.actor)
+        session_end(session=on_draining, actor=agent.actor)  # ended already: no second request
+    assert asked == [v1.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_end_racing_a_label_move_reads_the_state_the_move_commits(bundle, production, v1, agent, monkeypatch):
+    """A move holds the version FOR UPDATE while the end runs: the end waits on its share lock,
+    then reads the committed `draining` and asks for the drain (else only the sweep would)."""
+    asked: list[int] = []
+    monkeypatch.setattr(lifecycle, "enqueue_version_drain", asked.append)
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    ended = threading.Event()
+
+    def end() -> None:
+        try:
+            session_end(session=session, actor=agent.actor)
+        finally:
+            connection.close()
+            ended.set()
+
+    with psycopg.connect(_database_url()) as mover:
+        mover.execute("SELECT 1 FROM registry_bundleversion WHERE id = %s FOR UPDATE", [v1.pk])
+        threading.Thread(target=end).start()
+        assert not ended.wait(0.5), "the end must wait for the move's lock"
+        mover.execute("UPDATE registry_bundleversion SET state = 'draining' WHERE id = %s", [v1.pk])
+        mover.commit()
+    assert ended.wait(10)
+    assert asked == [v1.pk]
 
 
 def test_draining_drops_the_cached_bytes(bundle, production, v1, v2, agent, ops, django_capture_on_commit_callbacks):

@@ -7,19 +7,25 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+import uuid
+import zoneinfo
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import JSONRenderer
 
 from access.actors import SYSTEM
 from access.models import ApiKey
-from access.services import api_key_revoke
+from access.services import api_key_create, api_key_revoke
 from api import fastlane
+from api.serializers import SessionIn, SessionOut, session_in, session_out
 from config.dispatch import Decline
 from config.django_lane import django_app, shutdown_pool
+from registry.models import Bundle, BundleVersion
 from registry.services import label_move, version_publish, version_revoke
 from sessions_app.models import Session
 from sessions_app.services import session_end, session_start
@@ -184,6 +190,84 @@ def test_it_starts_sessions_and_refuses_bad_starts_as_django_does(bundle, produc
         fast, slow = both("POST", "/api/v1/sessions/", agent.secret, body, **json_type)
         _same(fast, slow)
         assert 400 <= fast[0] < 500, body
+
+
+def test_it_refuses_a_start_outside_the_keys_scope_as_django_does(bundle, production, v1):
+    key, secret = api_key_create(name="scoped", role="agent", scopes=["billing-*"], actor=SYSTEM)
+    body = b'{"bundle": "refunds"}'
+    fast, slow = both("POST", "/api/v1/sessions/", secret, body, **{"Content-Type": "application/json"})
+    _same(fast, slow)
+    assert fast[0] == 404, "the bundle exists, but not for this key"
+    assert not Session.objects.filter(api_key=key).exists()
+
+
+def test_session_out_renders_what_the_serializer_renders():
+    """The fast lane's SessionOut (api.serializers.session_out), byte for byte, on the cases a
+    comparison through both paths does not reach: no label, an external id, a lease run out,
+    an end, times without microseconds or in another zone, variables with U+2028."""
+    now = timezone.now()
+    paris = now.astimezone(zoneinfo.ZoneInfo("Europe/Paris")).replace(microsecond=0)
+    version = BundleVersion(id=2, bundle_id=1, number=3, content_hash="ab" * 32)
+    base = {"bundle": Bundle(id=1, name="refunds"), "version": version, "ttl_seconds": 60, "last_seen_at": now}
+    sessions = [
+        Session(**base, id=uuid.uuid4(), label="production", started_at=now, expires_at=now + timedelta(seconds=60)),
+        Session(
+            **base,
+            id=uuid.uuid4(),
+            label=None,
+            external_id="conversation \u2028 7",
+            started_at=paris,
+            expires_at=now - timedelta(seconds=1),
+            variables={"timezone": "Europe/Paris", "n": [1, 2.5, None, True], "é": "\u2029"},
+        ),
+        Session(
+            **base, id=uuid.uuid4(), label="canary", status="ended", started_at=now, expires_at=now, ended_at=paris
+        ),
+    ]
+    for session in sessions:
+        assert JSONRenderer().render(session_out(session)) == JSONRenderer().render(SessionOut(session).data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"bundle": "refunds"},
+        {"bundle": "refunds", "label": None, "version": 2, "external_id": "c-7", "ttl_seconds": 60},
+        {"bundle": "refunds", "routing_key": "u" * 200, "variables": [1, {"a": None}]},
+        {"bundle": "r" * 100, "ttl_seconds": 604_800, "version": 2**63 - 1},
+        {"bundle": "r" * 101},
+        {"bundle": ""},
+        {"bundle": None},
+        {"label": "production"},
+        {"bundle": "refunds", "external_id": "a\x00b"},
+        {"bundle": "refunds", "external_id": "\ud800"},
+        {"bundle": "refunds", "version": True},
+        {"bundle": "refunds", "version": 0},
+        {"bundle": "refunds", "version": 2.0},
+        {"bundle": "refunds", "version": 2**63},
+        {"bundle": "refunds", "ttl_seconds": 604_801},
+        {"bundle": "refunds", "surprise": 1},
+        {"bundle": 7},
+        [1, 2],
+        "refunds",
+    ],
+)
+def test_session_in_validates_what_the_serializer_validates(data):
+    """The fast lane's SessionIn (api.serializers.session_in) accepts exactly what the
+    serializer accepts, with the same data, and leaves every refusal to the serializer."""
+
+    def outcome(validate):
+        try:
+            return dict(validate())
+        except ValidationError as exc:
+            return exc.detail
+
+    def serializer():
+        checked = SessionIn(data=data)
+        checked.is_valid(raise_exception=True)
+        return checked.validated_data
+
+    assert outcome(lambda: session_in(data)) == outcome(serializer)
 
 
 def test_it_leaves_what_it_does_not_serve_to_django(bundle, production, agent):

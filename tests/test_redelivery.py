@@ -16,11 +16,14 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
+from django.utils import timezone
 
 from config.celery import app as celery_app
+from registry import lifecycle
 from registry.models import BundleVersion
 from registry.services import label_move
-from sessions_app.services import session_end, session_start
+from sessions_app.models import Session
+from sessions_app.services import session_start
 from tests.test_worker import ROOT, _database_url, _wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -98,7 +101,10 @@ def drain_in_flight(bundle, v2, agent, ops) -> Iterator[BundleVersion]:
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     v1 = BundleVersion.objects.get(pk=session.version_id)
     with row_locked(v1):
-        session_end(session=session, actor=agent.actor)  # enqueues the drain on commit
+        # Ended as session_end ends it, and the drain it asks for sent; not session_end itself,
+        # which reads the version's state under a share lock and so would wait for ours.
+        Session.objects.filter(pk=session.pk).update(status="ended", ended_at=timezone.now())
+        lifecycle.enqueue_version_drain(v1.pk)
         _wait_for(lambda: _blocked_on_lock(v1.pk), 10)
         yield v1
 
