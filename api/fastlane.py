@@ -36,6 +36,7 @@ import asyncio
 import io
 import logging
 import re
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -89,14 +90,23 @@ from registry.models import Bundle
 from sessions_app.models import Session
 from sessions_app.selectors import (
     PINNED_COLUMNS,
+    end_is_plain,
     lease_due,
     pinned_body,
     pinned_row,
     session_checked,
+    session_get,
     session_passes,
     session_visible,
 )
-from sessions_app.services import lease_lost, session_end, session_start, session_touch, sessions_renew
+from sessions_app.services import (
+    lease_lost,
+    session_end,
+    session_start,
+    session_touch,
+    sessions_end_owned,
+    sessions_renew,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +246,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
             raise
         return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
     finally:
-        connection.close_if_unusable_or_obsolete()
+        _release_connection()
     return session_answer(session, status=201 if created else 200)
 
 
@@ -248,6 +258,21 @@ def session_answer(session: Session, status: int = 200) -> Answer:
 def _session_of(row: tuple[Any, ...]) -> Session | None:
     pinned = pinned_row(row[_N_KEY:])
     return pinned.session if pinned else None
+
+
+_checked = threading.local()
+HEALTH_CHECK_EVERY = 1.0  # seconds
+
+
+def _release_connection() -> None:
+    """What request_finished does under Django (close a connection that failed or is too old,
+    and check its health before the next statement, a SELECT 1 round trip), but the health
+    check at most once a second per thread: on the per-turn path that round trip cost as much
+    as the statement it guarded. A connection that failed in between is closed at once."""
+    now = time.monotonic()
+    if connection.errors_occurred or now - getattr(_checked, "at", 0.0) >= HEALTH_CHECK_EVERY:
+        _checked.at = now
+        connection.close_if_unusable_or_obsolete()
 
 
 def _error(exc: Exception) -> Answer:
@@ -311,7 +336,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
             raise
         return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
     finally:
-        connection.close_if_unusable_or_obsolete()  # what request_finished does under Django
+        _release_connection()
 
 
 # --- the batched calls ----------------------------------------------------------------------
@@ -338,7 +363,7 @@ _BATCH_SQL = (
 
 @dataclass
 class Call:
-    kind: str  # "bundle" or "heartbeat"
+    kind: str  # "bundle", "heartbeat" or "end"
     session_id: str
     prefix: str
     digest: str
@@ -375,15 +400,18 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
             continue  # no such key, a last_used_at write due, or no such session
         owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[_N_KEY:]
         actor = key_actor(key)
-        passes = session_passes(
-            actor=actor,
-            owner_key_id=owner,
-            bundle_name=name,
-            version_state=state,
-            status=status,
-            expires_at=expires_at,
-            now=now,
-        )
+        if call.kind == "end":
+            passes = end_is_plain(actor=actor, owner_key_id=owner, bundle_name=name, status=status)
+        else:
+            passes = session_passes(
+                actor=actor,
+                owner_key_id=owner,
+                bundle_name=name,
+                version_state=state,
+                status=status,
+                expires_at=expires_at,
+                now=now,
+            )
         if not passes or (call.kind == "bundle" and lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)):
             continue
         if call.kind == "bundle" and not _etag_matches(call.if_none_match, content_hash):
@@ -396,11 +424,14 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
 
     waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
     renew: list[str] = []
-    for (n, _, (name, version_id, content_hash, number)), wait in zip(plain, waits, strict=True):
+    end: list[tuple[int, Actor]] = []
+    for (n, actor, (name, version_id, content_hash, number)), wait in zip(plain, waits, strict=True):
         if wait is not None:
             answers[n] = _error(Throttled(wait))
         elif calls[n].kind == "heartbeat":
             renew.append(calls[n].session_id)
+        elif calls[n].kind == "end":
+            end.append((n, actor))
         else:
             answers[n] = pinned_answer(
                 bundle_name=name,
@@ -411,7 +442,31 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
             )
     if renew:
         _renew(calls, renew, answers)
+    if end:
+        _end(calls, end, answers)
     return answers
+
+
+def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer | None]) -> None:
+    """The ends of a batch, counted already: one statement; each answered as serve would."""
+    try:
+        ended = sessions_end_owned(session_ids=[calls[n].session_id for n, _ in end])
+    except DatabaseError as exc:
+        connection.close()
+        if not is_unavailable(exc):
+            raise
+        for n, _ in end:
+            answers[n] = _error(exc)  # 503 unavailable, as serve answers it after counting
+        return
+    for n, actor in end:
+        session = ended.get(calls[n].session_id)
+        if session is None:  # no longer active: session_end answers what the database holds
+            try:
+                session = session_end(session=session_get(session_id=calls[n].session_id, actor=actor), actor=actor)
+            except DomainError as exc:
+                answers[n] = _error(exc)
+                continue
+        answers[n] = session_answer(session)
 
 
 def _renew(calls: list[Call], renew: list[str], answers: list[Answer | None]) -> None:
@@ -626,7 +681,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
             current.reset(token)
 
     answer = None
-    if kind in ("bundle", "heartbeat"):
+    if kind != "start":
         call = _call_of(kind, session_id, headers)
         if call is not None:
             answer = await _batcher().submit(call)

@@ -508,3 +508,38 @@ def test_batched_lease_renewals_do_not_deadlock(bundle, production, v1, agent):
     for thread in threads:
         thread.join(60)
     assert not errors, errors
+
+
+def test_batched_ends_answer_what_django_answers(bundle, production, v1, v2, agent, ops, batches, monkeypatch):
+    """Ends by their own key in one statement; an ended session, another key's session and an
+    end by ops go one by one. Django, asked to end them again afterwards, answers the stored
+    session: the same bytes. The draining version gets one drain request, the live one none."""
+    from registry import lifecycle
+
+    asked: list[int] = []
+    monkeypatch.setattr(lifecycle, "enqueue_version_drain", asked.append)
+    other = make_api("agent", name="someone-else")
+    _used(agent, other, ops)
+    on_v1 = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(3)]
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")  # v1 drains
+    asked.clear()  # the move's own request
+    on_v2 = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(3)]
+    ended, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_end(session=ended, actor=agent.actor)
+    auth = {"Authorization": f"Bearer {agent.secret}"}
+    requests = [("POST", f"/api/v1/sessions/{s.pk}/end/", auth) for s in on_v1 + on_v2[:2]]
+    requests += [
+        ("POST", f"/api/v1/sessions/{ended.pk}/end/", auth),
+        ("POST", f"/api/v1/sessions/{on_v2[2].pk}/end/", {"Authorization": f"Bearer {other.secret}"}),
+        ("POST", f"/api/v1/sessions/{on_v2[2].pk}/end/", {"Authorization": f"Bearer {ops.secret}"}),
+    ]
+    fast = _gather(requests)
+    assert sum(batches) == len(requests), batches
+    global _django
+    _django = _django or django_app()
+    for (method, path, headers), answer in zip(requests, fast, strict=True):
+        _same(answer, _run(_django, method, path, headers))
+    assert [a[0] for a in fast] == [200] * 6 + [404, 200]
+    assert all(json.loads(a[2])["status"] == "ended" for a in fast if a[0] == 200)
+    assert Session.objects.filter(bundle=bundle, status="active").count() == 0
+    assert asked == [v1.pk], "one drain request, for the draining version only"
