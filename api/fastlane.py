@@ -106,6 +106,8 @@ from sessions_app.services import (
     session_touch,
     sessions_end_owned,
     sessions_renew,
+    sessions_start_on_label,
+    start_is_plain,
 )
 
 logger = logging.getLogger(__name__)
@@ -361,41 +363,94 @@ _BATCH_SQL = (
 )
 
 
+_START_BATCH_SQL = (
+    f"SELECT i.n, {KEY_COLUMNS}, b.id"
+    + " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS i(prefix, name, n)"
+    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
+    + " LEFT JOIN registry_bundle b ON b.name = i.name"
+)
+
+
 @dataclass
 class Call:
-    kind: str  # "bundle", "heartbeat" or "end"
+    kind: str  # "bundle", "heartbeat", "end" or "start"
     session_id: str
     prefix: str
     digest: str
     if_none_match: str | None
+    body: bytes = b""
 
 
-def _batch_rows(calls: list[Call]) -> list[tuple[Any, ...]]:
-    # Django's connection, through a server-side-binding cursor so that PostgreSQL keeps the
-    # plan (prepare=True; Django's own cursors bind on the client and plan every time). No
-    # health check first: a broken connection fails here and the batch goes one by one.
+def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
+    """The rows of a batch read by call (index into `columns`' lists). Django's connection,
+    through a server-side-binding cursor so that PostgreSQL keeps the plan (prepare=True;
+    Django's own cursors bind on the client and plan every time). No health check first: a
+    broken connection fails here and the batch goes one by one."""
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(_BATCH_SQL, [[c.prefix for c in calls], [c.session_id for c in calls]], prepare=True)
-        return cursor.fetchall()
+        cursor.execute(sql, columns, prepare=True)
+        rows = cursor.fetchall()
+    found: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        found[row[0] - 1].append(row[1:])
+    return found
 
 
 def serve_calls(calls: list[Call]) -> list[Answer | None]:
     """Answer the plain calls of a batch (runs on a pool thread); None for each of the others,
     which nothing has counted yet."""
     answers: list[Answer | None] = [None] * len(calls)
+    on_sessions = [n for n, call in enumerate(calls) if call.kind != "start"]
+    starts = [n for n, call in enumerate(calls) if call.kind == "start"]
     try:
-        rows = _batch_rows(calls)
+        plain = _plain_session_calls(calls, on_sessions) if on_sessions else []
+        plain += _plain_starts(calls, starts) if starts else []
     except (DatabaseError, psycopg.Error):
         connection.close()  # the one-by-one path reconnects or answers the outage
         return answers
-    found: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in rows:
-        found[row[0] - 1].append(row[1:])
+    plain.sort(key=lambda p: p[0])  # counted in arrival order
+
+    waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
+    renew: list[str] = []
+    end: list[tuple[int, Actor]] = []
+    start: dict[tuple[int, str, str | None], list[tuple[int, Actor, Any]]] = defaultdict(list)
+    for (n, actor, info), wait in zip(plain, waits, strict=True):
+        kind = calls[n].kind
+        if wait is not None:
+            answers[n] = _error(Throttled(wait))
+        elif kind == "heartbeat":
+            renew.append(calls[n].session_id)
+        elif kind == "end":
+            end.append((n, actor))
+        elif kind == "start":
+            bundle_id, bundle_name, data = info
+            start[(bundle_id, bundle_name, data.get("label"))].append((n, actor, data))
+        else:
+            name, version_id, content_hash, number = info
+            answers[n] = pinned_answer(
+                bundle_name=name,
+                version_id=version_id,
+                content_hash=content_hash,
+                number=number,
+                if_none_match=calls[n].if_none_match,
+            )
+    if renew:
+        _renew(calls, renew, answers)
+    if end:
+        _end(calls, end, answers)
+    for (bundle_id, bundle_name, label), group in start.items():
+        _start_group(Bundle(id=bundle_id, name=bundle_name), label, group, answers)
+    return answers
+
+
+def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[int, Actor, Any]]:
+    """The plain fetches, heartbeats and ends among calls[indexes], with what answering needs."""
+    found = _rows(_BATCH_SQL, [[calls[n].prefix for n in indexes], [calls[n].session_id for n in indexes]])
     now = timezone.now()
-    plain: list[tuple[int, Actor, tuple[Any, ...]]] = []
-    for n, call in enumerate(calls):
-        key = key_row(found[n], call.digest)
+    plain: list[tuple[int, Actor, Any]] = []
+    for i, n in enumerate(indexes):
+        call = calls[n]
+        key = key_row(found[i], call.digest)
         if key is None or key_use_due(key, now) or key[_N_KEY + 1] is None:
             continue  # no such key, a last_used_at write due, or no such session
         owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[_N_KEY:]
@@ -421,30 +476,57 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
                 connection.close()
                 continue
         plain.append((n, actor, (name, version_id, content_hash, number)))
+    return plain
 
-    waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
-    renew: list[str] = []
-    end: list[tuple[int, Actor]] = []
-    for (n, actor, (name, version_id, content_hash, number)), wait in zip(plain, waits, strict=True):
-        if wait is not None:
-            answers[n] = _error(Throttled(wait))
-        elif calls[n].kind == "heartbeat":
-            renew.append(calls[n].session_id)
-        elif calls[n].kind == "end":
-            end.append((n, actor))
-        else:
-            answers[n] = pinned_answer(
-                bundle_name=name,
-                version_id=version_id,
-                content_hash=content_hash,
-                number=number,
-                if_none_match=calls[n].if_none_match,
-            )
-    if renew:
-        _renew(calls, renew, answers)
-    if end:
-        _end(calls, end, answers)
-    return answers
+
+def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Actor, Any]]:
+    """The plain session starts among calls[indexes] (sessions_app.services.start_is_plain, a
+    working key whose last_used_at needs no write, a bundle within its scope)."""
+    bodies: dict[int, dict[str, Any]] = {}
+    for n in indexes:
+        try:
+            data = session_in(SafeJSONParser().parse(io.BytesIO(calls[n].body), "application/json", {}))
+        except APIException:
+            continue
+        if isinstance(data.get("bundle"), str) and start_is_plain(data):
+            bodies[n] = data
+    wanted = list(bodies)
+    if not wanted:
+        return []
+    found = _rows(_START_BATCH_SQL, [[calls[n].prefix for n in wanted], [bodies[n]["bundle"] for n in wanted]])
+    now = timezone.now()
+    plain: list[tuple[int, Actor, Any]] = []
+    for i, n in enumerate(wanted):
+        key = key_row(found[i], calls[n].digest)
+        if key is None or key_use_due(key, now) or key[_N_KEY] is None:
+            continue  # no such key, a last_used_at write due, or no such bundle
+        actor = key_actor(key)
+        if actor.may_see_bundle(bodies[n]["bundle"]):
+            plain.append((n, actor, (key[_N_KEY], bodies[n]["bundle"], bodies[n])))
+    return plain
+
+
+def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor, Any]], answers: list) -> None:
+    """The starts of a batch on one bundle and label, counted already: one transaction."""
+    try:
+        sessions = sessions_start_on_label(
+            bundle=bundle,
+            label=label,
+            starts=[(actor, data.get("ttl_seconds"), data.get("routing_key")) for _, actor, data in group],
+        )
+    except DomainError as exc:  # no such label, a required variable: every start's answer
+        for n, _, _ in group:
+            answers[n] = _error(exc)
+        return
+    except DatabaseError as exc:
+        connection.close()
+        if not is_unavailable(exc):
+            raise
+        for n, _, _ in group:
+            answers[n] = _error(exc)  # 503 unavailable, as _start answers it after counting
+        return
+    for (n, _, _), session in zip(group, sessions, strict=True):
+        answers[n] = session_answer(session, status=201)
 
 
 def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer | None]) -> None:
@@ -541,8 +623,13 @@ def _batcher() -> _Batcher:
     return batcher
 
 
-def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes]) -> Call | None:
-    """The batched call of a fetch or heartbeat, or None when its Authorization is unusual."""
+def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes) -> Call | None:
+    """The batched call of a request, or None when its Authorization (or a start's content
+    type or empty body) is unusual: the one-by-one path answers or declines those."""
+    if kind == "start":
+        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if content_type != b"application/json" or not body:
+            return None
     authorization = headers.get(b"authorization", b"").split()
     if len(authorization) != 2 or authorization[0].lower() != b"bearer":
         return None
@@ -553,7 +640,7 @@ def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes]) -> Call | 
     if lookup is None:
         return None
     inm = headers.get(b"if-none-match")
-    return Call(kind, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None)
+    return Call(kind, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None, body)
 
 
 # What the settings decide per request (security headers, allowed hosts), computed once per
@@ -681,10 +768,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
             current.reset(token)
 
     answer = None
-    if kind != "start":
-        call = _call_of(kind, session_id, headers)
-        if call is not None:
-            answer = await _batcher().submit(call)
+    call = _call_of(kind, session_id, headers, body)
+    if call is not None:
+        answer = await _batcher().submit(call)
     try:
         if answer is None:
             answer = await asyncio.get_running_loop().run_in_executor(pool(), work)

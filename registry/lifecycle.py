@@ -487,19 +487,7 @@ def version_pin(
     changes never move the session. Call inside the session's transaction: the FOR SHARE locks
     it takes are what keep a drain from passing the INSERT that follows."""
     if version is None:
-        name = label or DEFAULT_LABEL
-        found = label_lock_shared(bundle=bundle, name=name)
-        if found is None:
-            raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
-        version_id, targets = found
-        if targets:
-            bucket = routing_bucket(bundle_name=bundle.name, label_name=name, routing_key=routing_key)
-            version_id = target_for_bucket(targets, bucket)
-        pinned = version_lock_shared(version_id)
-        if pinned.state != VersionState.LIVE:
-            # A label targets it and we hold the label: only a broken invariant gets here.
-            raise RuntimeError(f"version {version_id} is targeted by a label but is {pinned.state}")
-        return pinned
+        return versions_pin_on_label(bundle=bundle, label=label, routing_keys=[routing_key])[0]
 
     if version.state == VersionState.UNRELEASED:
         # Pinning writes the state, so take the exclusive lock, then re-read.
@@ -523,6 +511,29 @@ def version_pin(
             {"labels": label_targets(bundle.pk)},
         )
     return version
+
+
+def versions_pin_on_label(*, bundle: Bundle, label: str | None, routing_keys: list[str]) -> list[BundleVersion]:
+    """version_pin on a label for several new sessions at once (one per routing key, in order):
+    the label row FOR SHARE once, then the versions they pin FOR SHARE in ascending id (the
+    lock order above). Call inside the sessions' transaction."""
+    name = label or DEFAULT_LABEL
+    found = label_lock_shared(bundle=bundle, name=name)
+    if found is None:
+        raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
+    version_id, targets = found
+    ids = [
+        target_for_bucket(targets, routing_bucket(bundle_name=bundle.name, label_name=name, routing_key=key))
+        if targets
+        else version_id
+        for key in routing_keys
+    ]
+    pinned = {vid: version_lock_shared(vid) for vid in sorted(set(ids))}
+    for vid, locked in pinned.items():
+        if locked.state != VersionState.LIVE:
+            # A label targets it and we hold the label: only a broken invariant gets here.
+            raise RuntimeError(f"version {vid} is targeted by a label but is {locked.state}")
+    return [pinned[vid] for vid in ids]
 
 
 @transaction.atomic

@@ -543,3 +543,61 @@ def test_batched_ends_answer_what_django_answers(bundle, production, v1, v2, age
     assert all(json.loads(a[2])["status"] == "ended" for a in fast if a[0] == 200)
     assert Session.objects.filter(bundle=bundle, status="active").count() == 0
     assert asked == [v1.pk], "one drain request, for the draining version only"
+
+
+def test_batched_starts_answer_what_django_answers(bundle, production, v1, v2, agent, ops, batches):
+    """Plain starts of two keys in one batch: one transaction, each answered as Django answers
+    the same body (but for the new id and times); a start on a missing label gets the same 404
+    as each of its batch; starts with an external_id or variables, and a malformed body, go one
+    by one. A split label pins each routing key where the one-by-one start pins it."""
+    other = make_api("agent", name="someone-else")
+    _used(agent, other)
+    label_move(bundle=bundle, name="canary", targets=[(v1, 50), (v2, 50)], actor=ops.actor, reason="split")
+    json_auth = {"Authorization": f"Bearer {agent.secret}", "Content-Type": "application/json"}
+    other_auth = {**json_auth, "Authorization": f"Bearer {other.secret}"}
+    bodies = [
+        (b'{"bundle": "refunds"}', json_auth),
+        (b'{"bundle": "refunds", "ttl_seconds": 120}', other_auth),
+        (b'{"bundle": "refunds", "label": "canary", "routing_key": "user-1"}', json_auth),
+        (b'{"bundle": "refunds", "label": "canary", "routing_key": "user-2"}', other_auth),
+        (b'{"bundle": "refunds", "label": "nope"}', json_auth),
+        (b'{"bundle": "refunds", "external_id": "conversation-9"}', json_auth),
+        (b'{"bundle": "refunds", "variables": {}}', json_auth),
+        (b'{"bundle": "refunds"', json_auth),
+    ]
+
+    async def one(body: bytes, headers: dict[str, str]):
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await fastlane.application(_scope("POST", "/api/v1/sessions/", headers), receive, send)
+        return sent[0]["status"], {k: v for k, v in sent[0]["headers"] if k not in IGNORED}, sent[1]["body"]
+
+    async def main():
+        return await asyncio.gather(*(one(body, headers) for body, headers in bodies))
+
+    fast = asyncio.run(main())
+    assert batches == [len(bodies)], batches
+    global _django
+    _django = _django or django_app()
+    for (body, headers), answer in zip(bodies, fast, strict=True):
+        if b"conversation-9" in body:  # Django answers the session the fast lane started: 200
+            assert answer[0] == 201
+            continue
+        slow = _run(_django, "POST", "/api/v1/sessions/", headers, body)
+        _same(answer, slow, volatile=SESSION_TIMES if answer[0] == 201 else ())
+    assert [a[0] for a in fast] == [201, 201, 201, 201, 404, 201, 201, 400]
+    started = [json.loads(a[2]) for a in fast[:4]]
+    assert [s["version"] for s in started[:2]] == [1, 1]
+    stored = {str(s.pk): s for s in Session.objects.filter(pk__in=[s["id"] for s in started])}
+    assert stored[started[1]["id"]].ttl_seconds == 120 and stored[started[1]["id"]].api_key_id == other.actor.api_key_id
+    for answer in started[2:]:  # the same routing key pins the same version one by one
+        again = session_start(
+            bundle=bundle, actor=agent.actor, label="canary", routing_key=stored[answer["id"]].routing_key
+        )
+        assert again[0].version_id == stored[answer["id"]].version_id

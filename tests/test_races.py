@@ -30,7 +30,14 @@ from registry.models import BundleVersion, Label
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import session_end, session_expire_lapsed, session_start, session_touch
+from sessions_app.services import (
+    session_end,
+    session_expire_lapsed,
+    session_start,
+    session_touch,
+    sessions_end_owned,
+    sessions_start_on_label,
+)
 from tests.conftest import content, pinned_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -133,7 +140,10 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
             h.count("abandoned")  # left to expire through its (2 s) lease
             return
         check_pinned(session)
-        session_end(session=session, actor=agent)
+        if random.random() < 0.5:
+            session_end(session=session, actor=agent)
+        else:  # as the fast lane's batched end does it
+            sessions_end_owned(session_ids=[str(session.pk)])
         h.count("ended")
 
     def label_starter() -> None:
@@ -141,12 +151,17 @@ def run_harness(*, drain, seconds: float, clients: int = 18, stop_on_violation: 
             name = random.choice(["production", "staging"])
             t0 = timezone.now()
             key = f"user-{random.randint(1, 50)}" if random.random() < 0.5 else None
-            session, _ = session_start(bundle=bundle, actor=agent, label=name, ttl_seconds=2, routing_key=key)
+            if random.random() < 0.5:
+                started = [session_start(bundle=bundle, actor=agent, label=name, ttl_seconds=2, routing_key=key)[0]]
+            else:  # several at once, as the fast lane's batched starts do it
+                starts = [(agent, 2, key if n == 0 else None) for n in range(random.randint(1, 4))]
+                started = sessions_start_on_label(bundle=bundle, label=name, starts=starts)
             t1 = timezone.now()
-            h.count("sessions")
+            h.count("sessions", len(started))
             with h.lock:
-                h.label_starts.append((name, session.version_id, t0, t1))
-            live_session(session, random.randint(1, 3))
+                h.label_starts.extend((name, session.version_id, t0, t1) for session in started)
+            for session in started:
+                live_session(session, random.randint(1, 3))
 
     def version_starter() -> None:
         """Pins versions by number, mostly ones no label targets (draining or drained), and
