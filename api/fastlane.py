@@ -610,16 +610,19 @@ class _Batcher:
             self.running = False
 
 
-_batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
+# Two batchers per event loop: fetches (reads) and the calls that commit (heartbeats, ends,
+# starts), so that a fetch never waits for another call's commit to reach the disk.
+_batchers: dict[tuple[asyncio.AbstractEventLoop, bool], _Batcher] = {}
 
 
-def _batcher() -> _Batcher:
+def _batcher(kind: str) -> _Batcher:
     loop = asyncio.get_running_loop()
-    batcher = _batchers.get(loop)
+    writes = kind != "bundle"
+    batcher = _batchers.get((loop, writes))
     if batcher is None:
-        for old in [old for old in _batchers if old.is_closed()]:
+        for old in [old for old in _batchers if old[0].is_closed()]:
             del _batchers[old]
-        batcher = _batchers[loop] = _Batcher(loop)
+        batcher = _batchers[(loop, writes)] = _Batcher(loop)
     return batcher
 
 
@@ -770,7 +773,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     answer = None
     call = _call_of(kind, session_id, headers, body)
     if call is not None:
-        answer = await _batcher().submit(call)
+        answer = await _batcher(kind).submit(call)
     try:
         if answer is None:
             answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
