@@ -82,6 +82,7 @@ from config.dispatch import (
 )
 from config.django_lane import TIMEOUT, TOO_LARGE, pool
 from core.errors import DomainError
+from core.limits import storable
 from metrics import usage
 from metrics.instruments import request_answered
 from registry import bundle_cache
@@ -225,7 +226,8 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
     name = data.get("bundle") if isinstance(data, dict) else None
     try:
         with connection.cursor() as cursor:
-            cursor.execute(_START_SQL, [name if isinstance(name, str) else None, lookup[0]])
+            # A name PostgreSQL cannot take (NUL, a lone surrogate) is no bundle's: read none.
+            cursor.execute(_START_SQL, [name if isinstance(name, str) and storable(name) else None, lookup[0]])
             rows = cursor.fetchall()
         actor = api_key_match(rows, lookup[1])
         if actor is None:
@@ -488,7 +490,7 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
             data = session_in(SafeJSONParser().parse(io.BytesIO(calls[n].body), "application/json", {}))
         except APIException:
             continue
-        if isinstance(data.get("bundle"), str) and start_is_plain(data):
+        if isinstance(data.get("bundle"), str) and storable(data["bundle"]) and start_is_plain(data):
             bodies[n] = data
     wanted = list(bodies)
     if not wanted:

@@ -601,3 +601,30 @@ def test_batched_starts_answer_what_django_answers(bundle, production, v1, v2, a
             bundle=bundle, actor=agent.actor, label="canary", routing_key=stored[answer["id"]].routing_key
         )
         assert again[0].version_id == stored[answer["id"]].version_id
+
+
+def test_hostile_session_requests_get_no_5xx_from_the_fast_lane(bundle, production, v1, agent):
+    """The chaos suite's hostile corpus (lone surrogates, NUL, huge keys, broken JSON) on the
+    session paths, batched and one by one, plus plain starts naming unstorable bundles (these
+    reach the batched read): never a 5xx, never an exception."""
+    from chaos.hostile import corpus
+
+    _used(agent)
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    extra = [
+        ("POST", "/api/v1/sessions/", json.dumps({"bundle": name}).encode(), {})
+        for name in ["\ud800", "a\x00b", "\udc80tail", "x" * 20_000]
+    ]
+    bad = []
+    for method, path, body, headers in [*corpus(str(session.pk)), *extra]:
+        if not path.startswith("/api/v1/sessions/") or "?" in path:
+            continue
+        body = (body or b"").replace(b'"load"', b'"refunds"')
+        sent = {"Authorization": f"Bearer {agent.secret}", "Content-Type": "application/json", **headers}
+        try:
+            status, _, out = _run(fastlane.application, method, path, sent, body)
+        except Decline:
+            continue  # Django's to answer (the chaos suite checks those through the server)
+        if status >= 500:
+            bad.append((path, body[:80], status, out[:200]))
+    assert not bad, bad
