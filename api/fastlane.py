@@ -289,15 +289,21 @@ def _error(exc: Exception) -> Answer:
     )
 
 
-def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
-    """The work of one call (runs on a pool thread). Raises Decline for what Django answers."""
+def _bearer_lookup(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
+    """access.services.api_key_lookup of the Bearer key, or None when there is none that could
+    be a key (Django then answers: 401)."""
     authorization = headers.get(b"authorization", b"").split()
     if len(authorization) != 2 or authorization[0].lower() != b"bearer":
-        raise Decline
+        return None
     try:
-        lookup = api_key_lookup(authorization[1].decode("ascii"))
+        return api_key_lookup(authorization[1].decode("ascii"))
     except UnicodeDecodeError:
-        raise Decline from None
+        return None
+
+
+def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
+    """The work of one call (runs on a pool thread). Raises Decline for what Django answers."""
+    lookup = _bearer_lookup(headers)
     if lookup is None:
         raise Decline
     prefix, digest = lookup
@@ -635,13 +641,7 @@ def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes], body: byte
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if content_type != b"application/json" or not body:
             return None
-    authorization = headers.get(b"authorization", b"").split()
-    if len(authorization) != 2 or authorization[0].lower() != b"bearer":
-        return None
-    try:
-        lookup = api_key_lookup(authorization[1].decode("ascii"))
-    except UnicodeDecodeError:
-        return None
+    lookup = _bearer_lookup(headers)
     if lookup is None:
         return None
     inm = headers.get(b"if-none-match")

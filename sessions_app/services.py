@@ -91,19 +91,15 @@ def session_start(
                 bundle=bundle, label=label, version=version, routing_key=routing_key or str(session_id)
             )
             session_variables = _session_variables(version=pinned, given=variables)
-            now = timezone.now()
-            session = Session(
-                id=session_id,
+            session = _new_session(
+                session_id=session_id,
                 routing_key=routing_key,
                 bundle=bundle,
                 version=pinned,
                 label=label if version is not None else (label or DEFAULT_LABEL),
-                api_key_id=actor.api_key_id,
+                actor=actor,
                 external_id=external_id,
-                ttl_seconds=ttl,
-                started_at=now,
-                last_seen_at=now,
-                expires_at=now + timedelta(seconds=ttl),
+                ttl=ttl,
                 variables=session_variables,
             )
             _insert(session)
@@ -154,26 +150,20 @@ def sessions_start_on_label(
             routing_keys=[key or str(sid) for (_, _, key), sid in zip(starts, ids, strict=True)],
         )
         variables = {v.pk: _session_variables(version=v, given=None) for v in pinned}
-        now = timezone.now()
-        sessions = []
-        for (actor, ttl_seconds, routing_key), session_id, version in zip(starts, ids, pinned, strict=True):
-            ttl = _validate_ttl(ttl_seconds)
-            sessions.append(
-                Session(
-                    id=session_id,
-                    routing_key=routing_key,
-                    bundle=bundle,
-                    version=version,
-                    label=label or DEFAULT_LABEL,
-                    api_key_id=actor.api_key_id,
-                    external_id=None,
-                    ttl_seconds=ttl,
-                    started_at=now,
-                    last_seen_at=now,
-                    expires_at=now + timedelta(seconds=ttl),
-                    variables=variables[version.pk],
-                )
+        sessions = [
+            _new_session(
+                session_id=session_id,
+                routing_key=routing_key,
+                bundle=bundle,
+                version=version,
+                label=label or DEFAULT_LABEL,
+                actor=actor,
+                external_id=None,
+                ttl=_validate_ttl(ttl_seconds),
+                variables=variables[version.pk],
             )
+            for (actor, ttl_seconds, routing_key), session_id, version in zip(starts, ids, pinned, strict=True)
+        ]
         _insert(*sessions)
     instruments.session_event(event="started", count=len(sessions))
     return sessions
@@ -196,6 +186,36 @@ def _insert(*sessions: Session) -> None:
         cursor.execute(_INSERT_SQL + "".join(f", {row}" for _ in sessions[1:]), values)
     for session in sessions:
         session._state.adding, session._state.db = False, connection.alias
+
+
+def _new_session(
+    *,
+    session_id: uuid.UUID,
+    routing_key: str | None,
+    bundle: Bundle,
+    version: BundleVersion,
+    label: str | None,
+    actor: Actor,
+    external_id: str | None,
+    ttl: int,
+    variables: dict[str, Any],
+) -> Session:
+    """A new session's row (not saved), its lease starting now."""
+    now = timezone.now()
+    return Session(
+        id=session_id,
+        routing_key=routing_key,
+        bundle=bundle,
+        version=version,
+        label=label,
+        api_key_id=actor.api_key_id,
+        external_id=external_id,
+        ttl_seconds=ttl,
+        started_at=now,
+        last_seen_at=now,
+        expires_at=now + timedelta(seconds=ttl),
+        variables=variables,
+    )
 
 
 def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
