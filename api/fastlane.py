@@ -67,7 +67,7 @@ from access.services import (
 )
 from api.errors import exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
-from api.serializers import session_in, session_out
+from api.serializers import RenderIn, session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
     BodyTimeout,
@@ -83,6 +83,7 @@ from config.dispatch import (
 from config.django_lane import TIMEOUT, TOO_LARGE, pool
 from core.errors import DomainError
 from core.limits import storable
+from knowledge.render import render_session
 from metrics import usage
 from metrics.instruments import request_answered
 from registry import bundle_cache
@@ -115,12 +116,13 @@ logger = logging.getLogger(__name__)
 
 _START_PATH = "/api/v1/sessions/"
 _PATH = re.compile(
-    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat|end)/$"
+    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat|end|render)/$"
 )
 _ROUTES = {
     "bundle": ("GET", "api/v1/sessions/<uuid:session_id>/bundle/", b"GET, HEAD, OPTIONS"),
     "heartbeat": ("POST", "api/v1/sessions/<uuid:session_id>/heartbeat/", b"POST, OPTIONS"),
     "end": ("POST", "api/v1/sessions/<uuid:session_id>/end/", b"POST, OPTIONS"),
+    "render": ("POST", "api/v1/sessions/<uuid:session_id>/render/", b"POST, OPTIONS"),
     "start": ("POST", "api/v1/sessions/", b"POST, OPTIONS"),
 }
 
@@ -289,6 +291,17 @@ def _error(exc: Exception) -> Answer:
     )
 
 
+def _render_variables(body: bytes) -> Any:
+    """A render's turn variables, as SessionRenderApi reads them: no body (or an empty JSON
+    value) is none; anything else must pass RenderIn (400 otherwise)."""
+    data = SafeJSONParser().parse(io.BytesIO(body), "application/json", {}) if body else None
+    if not data:
+        return None
+    serializer = RenderIn(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data.get("variables")
+
+
 def _bearer_lookup(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
     """access.services.api_key_lookup of the Bearer key, or None when there is none that could
     be a key (Django then answers: 401)."""
@@ -301,11 +314,13 @@ def _bearer_lookup(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
         return None
 
 
-def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
+def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes = b"") -> Answer:
     """The work of one call (runs on a pool thread). Raises Decline for what Django answers."""
     lookup = _bearer_lookup(headers)
     if lookup is None:
         raise Decline
+    if body and headers.get(b"content-type", b"").split(b";")[0].strip().lower() != b"application/json":
+        raise Decline  # a render's body in another type: Django's 415
     prefix, digest = lookup
     try:
         try:
@@ -328,6 +343,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
             if kind == "end":
                 session = session_visible(session=_session_of(row), session_id=session_id, actor=actor)
                 return session_answer(session_end(session=session, actor=actor))
+            variables = _render_variables(body) if kind == "render" else None
             session = session_touch(
                 session=session_checked(session=_session_of(row), session_id=session_id, actor=actor),
                 force=kind == "heartbeat",
@@ -335,8 +351,11 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
             if kind == "bundle":
                 inm = headers.get(b"if-none-match")
                 return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
+            if kind == "render":
+                rendered = render_session(session=session, variables=variables)
+                return Answer(200, [(b"content-type", b"application/json")], rendered.body())
             return session_answer(session)
-        except DomainError as exc:
+        except (DomainError, APIException) as exc:
             return _error(exc)
     except DatabaseError as exc:
         # After the request was counted (key use, throttle, lease, usage) it is not declined:
@@ -350,13 +369,12 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes]) -> Answer:
 
 
 # --- the batched calls ----------------------------------------------------------------------
-# Each web process coalesces the fetches and heartbeats that arrive while its previous batch
-# runs: one pool thread hop, one SQL statement (every key joined with its session, version and
-# bundle, as in _FETCH_SQL), one pipelined Redis round trip, and for heartbeats one UPDATE (one
-# commit) serve them all. Nothing is cached: each call is answered from a read that started
-# after it arrived. Only plain calls are answered here (sessions_app.selectors.session_passes,
-# and for a fetch no lease renewal due); every other one goes, uncounted, to the one-by-one
-# path (serve), which applies the full rules.
+# Each web process coalesces the fetches, heartbeats, ends and starts that arrive while its
+# previous batch runs: one pool thread hop, one SQL read (every key joined with its session,
+# version and bundle, as in _FETCH_SQL; for starts, with the bundle), one pipelined Redis round
+# trip, and one statement (one commit) per kind of write. Nothing is cached: each call is
+# answered from a read that started after it arrived. Only plain calls are answered here; every
+# other one goes, uncounted, to the one-by-one path (serve, _start), which applies the full rules.
 
 _BATCH_MAX = 256
 _BATCH_SQL = (
@@ -637,6 +655,8 @@ def _batcher(kind: str) -> _Batcher:
 def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes) -> Call | None:
     """The batched call of a request, or None when its Authorization (or a start's content
     type or empty body) is unusual: the one-by-one path answers or declines those."""
+    if kind == "render":
+        return None  # one by one: its work is the render, not the read
     if kind == "start":
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if content_type != b"application/json" or not body:
@@ -756,8 +776,8 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     except BodyTimeout:
         await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
         return
-    if body and kind != "start":
-        raise Decline(replay(body))  # a body on a heartbeat or an end is Django's to judge
+    if body and kind not in ("start", "render"):
+        raise Decline(replay(body))  # a body on a fetch, a heartbeat or an end is Django's to judge
 
     given = headers.get(b"x-request-id", b"").decode("latin1")
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
@@ -768,7 +788,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         try:
             if kind == "start":
                 return _start(body=body, headers=headers)
-            return serve(kind=kind, session_id=session_id, headers=headers)
+            return serve(kind=kind, session_id=session_id, headers=headers, body=body)
         finally:
             current.reset(token)
 

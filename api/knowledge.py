@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from access.models import Role
 from api.authentication import actor_of
 from api.pagination import paginated
-from api.serializers import IdentifierField, StrictCharField, StrictInput
+from api.serializers import IdentifierField, RenderIn, StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
 from core import limits
 from core.errors import InvalidContent
@@ -49,10 +49,6 @@ class FileOut(ManifestEntryOut):
     pack = serializers.CharField(source="pack.name")
     content = serializers.CharField()
     updated_by = serializers.CharField()
-
-
-class RenderIn(StrictInput):
-    variables = serializers.JSONField(required=False, allow_null=True)
 
 
 RenderOut = inline_serializer(

@@ -63,6 +63,12 @@ class StrictInput(serializers.Serializer):
         return value
 
 
+class RenderIn(StrictInput):
+    """The per-turn render's body (the DRF view and the fast lane both validate with it)."""
+
+    variables = serializers.JSONField(required=False, allow_null=True)
+
+
 class BundleIn(StrictInput):
     name = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
     description = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")

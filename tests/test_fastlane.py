@@ -26,7 +26,7 @@ from api.serializers import SessionIn, SessionOut, session_in, session_out
 from config.dispatch import Decline
 from config.django_lane import django_app, shutdown_pool
 from registry.models import Bundle, BundleVersion
-from registry.services import label_move, version_publish, version_revoke
+from registry.services import bundle_create, label_move, version_publish, version_revoke
 from sessions_app.models import Session
 from sessions_app.services import session_end, session_start
 from tests.conftest import content, make_api, pinned_body
@@ -628,3 +628,33 @@ def test_hostile_session_requests_get_no_5xx_from_the_fast_lane(bundle, producti
         if status >= 500:
             bad.append((path, body[:80], status, out[:200]))
     assert not bad, bad
+
+
+def test_it_answers_renders_as_django_does(ops, agent):
+    """POST .../render/ one by one in the fast lane: the same answers as SessionRenderApi for
+    no body, turn variables, invalid variables, an unknown field, malformed JSON, another
+    key's session and an ended session (the tail's clock line aside)."""
+    from tests.test_variables import templated
+
+    other = make_api("agent", name="someone-else")
+    bundle = bundle_create(name="tmpl", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=templated(), message="v1", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="r")
+    session, _ = session_start(bundle=bundle, actor=agent.actor, variables={"customer": "Ada"})
+    path = f"/api/v1/sessions/{session.pk}/render/"
+    json_type = {"Content-Type": "application/json"}
+    for body in [b"", b"{}", b'{"variables": {"ticket": 4711}}', b'{"variables": {"ticket": "x"}}']:
+        fast, slow = both("POST", path, agent.secret, body, **json_type)
+        _same(fast, slow, volatile=("tail",) if fast[0] == 200 else ())
+    assert fast[0] == 400 and json.loads(fast[2])["error"]["code"] == "validation_error"
+    for body in [b'{"variable": {}}', b'{"variables": {"ticket": 1}']:
+        fast, slow = both("POST", path, agent.secret, body, **json_type)
+        _same(fast, slow)
+        assert fast[0] == 400
+    good = both("POST", path, agent.secret, b'{"variables": {"ticket": 4711}}', **json_type)[0]
+    assert good[0] == 200 and "- ticket: 4711" in json.loads(good[2])["tail"]
+    _same(*both("POST", path, other.secret, b"", **json_type))  # another key's: 404
+    session_end(session=session, actor=agent.actor)
+    fast, slow = both("POST", path, agent.secret, b"", **json_type)
+    _same(fast, slow)
+    assert fast[0] == 410
