@@ -1,16 +1,16 @@
 """The fast lane: the per-turn session calls without Django's request cycle.
 
-`GET /api/v1/sessions/{id}/bundle/` and `POST /api/v1/sessions/{id}/heartbeat/` are what every
-agent calls on every turn, and `POST /api/v1/sessions/{id}/end/` what it calls once per
-session. Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of
+`GET /api/v1/sessions/{id}/bundle/`, `POST /api/v1/sessions/{id}/heartbeat/` and
+`POST /api/v1/sessions/{id}/render/` are what an agent calls on every turn, and
+`POST /api/v1/sessions/` and `POST /api/v1/sessions/{id}/end/` what it calls once per session. Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of
 which an API key call uses), URL resolution and DRF's request wrapping, which
 cost several times the work itself.
 
-Fetches and heartbeats are batched (serve_calls, below): each web process gathers the ones
-that arrive while its previous batch runs and answers them together on one pool thread, with
-one SQL statement, one pipelined Redis round trip and, for heartbeats, one UPDATE. Only plain
-calls are answered there; any other goes to the one-by-one path (serve), also on the web thread
-pool (config.django_lane.pool):
+Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web process gathers
+the ones that arrive while its previous batch runs and answers them together on one pool
+thread, with one SQL read, one pipelined Redis round trip and one statement per kind of write.
+Only plain calls are answered there; any other, and every render, goes to the one-by-one path
+(serve, _start), also on the web thread pool (config.django_lane.pool):
 
 1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
    session, its version and its bundle;
