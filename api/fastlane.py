@@ -2,9 +2,10 @@
 
 `GET /api/v1/sessions/{id}/bundle/`, `POST /api/v1/sessions/{id}/heartbeat/` and
 `POST /api/v1/sessions/{id}/render/` are what an agent calls on every turn, and
-`POST /api/v1/sessions/` and `POST /api/v1/sessions/{id}/end/` what it calls once per session. Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of
-which an API key call uses), URL resolution and DRF's request wrapping, which
-cost several times the work itself.
+`POST /api/v1/sessions/` and `POST /api/v1/sessions/{id}/end/` what it calls once per session.
+Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of which an
+API key call uses), URL resolution and DRF's request wrapping, which cost several times the
+work itself.
 
 Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web process gathers
 the ones that arrive while its previous batch runs and answers them together on one pool
