@@ -55,15 +55,33 @@ class LocalCounter:
 local_counts = LocalCounter()
 
 
-def _count_in_redis(name: str, period: int) -> int | None:
-    def incr() -> int:
+def _window(rate: str, now: int) -> tuple[int, int, int]:
+    """(limit, period, index of the window holding `now`) of a rate such as "600/m"."""
+    limit, period = parse_rate(rate)
+    return limit, period, now // period
+
+
+def _counted(budgets: dict[str, tuple[int, int]]) -> dict[str, int] | None:
+    """Add n to each budget (name -> (n, period)) in one pipelined round trip; the new totals,
+    or None when Redis cannot count (an error, a timeout, the breaker open)."""
+
+    def incr() -> dict[str, int]:
         pipe = redis_client(settings.REDIS_URL).pipeline(transaction=False)
-        pipe.incr(name)
-        pipe.expire(name, period + 1)
-        count, _ = pipe.execute()
-        return int(count)
+        for name, (n, period) in budgets.items():
+            pipe.incrby(name, n)
+            pipe.expire(name, period + 1)
+        totals = pipe.execute()[::2]
+        return {name: int(total) for name, total in zip(budgets, totals, strict=True)}
 
     return breaker.for_url(settings.REDIS_URL).call(incr, fallback=None)
+
+
+def _wait(*, count: int, limit: int, group: str, period: int, window: int, now: int) -> int | None:
+    """None when the count is within the limit, else the seconds until the next window."""
+    if count <= limit:
+        return None
+    instruments.THROTTLED.labels(group=group).inc()
+    return max(1, (window + 1) * period - now)
 
 
 def seconds_until_allowed(*, group: str, key: str, rate: str | None, local_fallback: bool = False) -> int | None:
@@ -71,67 +89,52 @@ def seconds_until_allowed(*, group: str, key: str, rate: str | None, local_fallb
     Without Redis: allowed, or with `local_fallback` counted in this process instead."""
     if not rate:
         return None
-    limit, period = parse_rate(rate)
     now = int(time.time())
-    window = now // period
+    limit, period, window = _window(rate, now)
     name = f"registry:rl:{group}:{key}:{period}"
-    count = _count_in_redis(f"{name}:{window}", period)
-    if count is None:
-        if not local_fallback:
-            return None
+    totals = _counted({f"{name}:{window}": (1, period)})
+    if totals is not None:
+        count = totals[f"{name}:{window}"]
+    elif local_fallback:
         count = local_counts.incr(name, window)
-    if count <= limit:
+    else:
         return None
-    instruments.THROTTLED.labels(group=group).inc()
-    return max(1, (window + 1) * period - now)
+    return _wait(count=count, limit=limit, group=group, period=period, window=window, now=now)
 
 
 def api_throttle_waits(*, requests: list[tuple[Any, str]]) -> list[int | None]:
-    """api_throttle_wait for several (actor, method) requests at once (the fast lane's batched
-    calls): one INCRBY per budget in one pipelined round trip, and each request gets the count
-    it would have got one by one, in order, so the budget is the same to the request."""
+    """The per-key API budget (API_THROTTLE_RATES) for (actor, method) requests: count them and
+    return for each None when allowed, else seconds to wait. Reads are GET/HEAD/OPTIONS. One
+    INCRBY per budget in one pipelined round trip, and each request gets the count it would
+    have got one by one, in order (the fast lane's batched calls count a whole batch at once).
+    Fails open without Redis."""
     now = int(time.time())
-    names: list[str | None] = []
-    limits: dict[str, tuple[int, int, int, str]] = {}  # name -> (limit, period, window end, group)
+    budgets: list[tuple[str, int, int, int, str] | None] = []  # (name, limit, period, window, group)
     for actor, method in requests:
         kind = _kind(method)
         rate = settings.API_THROTTLE_RATES.get(kind)
         if not rate:
-            names.append(None)
+            budgets.append(None)
             continue
-        limit, period = parse_rate(rate)
-        window = now // period
-        name = f"registry:rl:api-{kind}:{actor.api_key_id or actor.name}:{period}:{window}"
-        limits[name] = (limit, period, (window + 1) * period, f"api-{kind}")
-        names.append(name)
-    wanted = Counter(name for name in names if name is not None)
-    if not wanted:
-        return [None] * len(requests)
-
-    def incr() -> dict[str, int]:
-        pipe = redis_client(settings.REDIS_URL).pipeline(transaction=False)
-        for name, n in wanted.items():
-            pipe.incrby(name, n)
-            pipe.expire(name, limits[name][1] + 1)
-        totals = pipe.execute()[::2]
-        return {name: int(total) for name, total in zip(wanted, totals, strict=True)}
-
-    totals = breaker.for_url(settings.REDIS_URL).call(incr, fallback=None)
+        limit, period, window = _window(rate, now)
+        group = f"api-{kind}"
+        name = f"registry:rl:{group}:{actor.api_key_id or actor.name}:{period}:{window}"
+        budgets.append((name, limit, period, window, group))
+    wanted = Counter(budget[0] for budget in budgets if budget is not None)
+    periods = {budget[0]: budget[2] for budget in budgets if budget is not None}
+    totals = _counted({name: (n, periods[name]) for name, n in wanted.items()}) if wanted else None
     if totals is None:
-        return [None] * len(requests)  # fails open, as one by one
+        return [None] * len(requests)
     seen: Counter[str] = Counter()
     waits: list[int | None] = []
-    for budget in names:
+    for budget in budgets:
         if budget is None:
             waits.append(None)
             continue
-        seen[budget] += 1
-        limit, _, window_end, group = limits[budget]
-        if totals[budget] - wanted[budget] + seen[budget] <= limit:
-            waits.append(None)
-        else:
-            instruments.THROTTLED.labels(group=group).inc()
-            waits.append(max(1, window_end - now))
+        name, limit, period, window, group = budget
+        seen[name] += 1
+        count = totals[name] - wanted[name] + seen[name]
+        waits.append(_wait(count=count, limit=limit, group=group, period=period, window=window, now=now))
     return waits
 
 
@@ -140,10 +143,6 @@ def _kind(method: str) -> str:
 
 
 def api_throttle_wait(*, actor, method: str) -> int | None:
-    """The per-key API budget (API_THROTTLE_RATES): count this request of `actor` (an Actor)
-    and return None when allowed, else seconds to wait. Reads are GET/HEAD/OPTIONS. The DRF
-    throttle and the fast lane both call this."""
-    kind = _kind(method)
-    return seconds_until_allowed(
-        group=f"api-{kind}", key=str(actor.api_key_id or actor.name), rate=settings.API_THROTTLE_RATES.get(kind)
-    )
+    """api_throttle_waits for one request: what the DRF throttle and the fast lane's
+    one-by-one path call."""
+    return api_throttle_waits(requests=[(actor, method)])[0]
