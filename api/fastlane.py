@@ -71,17 +71,13 @@ from api.parsers import SafeJSONParser
 from api.serializers import RenderIn, session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
-    BodyTimeout,
-    BodyTooLarge,
     Decline,
     Receive,
     Scope,
     Send,
-    buffered_body,
     replay,
-    send_json,
 )
-from config.django_lane import TIMEOUT, TOO_LARGE, pool
+from config.django_lane import pool, read_body
 from core.errors import DomainError
 from core.limits import storable
 from knowledge.render import render_session
@@ -168,21 +164,28 @@ def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
         version_id=version.pk,
         content_hash=version.content_hash,
         number=version.number,
-        if_none_match=if_none_match,
+        content=_content_unless_held(version.pk, version.content_hash, if_none_match),
     )
 
 
-def pinned_answer(
-    *, bundle_name: str, version_id: int, content_hash: str, number: int, if_none_match: str | None
-) -> Answer:
-    etag = [(b"etag", f'"{content_hash}"'.encode())]
+def _content_unless_held(version_id: int, content_hash: str, if_none_match: str | None) -> bytes | None:
+    """The version's bytes, or None when If-None-Match says the client holds them."""
     if _etag_matches(if_none_match, content_hash):
-        usage.fetch_recorded(version_id)
+        return None
+    return bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
+
+
+def pinned_answer(
+    *, bundle_name: str, version_id: int, content_hash: str, number: int, content: bytes | None
+) -> Answer:
+    """200 with the envelope around `content`, or 304 when it is None (the client holds it).
+    Counted as a fetch here: only once the bytes are in hand."""
+    etag = [(b"etag", f'"{content_hash}"'.encode())]
+    usage.fetch_recorded(version_id)
+    if content is None:
         # Django's HttpResponse(status=304) carries its default content type; so does this.
         return Answer(304, [(b"content-type", b"text/html; charset=utf-8"), *etag], b"")
-    # Counted only once the bytes are in hand.
-    body = pinned_body(bundle_name=bundle_name, version_id=version_id, content_hash=content_hash, number=number)
-    usage.fetch_recorded(version_id)
+    body = pinned_body(bundle_name=bundle_name, content_hash=content_hash, number=number, content=content)
     return Answer(200, [(b"content-type", b"application/json"), *etag], body)
 
 
@@ -247,11 +250,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
     except (DomainError, APIException) as exc:
         return _error(exc)
     except DatabaseError as exc:
-        # Not declined: whether a failed COMMIT took effect is unknown, so no second attempt.
-        connection.close()
-        if not is_unavailable(exc):
-            raise
-        return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
+        return _outage(exc)
     finally:
         _release_connection()
     return session_answer(session, status=201 if created else 200)
@@ -280,6 +279,16 @@ def _release_connection() -> None:
     if connection.errors_occurred or now - getattr(_checked, "at", 0.0) >= HEALTH_CHECK_EVERY:
         _checked.at = now
         connection.close_if_unusable_or_obsolete()
+
+
+def _outage(exc: DatabaseError) -> Answer:
+    """A database error after the call was counted: not declined (Django would count it again,
+    and a write whose commit failed must not run twice). The connection is dropped and an outage
+    answers 503 `unavailable`, as api.errors answers it everywhere; any other error is a bug."""
+    connection.close()
+    if not is_unavailable(exc):
+        raise exc
+    return _error(exc)
 
 
 def _error(exc: Exception) -> Answer:
@@ -359,12 +368,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: byte
         except (DomainError, APIException) as exc:
             return _error(exc)
     except DatabaseError as exc:
-        # After the request was counted (key use, throttle, lease, usage) it is not declined:
-        # Django would count it again, and an end whose commit failed must not run twice.
-        connection.close()
-        if not is_unavailable(exc):
-            raise
-        return _error(exc)  # 503 unavailable, as api.errors answers an outage everywhere
+        return _outage(exc)
     finally:
         _release_connection()
 
@@ -438,7 +442,7 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
     plain.sort(key=lambda p: p[0])  # counted in arrival order
 
     waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
-    renew: list[str] = []
+    renew: list[int] = []
     end: list[tuple[int, Actor]] = []
     start: dict[tuple[int, str, str | None], list[tuple[int, Actor, Any]]] = defaultdict(list)
     for (n, actor, info), wait in zip(plain, waits, strict=True):
@@ -446,20 +450,16 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
         if wait is not None:
             answers[n] = _error(Throttled(wait))
         elif kind == "heartbeat":
-            renew.append(calls[n].session_id)
+            renew.append(n)
         elif kind == "end":
             end.append((n, actor))
         elif kind == "start":
             bundle_id, bundle_name, data = info
             start[(bundle_id, bundle_name, data.get("label"))].append((n, actor, data))
         else:
-            name, version_id, content_hash, number = info
+            name, version_id, content_hash, number, content = info
             answers[n] = pinned_answer(
-                bundle_name=name,
-                version_id=version_id,
-                content_hash=content_hash,
-                number=number,
-                if_none_match=calls[n].if_none_match,
+                bundle_name=name, version_id=version_id, content_hash=content_hash, number=number, content=content
             )
     if renew:
         _renew(calls, renew, answers)
@@ -496,13 +496,14 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
             )
         if not passes or (call.kind == "bundle" and lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)):
             continue
-        if call.kind == "bundle" and not _etag_matches(call.if_none_match, content_hash):
-            try:  # the bytes into this process's cache before anything is counted
-                bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
+        content = None
+        if call.kind == "bundle":
+            try:  # the bytes in hand before anything is counted
+                content = _content_unless_held(version_id, content_hash, call.if_none_match)
             except DatabaseError:
                 connection.close()
                 continue
-        plain.append((n, actor, (name, version_id, content_hash, number)))
+        plain.append((n, actor, (name, version_id, content_hash, number, content)))
     return plain
 
 
@@ -546,11 +547,9 @@ def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor
             answers[n] = _error(exc)
         return
     except DatabaseError as exc:
-        connection.close()
-        if not is_unavailable(exc):
-            raise
+        outage = _outage(exc)
         for n, _, _ in group:
-            answers[n] = _error(exc)  # 503 unavailable, as _start answers it after counting
+            answers[n] = outage
         return
     for (n, _, _), session in zip(group, sessions, strict=True):
         answers[n] = session_answer(session, status=201)
@@ -561,11 +560,9 @@ def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer |
     try:
         ended = sessions_end_owned(session_ids=[calls[n].session_id for n, _ in end])
     except DatabaseError as exc:
-        connection.close()
-        if not is_unavailable(exc):
-            raise
+        outage = _outage(exc)
         for n, _ in end:
-            answers[n] = _error(exc)  # 503 unavailable, as serve answers it after counting
+            answers[n] = outage
         return
     for n, actor in end:
         session = ended.get(calls[n].session_id)
@@ -578,26 +575,18 @@ def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer |
         answers[n] = session_answer(session)
 
 
-def _renew(calls: list[Call], renew: list[str], answers: list[Answer | None]) -> None:
-    """The heartbeats of a batch, counted already: one UPDATE, each answered as serve would."""
-    renewed: dict[str, Session] | None = None
-    outage: Answer | None = None
+def _renew(calls: list[Call], renew: list[int], answers: list[Answer | None]) -> None:
+    """The heartbeats calls[renew], counted already: one UPDATE; each answered as serve would."""
     try:
-        renewed = sessions_renew(session_ids=renew)
+        renewed = sessions_renew(session_ids=[calls[n].session_id for n in renew])
     except DatabaseError as exc:
-        connection.close()
-        if not is_unavailable(exc):
-            raise
-        outage = _error(exc)  # 503 unavailable, as serve answers it after counting
-    for n, call in enumerate(calls):
-        if call.kind != "heartbeat" or call.session_id not in renew or answers[n] is not None:
-            continue
-        if renewed is None:
+        outage = _outage(exc)
+        for n in renew:
             answers[n] = outage
-        elif call.session_id in renewed:
-            answers[n] = session_answer(renewed[call.session_id])
-        else:
-            answers[n] = _error(lease_lost(call.session_id))
+        return
+    for n in renew:
+        session = renewed.get(calls[n].session_id)
+        answers[n] = session_answer(session) if session is not None else _error(lease_lost(calls[n].session_id))
 
 
 class _Batcher:
@@ -761,22 +750,15 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     secure = _is_secure(scope, headers)
     if not _host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
         raise Decline
-    try:
-        # Read on the event loop, never on a thread (config.dispatch), with Django's front's answers.
-        # A GET without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2
-        # may omit both for a POST that has one): nothing to read for the common fetch.
-        if scope["method"] == "GET" and b"content-length" not in headers and b"transfer-encoding" not in headers:
-            body = b""
-        else:
-            body, _ = await buffered_body(
-                receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
-            )
-    except BodyTooLarge:
-        await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
-        return
-    except BodyTimeout:
-        await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
-        return
+    # Read as the Django lane reads it (413, 408). A GET without Content-Length or
+    # Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2 may omit both for a POST that has
+    # one): nothing to read for the common fetch.
+    body = b""
+    if scope["method"] != "GET" or b"content-length" in headers or b"transfer-encoding" in headers:
+        read = await read_body(receive, send)
+        if read is None:
+            return
+        body = read
     if body and kind not in ("start", "render"):
         raise Decline(replay(body))  # a body on a fetch, a heartbeat or an end is Django's to judge
 

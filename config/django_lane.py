@@ -96,21 +96,30 @@ def run_wsgi(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tu
     return started[0], started[1], body
 
 
+async def read_body(receive: Receive, send: Send) -> bytes | None:
+    """The request body, read on the event loop (never on a thread) within MAX_REQUEST_BODY_BYTES
+    and WEB_BODY_TIMEOUT; None when it was refused, and 413 or 408 has been answered."""
+    try:
+        body, _connected = await buffered_body(
+            receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
+        )
+    except BodyTooLarge:
+        await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
+        return None
+    except BodyTimeout:
+        await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
+        return None
+    return body
+
+
 def django_app() -> ASGIApp:
     wsgi = get_wsgi_application()
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        try:
-            body, _connected = await buffered_body(
-                receive, limit=settings.MAX_REQUEST_BODY_BYTES, timeout=settings.WEB_BODY_TIMEOUT
-            )
-        except BodyTooLarge:
-            await send_json(send, 413, TOO_LARGE, [(b"connection", b"close")])
-            return
-        except BodyTimeout:
-            await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
+        body = await read_body(receive, send)
+        if body is None:
             return
         environ = environ_of(scope, body)
         status, headers, content = await asyncio.get_running_loop().run_in_executor(pool(), run_wsgi, wsgi, environ)

@@ -161,17 +161,16 @@ def pinned_bundle_body(session: Session) -> bytes:
     version = session.version
     return pinned_body(
         bundle_name=session.bundle.name,
-        version_id=version.pk,
         content_hash=version.content_hash,
         number=version.number,
+        content=bundle_cache.content_bytes(version_id=version.pk, content_hash=version.content_hash),
     )
 
 
-def pinned_body(*, bundle_name: str, version_id: int, content_hash: str, number: int) -> bytes:
+def pinned_body(*, bundle_name: str, content_hash: str, number: int, content: bytes) -> bytes:
     """The canonical JSON of {"bundle", "content", "content_hash", "version"}: the keys are
-    already in sorted order and the content is spliced in as its stored canonical bytes,
-    cached by content hash, never re-serialised."""
-    content = bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
+    already in sorted order and `content`, the version's stored canonical bytes (cached by
+    content hash), is spliced in, never re-serialised."""
     return b"".join(
         [
             b'{"bundle":',

@@ -658,3 +658,28 @@ def test_it_answers_renders_as_django_does(ops, agent):
     fast, slow = both("POST", path, agent.secret, b"", **json_type)
     _same(fast, slow)
     assert fast[0] == 410
+
+
+def test_a_batched_fetch_reads_its_bytes_once(bundle, production, v1, agent, batches):
+    """One fetch, one lookup of its bytes (the cache's counter moves by one per 200, none for a
+    304), and one fetch counted for the version's usage."""
+    from prometheus_client import REGISTRY
+
+    from metrics import usage
+
+    def lookups() -> float:
+        return sum(
+            REGISTRY.get_sample_value("registry_bundle_cache_total", {"result": result}) or 0.0
+            for result in ("local", "redis", "database")
+        )
+
+    _used(agent)
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    auth = {"Authorization": f"Bearer {agent.secret}"}
+    path = f"/api/v1/sessions/{session.pk}/bundle/"
+    usage.flush()
+    before = lookups()
+    answers = _gather([("GET", path, auth), ("GET", path, {**auth, "If-None-Match": f'"{v1.content_hash}"'})])
+    assert [a[0] for a in answers] == [200, 304] and sum(batches) == 2
+    assert lookups() - before == 1
+    assert usage._pending[v1.pk] == 2
