@@ -104,12 +104,8 @@ def end_is_plain(*, actor: Actor, owner_key_id: int | None, bundle_name: str, st
     """True when session_end would end this session for `actor` as its owner, with no audit
     record: the key that started it, within its scope, and the session still active. The fast
     lane's batched ends (sessions_app.services.sessions_end_owned) take only these."""
-    return (
-        actor.api_key_id is not None
-        and owner_key_id == actor.api_key_id
-        and _visible_to(owner_key_id, bundle_name, actor)
-        and status == SessionStatus.ACTIVE
-    )
+    owns = actor.api_key_id is not None and owner_key_id == actor.api_key_id
+    return owns and actor.may_see_bundle(bundle_name) and status == SessionStatus.ACTIVE
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:

@@ -173,17 +173,14 @@ def sessions_start_on_label(
 # (measured). Every concrete field, prepared as Model.save prepares it; no signal receivers
 # or history hang on Session, so nothing else would have run.
 _INSERT_FIELDS = Session._meta.concrete_fields
-_INSERT_SQL = (
-    f"INSERT INTO {Session._meta.db_table} ({', '.join(str(f.column) for f in _INSERT_FIELDS)})"
-    f" VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
-)
+_INSERT_SQL = f"INSERT INTO {Session._meta.db_table} ({', '.join(str(f.column) for f in _INSERT_FIELDS)}) VALUES "
+_INSERT_ROW = f"({', '.join(['%s'] * len(_INSERT_FIELDS))})"
 
 
 def _insert(*sessions: Session) -> None:
     values = [f.get_db_prep_save(getattr(s, f.attname), connection) for s in sessions for f in _INSERT_FIELDS]
-    row = f"({', '.join(['%s'] * len(_INSERT_FIELDS))})"
     with connection.cursor() as cursor:
-        cursor.execute(_INSERT_SQL + "".join(f", {row}" for _ in sessions[1:]), values)
+        cursor.execute(_INSERT_SQL + ", ".join([_INSERT_ROW] * len(sessions)), values)
     for session in sessions:
         session._state.adding, session._state.db = False, connection.alias
 
@@ -238,8 +235,10 @@ def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) 
     return existing
 
 
-# One statement ends a session: the UPDATE, the delete of its L3 cards (they end with it) and
-# the read of its version's state, so an end by its own key is one round trip and one commit.
+# One statement ends sessions (one, or a batch of the fast lane's): the UPDATE, the delete of
+# their L3 cards (they end with them) and the read of their versions' state, so an end by its
+# own key is one round trip and one commit. The session rows are locked in id order first, so
+# two batches that share sessions cannot deadlock.
 # The version is read FOR SHARE, and only when the UPDATE ended the session (the scalar
 # subquery runs per ended row). That lock is what makes reading the state before our commit
 # safe, in registry.lifecycle's terms: a label move (or drain) takes the version FOR UPDATE.
@@ -250,55 +249,7 @@ def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) 
 # common case) costs no extra statement and no broker call. The periodic sweep remains the
 # backstop for a drain request lost with the broker. Session row, then version row: nothing
 # holds a version row FOR UPDATE and then waits for a session row, so no cycle.
-_END_SQL = """
-WITH ended AS (
-    UPDATE sessions_app_session SET status = 'ended', ended_at = %(now)s
-    WHERE id = %(id)s AND status = 'active'
-    RETURNING version_id
-), cards AS (
-    DELETE FROM skills_sessionskill WHERE session_id = %(id)s AND EXISTS (SELECT FROM ended)
-)
-SELECT (SELECT state FROM registry_bundleversion v WHERE v.id = ended.version_id FOR SHARE) FROM ended
-"""
-
-
-def session_end(*, session: Session, actor: Actor) -> Session:
-    """End a session; ending an ended or expired session changes nothing.
-
-    One statement (_END_SQL), its own transaction, when the key that started the session ends
-    it (the common case); with the audit record in one transaction when ops end someone
-    else's. A drain is requested after the commit only when the version is draining."""
-    _check_owner(session=session, actor=actor)
-    now = timezone.now()
-    by_owner = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
-    with transaction.atomic() if not by_owner else nullcontext():
-        with connection.cursor() as cursor:
-            cursor.execute(_END_SQL, {"now": now, "id": session.pk})
-            row = cursor.fetchone()
-        if row is not None:
-            version_id = session.version_id
-            if row[0] == VersionState.DRAINING:
-                transaction.on_commit(lambda: lifecycle.enqueue_version_drain(version_id))
-            if not by_owner:
-                audit_record(
-                    actor=actor,
-                    action="session.ended_by_ops",
-                    target_type="session",
-                    target=str(session.pk),
-                    data={"bundle_id": session.bundle_id, "version_id": version_id},
-                )
-    if row is not None:
-        session.status, session.ended_at = SessionStatus.ENDED, now
-        instruments.session_event(event="ended")  # after the commit above
-    else:  # it had ended or expired already: answer with what the database holds
-        session.refresh_from_db(fields=["status", "ended_at", "last_seen_at", "expires_at"])
-    return session
-
-
-# session_end's _END_SQL for several sessions of their own keys at once (the fast lane's
-# batched ends): the session rows locked in id order first (two batches cannot deadlock), then,
-# as for one end, each version's state read under FOR SHARE to decide whether to ask for a drain.
-_END_MANY_SQL = f"""
+_END_SQL = f"""
 WITH due AS (
     SELECT id FROM sessions_app_session
     WHERE id = ANY(%(ids)s::uuid[]) AND status = 'active'
@@ -318,14 +269,12 @@ JOIN registry_bundle b ON b.id = s.bundle_id
 """
 
 
-def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
-    """End several active sessions for the keys that started them (end_is_plain was checked),
-    in one statement and one commit, as session_end ends one; returns the ended sessions by id
-    (with `bundle` and `version` set). An id missing from it was no longer active: its caller
-    answers it with session_end, which reports what the database holds."""
-    now = timezone.now()
+def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
+    """End the active sessions among `session_ids` in one statement (_END_SQL) and ask, after
+    the commit, for a drain of each draining version once. Returns the ended sessions by id,
+    with `bundle` and `version` set."""
     with connection.cursor() as cursor:
-        cursor.execute(_END_MANY_SQL, {"ids": session_ids, "now": now})
+        cursor.execute(_END_SQL, {"ids": session_ids, "now": now})
         rows = cursor.fetchall()
     ended: dict[str, Session] = {}
     draining: set[int] = set()
@@ -336,7 +285,43 @@ def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
         if row[-1] == VersionState.DRAINING:
             draining.add(pinned.session.version_id)
     for version_id in sorted(draining):
-        lifecycle.enqueue_version_drain(version_id)
+        transaction.on_commit(partial(lifecycle.enqueue_version_drain, version_id))
+    return ended
+
+
+def session_end(*, session: Session, actor: Actor) -> Session:
+    """End a session; ending an ended or expired session changes nothing.
+
+    One statement (_END_SQL), its own transaction, when the key that started the session ends
+    it (the common case); with the audit record in one transaction when ops end someone
+    else's. A drain is requested after the commit only when the version is draining."""
+    _check_owner(session=session, actor=actor)
+    now = timezone.now()
+    by_owner = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    with transaction.atomic() if not by_owner else nullcontext():
+        ended = _end_active(session_ids=[str(session.pk)], now=now)
+        if ended and not by_owner:
+            audit_record(
+                actor=actor,
+                action="session.ended_by_ops",
+                target_type="session",
+                target=str(session.pk),
+                data={"bundle_id": session.bundle_id, "version_id": session.version_id},
+            )
+    if ended:
+        session.status, session.ended_at = SessionStatus.ENDED, now
+        instruments.session_event(event="ended")  # after the commit above
+    else:  # it had ended or expired already: answer with what the database holds
+        session.refresh_from_db(fields=["status", "ended_at", "last_seen_at", "expires_at"])
+    return session
+
+
+def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
+    """End several active sessions for the keys that started them (end_is_plain was checked),
+    in one statement and one commit, as session_end ends one; returns the ended sessions by id
+    (with `bundle` and `version` set). An id missing from it was no longer active: its caller
+    answers it with session_end, which reports what the database holds."""
+    ended = _end_active(session_ids=session_ids, now=timezone.now())
     if ended:
         instruments.session_event(event="ended", count=len(ended))
     return ended
