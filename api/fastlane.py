@@ -79,7 +79,7 @@ from config.dispatch import (
 )
 from config.django_lane import pool, read_body
 from core.errors import DomainError
-from core.limits import storable
+from core.limits import is_bundle_name
 from knowledge.render import render_session
 from metrics import usage
 from metrics.instruments import request_answered
@@ -232,8 +232,9 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
     name = data.get("bundle") if isinstance(data, dict) else None
     try:
         with connection.cursor() as cursor:
-            # A name PostgreSQL cannot take (NUL, a lone surrogate) is no bundle's: read none.
-            cursor.execute(_START_SQL, [name if isinstance(name, str) and storable(name) else None, lookup[0]])
+            # Read before the body is validated: a name that cannot be a bundle's (one with a NUL
+            # or a lone surrogate would fail in PostgreSQL) reads none.
+            cursor.execute(_START_SQL, [name if is_bundle_name(name) else None, lookup[0]])
             rows = cursor.fetchall()
         actor = api_key_match(rows, lookup[1])
         if actor is None:
@@ -516,7 +517,7 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
             data = session_in(SafeJSONParser().parse(io.BytesIO(calls[n].body), "application/json", {}))
         except APIException:
             continue
-        if isinstance(data.get("bundle"), str) and storable(data["bundle"]) and start_is_plain(data):
+        if is_bundle_name(data.get("bundle")) and start_is_plain(data):
             bodies[n] = data
     wanted = list(bodies)
     if not wanted:

@@ -47,6 +47,11 @@ MAX_SPLIT_TARGETS = 10
 RELEASE_MAX_MOVES = 50
 
 
+def is_bundle_name(value: object) -> bool:
+    """Whether `value` can name a bundle (BUNDLE_NAME_RE): anything else names none."""
+    return isinstance(value, str) and re.fullmatch(BUNDLE_NAME_RE, value) is not None
+
+
 def storable(value: str) -> bool:
     """Text PostgreSQL can store and a response can carry: no NUL, no lone surrogate (a
     "\\ud800" escape decodes to one; UTF-8 cannot encode it)."""

@@ -14,7 +14,7 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
-from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, MAX_SPLIT_TARGETS, TEXT_MAX_CHARS
+from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, MAX_SPLIT_TARGETS, TEXT_MAX_CHARS, is_bundle_name
 from registry import events, lifecycle
 from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, Compatibility, Label
@@ -40,7 +40,7 @@ def _text_field(field: str, value: object) -> str:
 
 def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use: str = "") -> Bundle:
     require_role(actor, Role.PUBLISHER, "Creating a bundle")
-    if not isinstance(name, str) or not re.fullmatch(BUNDLE_NAME_RE, name):
+    if not is_bundle_name(name):
         raise InvalidContent("The bundle name is not valid.", {"name": [f"Must match {BUNDLE_NAME_RE}."]})
     if not actor.may_see_bundle(name):
         # The same answer whether or not the name exists: scope must not reveal other bundles.
