@@ -150,6 +150,13 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
 # prepare it, which needs a threshold (Django leaves it None: never prepare). Behind a pooler
 # in transaction mode that cannot carry prepared statements, set DB_PREPARED_STATEMENTS=0.
 DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if env_bool("DB_PREPARED_STATEMENTS", True) else None
+# `manage.py migrate` (registry/management/commands/migrate.py) runs with these: a migration
+# waits at most MIGRATION_LOCK_TIMEOUT_MS for a lock (while it waits, every session's query on
+# that table queues behind it), is retried MIGRATION_LOCK_RETRIES times, and no statement of it
+# runs (holding its lock) longer than MIGRATION_STATEMENT_TIMEOUT_MS. See docs/operations.md.
+MIGRATION_LOCK_TIMEOUT_MS = env_int("MIGRATION_LOCK_TIMEOUT_MS", 1000)
+MIGRATION_STATEMENT_TIMEOUT_MS = env_int("MIGRATION_STATEMENT_TIMEOUT_MS", 5000)
+MIGRATION_LOCK_RETRIES = env_int("MIGRATION_LOCK_RETRIES", 10)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
