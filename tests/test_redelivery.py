@@ -8,7 +8,6 @@ from its own connection: the drain blocks on its SELECT ... FOR UPDATE until rel
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,13 +17,12 @@ import psycopg
 import pytest
 from django.utils import timezone
 
-from config.celery import app as celery_app
 from registry import lifecycle
 from registry.models import BundleVersion
 from registry.services import label_move
 from sessions_app.models import Session
 from sessions_app.services import session_start
-from tests.test_worker import ROOT, _database_url, _wait_for
+from tests.test_worker import ROOT, _database_url, _wait_for, purge_queues, worker_command
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -34,8 +32,8 @@ class Worker:
 
     def __init__(self) -> None:
         env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "config.test_settings"}
-        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info", "-c", "1"]
-        command += ["--without-mingle", "--without-gossip", "-n", f"redeliver-{os.getpid()}-{time.monotonic_ns()}@%h"]
+        # Drains run on the lifecycle queue.
+        command = worker_command("lifecycle", concurrency=1, name="redeliver")
         self.proc = subprocess.Popen(
             command,
             cwd=ROOT,
@@ -78,8 +76,7 @@ class Worker:
 
 @pytest.fixture
 def workers() -> Iterator[list[Worker]]:
-    with celery_app.connection_for_write() as conn:
-        conn.default_channel.queue_purge("celery")
+    purge_queues()
     started: list[Worker] = []
     yield started
     for worker in started:

@@ -91,14 +91,16 @@ def test_make_run_restarts_a_killed_worker_and_stops_everything_on_sigterm(tmp_p
             return False
 
     try:
-        _wait_for(lambda: pid_of("worker") and healthy(), 120, "the stack up:\n" + "".join(lines[-30:]))
-        _wait_for(lambda: any(" ready." in line for line in lines), 60, "the worker ready")
-        first = pid_of("worker")
+        _wait_for(lambda: pid_of("worker-lifecycle") and healthy(), 120, "the stack up:\n" + "".join(lines[-30:]))
+        # Both workers, one per queue.
+        _wait_for(lambda: sum(" ready." in line for line in lines) >= 2, 60, "the workers ready")
+        assert any(".> lifecycle " in line for line in lines) and any(".> deliveries " in line for line in lines)
+        first = pid_of("worker-lifecycle")
         os.kill(first, signal.SIGKILL)
-        _wait_for(lambda: pid_of("worker") != first, 10, "the worker restarted:\n" + "".join(lines[-30:]))
-        assert any(f"worker (pid {first}) killed by signal 9; restarting in 1 s" in line for line in lines)
+        _wait_for(lambda: pid_of("worker-lifecycle") != first, 10, "the worker restarted:\n" + "".join(lines[-30:]))
+        assert any(f"worker-lifecycle (pid {first}) killed by signal 9; restarting in 1 s" in line for line in lines)
         assert stack.poll() is None and healthy()  # nothing else stopped
-        children = [pid_of(name) for name in ("web", "worker", "beat")]
+        children = [pid_of(name) for name in ("web", "worker-lifecycle", "worker-deliveries", "beat")]
         stack.send_signal(signal.SIGTERM)
         stack.wait(40)
     finally:

@@ -34,51 +34,67 @@ def _database_url() -> str:
     return f"postgres://{s['USER']}{password}@{host}{port}/{s['NAME']}"
 
 
+QUEUES = ("lifecycle", "deliveries")
+
+
+def purge_queues() -> None:
+    """Drop leftovers from tests without a worker (both queues, and Celery's old default)."""
+    with celery_app.connection_for_write() as conn:
+        for queue in (*QUEUES, "celery"):
+            conn.default_channel.queue_purge(queue)
+
+
+def worker_command(queue: str, *, concurrency: int = 2, name: str = "test") -> list[str]:
+    """A `celery worker` consuming one queue, as in production (one worker per queue)."""
+    return [
+        *(sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"),
+        *("-Q", queue, "-c", str(concurrency), "--without-mingle", "--without-gossip"),
+        *("-n", f"{name}-{queue}-{os.getpid()}-{time.monotonic_ns()}@%h"),
+    ]
+
+
 @pytest.fixture
 def worker():
-    """A real `celery worker` process on the test database and the real broker."""
-    with celery_app.connection_for_write() as conn:
-        conn.default_channel.queue_purge("celery")  # no leftovers from tests without a worker
+    """Real `celery worker` processes on the test database and the real broker: one for the
+    `lifecycle` queue and one for `deliveries`, as `make run` and compose start them. Yields
+    their output lines (both workers', interleaved)."""
+    purge_queues()
     env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "config.test_settings"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "-l",
-            "info",
-            "-c",
-            "2",
-            "--without-mingle",
-            "--without-gossip",
-            "-n",
-            f"test-{os.getpid()}@%h",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     lines: list[str] = []
-    ready = threading.Event()
+    procs = []
+    for queue in QUEUES:
+        proc = subprocess.Popen(
+            worker_command(queue),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
 
-    def pump() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if " ready." in line:
-                ready.set()
+        def pump(proc: subprocess.Popen = proc, ready: threading.Event = ready) -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if " ready." in line:
+                    ready.set()
 
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(60):
-        proc.kill()
-        pytest.fail("the Celery worker did not start:\n" + "".join(lines[-40:]))
-    yield lines
-    proc.terminate()
-    proc.wait(20)
+        threading.Thread(target=pump, daemon=True).start()
+        procs.append((proc, ready))
+    try:
+        for _, ready in procs:
+            if not ready.wait(60):
+                pytest.fail("a Celery worker did not start:\n" + "".join(lines[-40:]))
+        yield lines
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 class Http:
