@@ -198,7 +198,8 @@ def banner(port: int, *, password: str, env_file: Path) -> str:
             f"  Demo keys   source {shown}   (also sets REGISTRY_URL)",
             *(f"              {key}" for key in keys),
             "  Keys and password are kept across restarts; new ones: make clean, or make run ARGS=--new-credentials",
-            "A web server, worker (lifecycle, deliveries) or beat that dies is restarted (with a backoff); Ctrl-C stops everything.",
+            "A web server, worker (lifecycle, deliveries) or beat that dies is restarted (with a backoff);",
+            "Ctrl-C stops everything.",
             "=" * 78,
             "",
         ]
