@@ -5,7 +5,8 @@
 Starts its own stack (chaos/stack.py), runs each fault against it under bounded load aimed at
 127.0.0.1, prints one table of figures, and exits non-zero when an invariant breaks: a version
 drained early (with an active session), an acknowledged write missing afterwards, a 5xx other
-than 503 during an outage (or any 5xx to hostile input), a request over 2 s with Redis hung,
+than 503 during an outage (or any 5xx to hostile input), no 503 within 5 s of PostgreSQL
+freezing or no success within 2 s of it answering again, a request over 2 s with Redis hung,
 a drain not done after a worker came back, a session expired twice, a slow client holding up
 other requests. Figures from a full run are in docs/reliability.md."""
 
@@ -23,6 +24,7 @@ from collections.abc import Callable
 
 from chaos.client import Api, Load, bundle_with_label, move_to_v2, percentile, version_state
 from chaos.hostile import corpus
+from chaos.pg_hang import postgres_hang
 from chaos.stack import Stack
 
 Row = tuple[str, str, str, bool | None]  # scenario, figure, value, invariant held (None: a figure only)
@@ -387,6 +389,10 @@ def main() -> int:
             (
                 "PostgreSQL stopped",
                 lambda: postgres_outage(stack, baseline=3 if short else 10, fault=5 if short else 20, after=3),
+            ),
+            (
+                "PostgreSQL hung",
+                lambda: postgres_hang(stack, baseline=2 if short else 10, fault=8 if short else 20, after=3),
             ),
         ]
         for title, step in steps:

@@ -142,9 +142,33 @@ DATABASES = {
     )
 }
 # Bounded work: no statement runs longer than this (a runaway query is cancelled, not queued behind).
-DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
-    f"-c statement_timeout={env_int('DB_STATEMENT_TIMEOUT_MS', 15000)}"
+DB_STATEMENT_TIMEOUT_MS = env_int("DB_STATEMENT_TIMEOUT_MS", 15000)
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = f"-c statement_timeout={DB_STATEMENT_TIMEOUT_MS}"
+# A failover must cost seconds, not minutes (docs/reliability.md): every process that uses the
+# database (web, worker, beat, commands) gives up on a server that is gone or does not answer.
+# libpq's defaults wait 130 s for a connection (psycopg's stand-in for "none") and for ever
+# for a result. connect_timeout bounds a new connection (libpq's minimum is 2 s); keepalives
+# find an idle connection whose peer vanished; tcp_user_timeout fails one whose sent data goes
+# unacknowledged (a dead host); config.postgres (its base module) checks, on any wait longer than
+# DB_STALL_CHECK_MS, that the server still answers (a frozen one acknowledges every byte).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "config.postgres"
+DATABASES["default"]["OPTIONS"].update(
+    {
+        "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 2),
+        "keepalives": 1,
+        "keepalives_idle": env_int("DB_KEEPALIVES_IDLE", 5),
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": env_int("DB_TCP_USER_TIMEOUT_MS", 5000),
+    }
 )
+_stall_ms = env_int("DB_STALL_CHECK_MS", 1000)
+DATABASES["default"]["WATCH"] = {  # type: ignore[typeddict-unknown-key]  # read by config.postgres
+    "stall_check": _stall_ms / 1000 if _stall_ms > 0 else None,
+    # statement_timeout is the server's to apply; a wait this much longer means it could not.
+    "hard_cap": DB_STATEMENT_TIMEOUT_MS / 1000 + 5 if DB_STATEMENT_TIMEOUT_MS > 0 else None,
+}
 # Django binds parameters on the client (no prepared statements); the fast lane's batched
 # read uses its own server-side-binding cursor on the same connection and asks psycopg to
 # prepare it, which needs a threshold (Django leaves it None: never prepare). Behind a pooler

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend the settings name (ENGINE "config.postgres"): see base.py."""

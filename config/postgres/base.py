@@ -1,0 +1,133 @@
+"""Django's PostgreSQL backend, with a client-side bound on waiting for a server that stopped
+answering (settings: DATABASES["default"]["ENGINE"] = "config.postgres").
+
+libpq's connect timeout, TCP keepalives and `tcp_user_timeout` (set in config.settings) catch a
+server that is gone or unreachable: the peer's kernel stops acknowledging. They do not catch a
+server that is there but does not answer (its processes frozen, SIGSTOP, a stuck host under
+memory pressure): the kernel acknowledges every byte, so a statement waits for its result for
+ever, and `statement_timeout`, which the server applies, never fires. Each web thread would then
+hang, and with it every request queued behind the threads (the fast lane shares them).
+
+So every wait for the server on a connection (a statement, a commit, a fetch; psycopg funnels
+them all through Connection.wait) is watched: once it has lasted DB_STALL_CHECK_MS, the process
+checks that the server still answers by opening a new connection (within DB_CONNECT_TIMEOUT,
+one check at a time per server, its verdict shared for a moment by every waiting thread). If
+it does not, the connection is closed and the statement fails with OperationalError, which
+the API answers as 503 `unavailable`. A slow statement on a server that answers is left alone
+(until `statement_timeout`, with a client-side cap a few seconds above it)."""
+
+import threading
+import time
+from collections.abc import Generator
+from typing import Any
+
+import psycopg
+from django.db.backends.postgresql import base
+from psycopg import errors
+from psycopg.conninfo import make_conninfo
+
+# Connect keyword arguments of psycopg that are not libpq connection parameters.
+_NOT_CONNINFO = {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
+
+
+class _ServerCheck:
+    """Whether a server answers a new connection, checked by one thread at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.checked_at = -1e9
+        self.answers = True
+
+    def answering(self, conninfo: str, *, fresh_for: float, connect_timeout: int) -> bool:
+        with self.lock:  # the others wait for this verdict instead of opening connections too
+            if time.monotonic() - self.checked_at < fresh_for:
+                return self.answers
+            try:
+                psycopg.connect(conninfo, connect_timeout=connect_timeout, autocommit=True).close()
+                self.answers = True
+            except errors.ConnectionTimeout:
+                self.answers = False
+            except psycopg.OperationalError as exc:
+                # An error the server sent (too many clients, authentication) means it answers;
+                # a refused or reset connection means it is gone.
+                self.answers = exc.sqlstate is not None
+            self.checked_at = time.monotonic()
+            return self.answers
+
+
+_checks: dict[str, _ServerCheck] = {}
+_checks_lock = threading.Lock()
+
+
+def _check_for(conninfo: str) -> _ServerCheck:
+    with _checks_lock:
+        return _checks.setdefault(conninfo, _ServerCheck())
+
+
+class WatchedConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose waits for the server are watched (see the module docstring)."""
+
+    stall_check: float = 1.0  # seconds a wait lasts before the process checks the server answers
+    connect_timeout: int = 2  # of that check's new connection
+    hard_cap: float | None = None  # seconds after which a wait fails whatever the check says
+    conninfo_for_check: str = ""  # empty: never checked
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        return super().wait(self._watched(gen), interval=interval, timeout=timeout)
+
+    def _watched(self, gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+        """`gen`, passed through; on the waiter's idle ticks (READY_NONE every `interval`) it
+        checks how long this wait has lasted and, past `stall_check`, whether the server answers."""
+        began = time.monotonic()
+        next_check = began + self.stall_check
+        try:
+            state = next(gen)
+            while True:
+                ready = yield state
+                if not ready:
+                    now = time.monotonic()
+                    capped = self.hard_cap is not None and now - began >= self.hard_cap
+                    if capped or (now >= next_check and not self._server_answers()):
+                        self.pgconn.finish()  # its protocol state is unknown: never reused
+                        raise errors.OperationalError(
+                            f"the database did not answer for {time.monotonic() - began:.1f} s: connection closed"
+                        )
+                    if now >= next_check:
+                        next_check = time.monotonic() + self.stall_check
+                state = gen.send(ready)
+        except StopIteration as stop:
+            return stop.value
+
+    def _server_answers(self) -> bool:
+        if not self.conninfo_for_check:
+            return True
+        return _check_for(self.conninfo_for_check).answering(
+            self.conninfo_for_check, fresh_for=self.stall_check / 2, connect_timeout=self.connect_timeout
+        )
+
+
+class _Driver:
+    """What the backend calls `Database`: psycopg, but connecting with WatchedConnection."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(psycopg, name)
+
+    connect = staticmethod(WatchedConnection.connect)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    """settings_dict["WATCH"]: {"stall_check": seconds, "hard_cap": seconds or None}; without
+    it (or with stall_check None) waits are not watched."""
+
+    Database = _Driver()  # type: ignore[assignment]  # psycopg, connecting with WatchedConnection
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        conn = super().get_new_connection(conn_params)
+        watch = self.settings_dict.get("WATCH") or {}
+        if isinstance(conn, WatchedConnection) and watch.get("stall_check") is not None:
+            conn.stall_check = watch["stall_check"]
+            conn.hard_cap = watch.get("hard_cap")
+            conn.connect_timeout = int(conn_params.get("connect_timeout") or 2)
+            params = {k: v for k, v in conn_params.items() if k not in _NOT_CONNINFO and v is not None}
+            conn.conninfo_for_check = make_conninfo("", **params)
+        return conn
