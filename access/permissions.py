@@ -17,3 +17,16 @@ def require_bundle_scope(actor: Actor, bundle_name: str) -> None:
     bundle that does not exist, so a scoped key cannot learn that other bundles exist."""
     if not actor.may_see_bundle(bundle_name):
         raise NotFound(f"No bundle named {bundle_name!r}.")
+
+
+def require_packs_in_scope(actor: Actor, names: list[str], *, field: str = "content.knowledge") -> None:
+    """Forbidden unless the actor's key may see every knowledge pack in `names` (a version's
+    `knowledge` list). Key scopes name packs as they name bundles; the answer depends on the
+    names alone, so it says nothing about whether such a pack exists."""
+    outside = {
+        f"{field}[{i}]": [f"Pack {name!r} is outside this key's scopes."]
+        for i, name in enumerate(names)
+        if not actor.may_see_bundle(name)
+    }
+    if outside:
+        raise Forbidden(f"Your key may only list knowledge packs matching {', '.join(actor.scopes)}.", outside)

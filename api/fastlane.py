@@ -363,7 +363,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: byte
                 inm = headers.get(b"if-none-match")
                 return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
             if kind == "render":
-                rendered = render_session(session=session, variables=variables)
+                rendered = render_session(session=session, actor=actor, variables=variables)
                 return Answer(200, [(b"content-type", b"application/json")], rendered.body())
             return session_answer(session)
         except (DomainError, APIException) as exc:

@@ -1,7 +1,8 @@
 """The per-turn render of a session: a cache-stable prefix and a volatile tail (docs/rendering.md).
 
 The prefix is a pure function of the pinned version, the session's variables, the set of
-knowledge domains of its packs and their DUTY.md texts: nothing else may reach it (no date,
+knowledge domains of its packs and their DUTY.md texts, for the listed packs the caller's key
+may see (knowledge.selectors.packs_reachable): nothing else may reach it (no date,
 no file list, no counts), because providers bill a repeated prefix at a fraction of the price
 only while it stays byte-identical. Everything volatile (date and time, turn variables,
 change notices) goes to the tail.
@@ -26,6 +27,7 @@ from access.actors import Actor
 from core.errors import InvalidContent
 from knowledge import paths
 from knowledge.models import FileRead
+from knowledge.selectors import packs_reachable
 from registry import variables as content_variables
 from registry.canonical import canonical_bytes
 from registry.parsed_content import content_document
@@ -278,11 +280,13 @@ def prefix_for(
     content_hash: str,
     content: dict[str, Any],
     session_variables: dict[str, Any],
+    names: list[str],
     states: tuple[tuple[str, str], ...] | None = None,
 ) -> Prefix:
-    """The cached prefix for these inputs, built on a miss. `states`: the listed packs'
-    (name, prefix_state), sorted, when the caller has read them already."""
-    names = list(content.get("knowledge") or [])
+    """The cached prefix for these inputs, built on a miss. `names`: the listed packs the
+    caller reaches (packs_reachable), the only ones whose domains and DUTY.md it shows; the key
+    holds their states, so callers that reach different packs never share an entry. `states`:
+    those packs' (name, prefix_state), sorted, when the caller has read them already."""
     vars_key = canonical_bytes(session_variables)
     key = (content_hash, vars_key, _pack_states(names) if states is None else states)
     prefix = _prefixes.get(key)
@@ -349,26 +353,32 @@ def _zone(session_variables: dict[str, Any]) -> str | None:
 
 def session_render(*, session_id: Any, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
     """Render one turn of a session (renews its lease like a fetch; 410 when ended or revoked)."""
-    return render_session(session=session_use(session_id=session_id, actor=actor), variables=variables, now=now)
+    session = session_use(session_id=session_id, actor=actor)
+    return render_session(session=session, actor=actor, variables=variables, now=now)
 
 
-def render_session(*, session: Session, variables: Any = None, now: datetime | None = None) -> Rendered:
+def render_session(*, session: Session, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
     """The render of a session already read, checked and touched (sessions_app.services.session_use,
-    or the fast lane's own read): what a per-turn endpoint needs beyond the session itself."""
+    or the fast lane's own read) for `actor`: what a per-turn endpoint needs beyond the session
+    itself. Only the listed packs `actor`'s key may see reach the prefix and the notices."""
     version = session.version
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
     try:
         turn = content_variables.resolve(content.get("variables"), variables, scope="turn")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
-    names = list(content.get("knowledge") or [])
+    names = packs_reachable(list(content.get("knowledge") or []), actor)
     states: tuple[tuple[str, str], ...] | None = None
     notices: list[dict[str, str]] = []
     if names:
         states, changed = turn_reads(session, names)
-        notices = claim_notices(changed)
+        notices = claim_notices([row for row in changed if row[1] in names])
     prefix = prefix_for(
-        content_hash=version.content_hash, content=content, session_variables=session.variables, states=states
+        content_hash=version.content_hash,
+        content=content,
+        session_variables=session.variables,
+        names=names,
+        states=states,
     )
     tail = build_tail(now=now or timezone.now(), zone_name=_zone(session.variables), turn=turn, notices=notices)
     return Rendered(
@@ -384,4 +394,6 @@ def version_prefix(*, version_id: int, content_hash: str, session_variables: Any
         values = content_variables.resolve(content.get("variables"), session_variables, scope="session")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
-    return prefix_for(content_hash=content_hash, content=content, session_variables=values), values
+    # The admin's preview: people in the admin are not scoped, so every listed pack.
+    names = packs_reachable(list(content.get("knowledge") or []), None)
+    return prefix_for(content_hash=content_hash, content=content, session_variables=values, names=names), values

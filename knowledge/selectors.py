@@ -15,6 +15,16 @@ def packs_visible(actor: Actor | None) -> QuerySet[Pack]:
     return packs if pattern is None else packs.filter(name__regex=pattern)
 
 
+def packs_reachable(listed: list[str], actor: Actor | None) -> list[str]:
+    """The packs of a version's `knowledge` list that this caller reaches: the listed ones its
+    key may see, in listed order. The file tools, the render (DUTY.md, domains, notices) and
+    MCP's protocol read only these; a listed pack outside the key's scope answers like a listed
+    pack that does not exist. `actor` None: an unscoped reader (the admin's preview)."""
+    if actor is None or not actor.scopes:
+        return list(listed)
+    return [name for name in listed if actor.may_see_bundle(name)]
+
+
 def pack_get(*, name: str, actor: Actor | None = None) -> Pack:
     pack = packs_visible(actor).filter(name=name).first()
     if pack is None:

@@ -1,8 +1,9 @@
 """The model's file tools over a session's knowledge packs: ls, glob, grep, read.
 
-They see only the packs the session's pinned version lists, under the paths the model sees
-(`knowledge/<pack>/<path>`). Every answer is text for the model, at most 100 KB, ending with a
-line that says so when it was cut and which offset continues it. `read` records what the
+They see only the packs the session's pinned version lists that the caller's key may see
+(knowledge.selectors.packs_reachable; any other listed pack answers as one that does not exist),
+under the paths the model sees (`knowledge/<pack>/<path>`). Every answer is text for the model,
+at most 100 KB, ending with a line that says so when it was cut and which offset continues it. `read` records what the
 session read (path and SHA-256) so that a later render can tell it the file changed."""
 
 import time
@@ -18,6 +19,7 @@ from access.actors import Actor
 from core.errors import InvalidContent, NotFound
 from knowledge import paths
 from knowledge.models import FileRead, Pack, PackFile
+from knowledge.selectors import packs_reachable
 from registry.parsed_content import content_document
 from sessions_app.models import Session
 from sessions_app.services import session_use
@@ -40,7 +42,7 @@ class Answer:
 @dataclass(frozen=True)
 class _Scope:
     session: Session
-    packs: dict[str, int]  # listed and existing: name -> id
+    packs: dict[str, int]  # listed, existing and within the key's scopes: name -> id
     listed: list[str]  # as the version lists them
 
 
@@ -48,7 +50,8 @@ def _scope(*, session_id: Any, actor: Actor) -> _Scope:
     session = session_use(session_id=session_id, actor=actor)
     content = content_document(version_id=session.version.pk, content_hash=session.version.content_hash)
     listed = list(content.get("knowledge") or [])
-    packs = dict(Pack.objects.filter(name__in=listed).values_list("name", "pk")) if listed else {}
+    reachable = packs_reachable(listed, actor)  # listed and within the key's scopes
+    packs = dict(Pack.objects.filter(name__in=reachable).values_list("name", "pk")) if reachable else {}
     return _Scope(session=session, packs=packs, listed=listed)
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
-from access.permissions import require_bundle_scope, require_role
+from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, MAX_SPLIT_TARGETS, TEXT_MAX_CHARS, is_bundle_name
@@ -78,6 +78,8 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
     doc, canonical, digest = canonicalise(content)
+    # Before the idempotent answer below: a key never gets a version naming packs it may not see.
+    require_packs_in_scope(actor, list(doc.get("knowledge") or []))
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
         return PublishResult(existing, False)  # already published (and checked) once
