@@ -8,7 +8,8 @@ drained early (with an active session), an acknowledged write missing afterwards
 than 503 during an outage (or any 5xx to hostile input), no 503 within 5 s of PostgreSQL
 freezing or no success within 2 s of it answering again, a request over 2 s with Redis hung,
 a drain not done after a worker came back, a session expired twice, a slow client holding up
-other requests. Figures from a full run are in docs/reliability.md."""
+other requests, a key reading a knowledge pack outside its scope. Figures from a full run are
+in docs/reliability.md."""
 
 import argparse
 import json
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from chaos.client import Api, Load, bundle_with_label, move_to_v2, percentile, version_state
 from chaos.hostile import corpus
 from chaos.pg_hang import postgres_hang
+from chaos.scope import cross_scope
 from chaos.stack import Stack
 
 Row = tuple[str, str, str, bool | None]  # scenario, figure, value, invariant held (None: a figure only)
@@ -371,6 +373,7 @@ def main() -> int:
         steps: list[tuple[str, Callable[[], list[Row]]]] = [
             ("hostile input", lambda: hostile(stack, api)),
             ("slow bodies", lambda: slow_bodies(stack, 8)),
+            ("cross-scope reads", lambda: cross_scope(stack, 3 if short else 20, 4 if short else 8)),
             ("worker kills", lambda: worker_kills(stack, api, 3 if short else 20)),
             ("pool child kills", lambda: pool_child_kills(stack, api, 2 if short else 5)),
             ("two beats", lambda: two_beats(stack, api, 5 if short else 20)),
