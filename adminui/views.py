@@ -9,7 +9,7 @@ forged request reaches the service, which refuses it."""
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, timedelta
 from functools import update_wrapper
 from typing import Any
 from uuid import UUID
@@ -57,7 +57,7 @@ from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.releases import ReleaseMove, release_preview
 from registry.selectors import bundle_get, label_targets_out, versions_of
 from sessions_app import services as sessions_services
-from sessions_app.models import Session, SessionStatus
+from sessions_app.models import Session, SessionStatus, active_sessions_annotation
 from skills.selectors import version_skills_panel
 
 View = Callable[..., HttpResponse]
@@ -162,18 +162,39 @@ def split_text(targets: list[dict[str, int]]) -> str:
 
 
 def _active_by_version(version_ids: set[int]) -> dict[int, int]:
-    # order_by(): the default ordering would otherwise join the GROUP BY.
-    rows = Session.objects.active().filter(version_id__in=version_ids).order_by().values_list("version_id")
+    # order_by(): the default ordering would otherwise join the GROUP BY. The partial index of
+    # active sessions serves it; revoked versions count 0 (their sessions only get 410).
+    rows = (
+        Session.objects.active()
+        .filter(version_id__in=version_ids)
+        .exclude(version__state=VersionState.REVOKED)
+        .order_by()
+        .values_list("version_id")
+    )
     return dict(rows.annotate(n=Count("id")))
+
+
+def _active_by_label_target(labels: list[Label], version_ids: set[int]) -> dict[tuple[int, str], int]:
+    """Active sessions per (version id, label name): the sessions a label sent to each of its
+    targets, not every session of the version through any label."""
+    rows = (
+        Session.objects.active()
+        .filter(version_id__in=version_ids, label__in={label.name for label in labels})
+        .exclude(version__state=VersionState.REVOKED)
+        .order_by()
+        .values_list("version_id", "label")
+    )
+    return {(vid, name): n for vid, name, n in rows.annotate(n=Count("id"))}
 
 
 def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
     """Per label id, its targets as the pages show them: version number, weight, state and the
-    active sessions pinned to that version (one query for the states, one for the counts)."""
+    active sessions the label pinned to that version (one query for the states, one for the
+    counts)."""
     ids = {t["version_id"] for label in labels for t in label.targets} | {label.version_id for label in labels}
     states = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "state"))
     numbers = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
-    active = _active_by_version(ids)
+    active = _active_by_label_target(labels, ids)
     out: dict[int, list[dict[str, Any]]] = {}
     for label in labels:
         pairs = [(t["version_id"], t["weight"]) for t in label.targets] or [(label.version_id, 100)]
@@ -183,7 +204,7 @@ def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
                 "weight": weight,
                 "split": bool(label.targets),
                 "state": states[vid],
-                "active": active.get(vid, 0),
+                "active": active.get((vid, label.name), 0),
             }
             for vid, weight in pairs
         ]
@@ -249,7 +270,7 @@ def version_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
     versions = (
         BundleVersion.objects.select_related("bundle")
         .defer("canonical")
-        .annotate(active_sessions=Count("sessions", filter=Q(sessions__status=SessionStatus.ACTIVE)))
+        .annotate(active_sessions=active_sessions_annotation())
         .order_by("bundle__name", "-number")
     )
     if form.is_valid():
@@ -894,7 +915,7 @@ def _report_move(request: HttpRequest, label: Label, created: bool) -> None:
         text = f"Created label {label.name}: it targets v{version.number}."
     elif label.previous_version_id and not label.targets:
         old = BundleVersion.objects.defer("canonical").get(pk=label.previous_version_id)
-        sessions = Session.objects.active().pinned_to(old.pk).count()
+        sessions = 0 if old.state == VersionState.REVOKED else Session.objects.active_on(old.pk)
         text += f" v{old.number} is {old.state}" + (
             f" with {sessions} active session{'s' if sessions != 1 else ''}." if sessions else "."
         )
@@ -1013,12 +1034,22 @@ def bundle_history(request: HttpRequest, model_admin: ModelAdmin, name: str) -> 
 # --- drain dashboard ------------------------------------------------------------------------
 
 
+# How long a drained or revoked version stays on the drain dashboard. The page polls every 3 s:
+# it must read what is in motion (live, draining, just finished), not every version ever released.
+DRAIN_DASHBOARD_RECENT = timedelta(days=7)
+
+
 def _drain_data(bundle_name: str | None) -> list[dict[str, Any]]:
+    since = timezone.now() - DRAIN_DASHBOARD_RECENT
     versions = (
-        BundleVersion.objects.exclude(state=VersionState.UNRELEASED)
+        BundleVersion.objects.filter(
+            Q(state__in=[VersionState.LIVE, VersionState.DRAINING])
+            | Q(state=VersionState.DRAINED, drained_at__gte=since)
+            | Q(state=VersionState.REVOKED, revoked_at__gte=since)
+        )
         .select_related("bundle")
         .defer("canonical")
-        .annotate(active_sessions=Count("sessions", filter=Q(sessions__status=SessionStatus.ACTIVE)))
+        .annotate(active_sessions=active_sessions_annotation())
         .order_by("bundle__name", "-number")
     )
     if bundle_name:

@@ -322,7 +322,7 @@ def label_move_preview(*, bundle: Bundle, label_name: str, target: BundleVersion
         others = list(
             Label.objects.targeting(current.pk).exclude(pk=label.pk).order_by("name").values_list("name", flat=True)
         )
-        sessions = Session.objects.active().pinned_to(current.pk).count()
+        sessions = Session.objects.active_on(current.pk)
     policy = (
         LabelPolicy(protected=label.protected, compatibility=label.compatibility)
         if label is not None
@@ -388,7 +388,9 @@ class RevokePreview:
 
 def version_revoke_preview(*, version: BundleVersion) -> RevokePreview:
     labels = list(Label.objects.targeting(version.pk).order_by("name").values_list("name", flat=True))
-    return RevokePreview(labels=labels, active_sessions=Session.objects.active().pinned_to(version.pk).count())
+    # A revoked version's sessions already get 410: none is left to cut off.
+    active = 0 if version.state == VersionState.REVOKED else Session.objects.active_on(version.pk)
+    return RevokePreview(labels=labels, active_sessions=active)
 
 
 # --- version state transitions (the caller holds the version row FOR UPDATE unless noted) ------

@@ -99,7 +99,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
                 {
                     "version": version.number,
                     "starts_draining": not others,
-                    "active_sessions": Session.objects.active().pinned_to(version.pk).count(),
+                    "active_sessions": Session.objects.active_on(version.pk),
                 }
             )
         current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)

@@ -3,11 +3,11 @@
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, IntegerField, OuterRef, Q, Subquery, Value, When
 
 from access.models import ApiKey
 from core import limits
-from registry.models import Bundle, BundleVersion
+from registry.models import Bundle, BundleVersion, VersionState
 
 
 class SessionStatus(models.TextChoices):
@@ -22,6 +22,34 @@ class SessionQuerySet(models.QuerySet):
 
     def pinned_to(self, version: BundleVersion | int) -> "SessionQuerySet":
         return self.filter(version=version)
+
+    def active_on(self, version: BundleVersion | int) -> int:
+        """Active sessions pinned to one version: a range of the partial index
+        session_active_version_idx, O(active sessions of the version), never O(history)."""
+        return self.active().pinned_to(version).order_by().count()
+
+
+class _CountOf(Subquery):
+    """`(SELECT count(*) FROM (subquery))`: a correlated count, one probe per outer row."""
+
+    template = "(SELECT count(*) FROM (%(subquery)s) _n)"
+    output_field = IntegerField()
+
+
+def active_sessions_annotation(label: str | None = None) -> Case:
+    """What a version row annotates as `active_sessions`: a correlated count over the partial
+    index of active sessions (a LEFT JOIN with COUNT FILTER would read every session the
+    version ever had). A revoked version shows 0: its sessions still hold `active` until their
+    lease runs out, but every call they make gets 410. With `label`, only the sessions started
+    through that label (a label's sessions per target, not the version's through any label)."""
+    sessions = Session.objects.filter(status=SessionStatus.ACTIVE, version=OuterRef("pk"))
+    if label is not None:
+        sessions = sessions.filter(label=label)
+    return Case(
+        When(state=VersionState.REVOKED, then=Value(0)),
+        default=_CountOf(sessions.order_by().values("pk")),
+        output_field=IntegerField(),
+    )
 
 
 class Session(models.Model):

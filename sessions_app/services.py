@@ -21,7 +21,7 @@ from access.permissions import require_bundle_scope
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
-from metrics import instruments
+from metrics import instruments, usage
 from registry import events, lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
@@ -112,6 +112,7 @@ def session_start(
             raise
         return existing, False
     instruments.session_event(event="started")
+    usage.sessions_started([session.version_id])
     return session, True
 
 
@@ -166,6 +167,7 @@ def sessions_start_on_label(
         ]
         _insert(*sessions)
     instruments.session_event(event="started", count=len(sessions))
+    usage.sessions_started([s.version_id for s in sessions])
     return sessions
 
 
@@ -284,6 +286,7 @@ def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
         ended[str(pinned.session.pk)] = pinned.session
         if row[-1] == VersionState.DRAINING:
             draining.add(pinned.session.version_id)
+    usage.version_used([s.version_id for s in ended.values()])
     for version_id in sorted(draining):
         transaction.on_commit(partial(lifecycle.enqueue_version_drain, version_id))
     return ended
@@ -432,6 +435,7 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
         if not updated:
             raise lease_lost(session.pk)
         session.last_seen_at, session.expires_at = now, expires
+        usage.version_used([session.version_id])
     return session
 
 

@@ -2,10 +2,9 @@
 
 from typing import Any
 
-from django.db import connection
-
 from core.compaction import policy_from_content
 from core.tokens import estimate_tokens
+from metrics.selectors import latency_percentile_us, version_totals
 from registry.parsed_content import content_document
 from sessions_app.models import Session
 from skills.content import MAX_L1_TOKENS, l1_tokens, render_card
@@ -28,41 +27,18 @@ def session_skills_list(*, session: Session) -> list[Any]:
     ]
 
 
-_METRICS_SQL = """
-WITH turns AS (
-    SELECT * FROM skills_skillturn WHERE version_id = %(version)s
-), reported AS (
-    SELECT * FROM turns WHERE invoked IS NOT NULL
-)
-SELECT
-    (SELECT count(*) FROM turns) AS turns,
-    (SELECT count(DISTINCT session_id) FROM turns) AS sessions,
-    (SELECT count(*) FROM reported) AS reported_turns,
-    (SELECT count(*) FROM reported r, jsonb_array_elements_text(r.invoked) AS name) AS invocations,
-    (SELECT count(*) FROM reported r, jsonb_array_elements_text(r.invoked) AS name
-        WHERE r.resident ? name OR r.routed ? name OR r.session_skills ? name) AS invocation_hits,
-    (SELECT count(*) FROM reported r, jsonb_array_elements_text(r.routed) AS name) AS routed_loads,
-    (SELECT count(*) FROM reported r, jsonb_array_elements_text(r.routed) AS name
-        WHERE NOT r.invoked ? name) AS invalid_loads,
-    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_us) FROM turns) AS p50_us,
-    (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_us) FROM turns) AS p99_us
-"""
-
-
 def version_skill_metrics(*, version_id: int) -> dict[str, Any]:
-    """Routing metrics of one version, from its sessions' turns. Rates are fractions from 0 to 1
-    (null before any reported turn):
+    """Routing metrics of one version, from its rolled-up counts (metrics.usage: added at each
+    route and turn report, one row per version, so O(1) at any number of turns). Rates are
+    fractions from 0 to 1 (null before any reported turn):
 
     - load_hit_rate: of the skills the model invoked in reported turns, the share that were
       loaded that turn (resident, routed or session);
     - invalid_load_rate: of the routed (L2) skills loaded in reported turns, the share the model
       did not invoke that turn;
-    - routing_latency_ms: p50 and p99 of the time the router took per turn (in process)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_METRICS_SQL, {"version": version_id})
-        row = cursor.fetchone()
-        columns = [c.name for c in cursor.description]
-    data = dict(zip(columns, row, strict=True))
+    - routing_latency_ms: p50 and p99 of the time the router took per turn (in process), read
+      from a histogram with four buckets per doubling (the bucket's upper bound: within 19 %)."""
+    data = version_totals(version_id=version_id)
 
     def rate(part: int, whole: int) -> float | None:
         return round(part / whole, 4) if whole else None
@@ -71,14 +47,17 @@ def version_skill_metrics(*, version_id: int) -> dict[str, Any]:
         return round(value / 1000, 3) if value is not None else None
 
     return {
-        "turns": data["turns"],
-        "sessions": data["sessions"],
-        "reported_turns": data["reported_turns"],
-        "invocations": data["invocations"],
-        "routed_loads": data["routed_loads"],
-        "load_hit_rate": rate(data["invocation_hits"], data["invocations"]),
-        "invalid_load_rate": rate(data["invalid_loads"], data["routed_loads"]),
-        "routing_latency_ms": {"p50": ms(data["p50_us"]), "p99": ms(data["p99_us"])},
+        "turns": data.turns,
+        "sessions": data.routed_sessions,
+        "reported_turns": data.reported_turns,
+        "invocations": data.invocations,
+        "routed_loads": data.routed_loads,
+        "load_hit_rate": rate(data.invocation_hits, data.invocations),
+        "invalid_load_rate": rate(data.invalid_loads, data.routed_loads),
+        "routing_latency_ms": {
+            "p50": ms(latency_percentile_us(data.latency_buckets, 0.5)),
+            "p99": ms(latency_percentile_us(data.latency_buckets, 0.99)),
+        },
     }
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core.errors import Conflict, InvalidContent, NotFound
 from core.limits import storable
+from metrics import usage
 from sessions_app.models import Session
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
@@ -100,6 +101,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
             ) + 1
     if turn is None:
         raise Conflict("Too many concurrent route calls for this session; retry.")
+    usage.turn_routed(session.version_id, number=number, latency_us=latency_us)
     return {
         "resident": result.resident,
         "routed": result.routed,
@@ -130,9 +132,17 @@ def skill_turn_report(*, session: Session, turn: Any, invoked: Any) -> SkillTurn
     row = SkillTurn.objects.select_for_update().filter(session=session, number=turn).first()
     if row is None:
         raise NotFound(f"Turn {turn} of this session was never routed.")
+    before = row.invoked
     row.invoked = names
     row.reported_at = timezone.now()
     row.save(update_fields=["invoked", "reported_at"])
+    usage.turn_reported(
+        row.version_id,
+        loaded={*row.resident, *row.routed, *row.session_skills},
+        routed=list(row.routed),
+        before=before,
+        after=names,
+    )
     # An invoked L3 card stays alive for another SESSION_SKILL_IDLE_TURNS turns.
     SessionSkill.objects.filter(session=session, name__in=names).exclude(last_invoked_turn__gte=turn).update(
         last_invoked_turn=turn

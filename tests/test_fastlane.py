@@ -682,4 +682,4 @@ def test_a_batched_fetch_reads_its_bytes_once(bundle, production, v1, agent, bat
     answers = _gather([("GET", path, auth), ("GET", path, {**auth, "If-None-Match": f'"{v1.content_hash}"'})])
     assert [a[0] for a in answers] == [200, 304] and sum(batches) == 2
     assert lookups() - before == 1
-    assert usage._pending[v1.pk] == 2
+    assert usage.pending(v1.pk, "fetches") == 2

@@ -1,0 +1,118 @@
+"""Counts on request paths are O(active) or O(1), never O(history): active sessions from the
+partial index (per version, and per label target), usage and routing metrics from the rollup
+rows, the drain dashboard from what is in motion."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from adminui.views import _drain_data, label_targets
+from registry import lifecycle
+from registry.models import BundleVersion, Label
+from registry.selectors import version_get
+from registry.services import label_move, version_publish, version_revoke
+from sessions_app.models import Session
+from sessions_app.services import session_end, session_start
+from skills.models import SkillTurn
+from tests.conftest import content
+from tests.test_skills import skills_content
+
+
+def _plan(queryset) -> str:
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        # On a tiny table the planner rightly prefers a sequential scan; what must hold is that
+        # the index the count can use is the partial one over active sessions, never the full
+        # index of every session the version ever had.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (COSTS OFF) {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_version_get_counts_active_sessions_over_the_partial_index(bundle, production, agent, v1):
+    for _ in range(3):
+        session_start(bundle=bundle, actor=agent.actor)
+    ended, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_end(session=ended, actor=agent.actor)
+    assert version_get(bundle=bundle, number=1).active_sessions == 3
+    plan = _plan(BundleVersion.objects.filter(pk=v1.pk).annotate(**_annotation()))
+    # Either partial index over active sessions (which one depends on the statistics).
+    assert re.search(r"session_active_(version|expiry)_idx", plan), plan
+    assert "sessions_app_session_version_id" not in plan and "Seq Scan on sessions_app_session" not in plan, plan
+    count = Session.objects.active().pinned_to(v1.pk).order_by()
+    assert re.search(r"session_active_(version|expiry)_idx", _plan(count.values("pk"))), "the previews' count"
+
+
+def _annotation():
+    from sessions_app.models import active_sessions_annotation
+
+    return {"active_sessions": active_sessions_annotation()}
+
+
+def test_labels_show_their_own_sessions_per_target_not_the_versions(bundle, production, agent, ops, v1):
+    staging, _ = label_move(bundle=bundle, name="staging", version=v1, actor=ops.actor, reason="same target")
+    for _ in range(2):
+        session_start(bundle=bundle, actor=agent.actor, label="production")
+    session_start(bundle=bundle, actor=agent.actor, label="staging")
+    labels = list(Label.objects.filter(bundle=bundle))
+    shown = {label.name: label_targets(labels)[label.pk][0]["active"] for label in labels}
+    assert shown == {"production": 2, "staging": 1}
+    assert version_get(bundle=bundle, number=1).active_sessions == 3, "the version counts all of them"
+
+
+def test_a_revoked_version_shows_no_active_session(bundle, production, agent, ops, v1, v2):
+    session_start(bundle=bundle, actor=agent.actor)
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="move on")
+    assert lifecycle.version_revoke_preview(version=v1).active_sessions == 1
+    version_revoke(version=v1, actor=ops.actor, reason="bad")
+    assert Session.objects.active().pinned_to(v1).count() == 1, "the row still says active (410 on use)"
+    assert version_get(bundle=bundle, number=1).active_sessions == 0
+    assert lifecycle.version_revoke_preview(version=BundleVersion.objects.get(pk=v1.pk)).active_sessions == 0
+    assert agent.get("/api/v1/bundles/refunds/versions/1/usage/").json()["sessions_active"] == 0
+    assert agent.get("/api/v1/bundles/refunds/versions/1/").json()["active_sessions"] == 0
+
+
+def test_usage_stays_right_when_the_session_rows_are_gone(bundle, production, agent):
+    first, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_start(bundle=bundle, actor=agent.actor)
+    agent.get(f"/api/v1/sessions/{first.pk}/bundle/")
+    session_end(session=first, actor=agent.actor)
+    Session.objects.filter(pk=first.pk).delete()  # what the prune does to an old session
+    usage = agent.get("/api/v1/bundles/refunds/versions/1/usage/").json()
+    assert (usage["sessions_started"], usage["sessions_active"], usage["fetches"]) == (2, 1, 1)
+    assert usage["first_used_at"] is not None
+
+
+def test_routing_metrics_come_from_the_rollup_and_survive_the_turns(ops, agent):
+    ops.post("/api/v1/bundles/", {"name": "support", "description": "d"})
+    ops.post("/api/v1/bundles/support/versions/", {"message": "m", "content": skills_content()})
+    sid = agent.post("/api/v1/sessions/", {"bundle": "support", "version": 1}).json()["id"]
+    url = f"/api/v1/sessions/{sid}/"
+    agent.post(url + "route/", {"messages": [{"role": "user", "content": "I want a refund"}], "k": 2})
+    agent.post(url + "turns/", {"turn": 1, "invoked": ["close_account"]})
+    agent.post(url + "turns/", {"turn": 1, "invoked": ["refund_order"]})  # replaces the first report
+    before = agent.get("/api/v1/bundles/support/versions/1/metrics/").json()
+    assert (before["turns"], before["sessions"], before["reported_turns"], before["invocations"]) == (1, 1, 1, 1)
+    assert before["load_hit_rate"] == 1.0
+    SkillTurn.objects.all().delete()
+    assert agent.get("/api/v1/bundles/support/versions/1/metrics/").json() == before
+
+
+def test_the_drain_dashboard_reads_what_is_in_motion_not_every_version(bundle, production, ops, agent):
+    for n in range(2, 6):
+        version = version_publish(bundle=bundle, content=content(f"v{n}"), message=f"v{n}", actor=ops.actor).version
+        label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="next")
+    old = timezone.now() - timedelta(days=30)
+    BundleVersion.objects.filter(bundle=bundle, number__in=[1, 2]).update(drained_at=old)
+    shown = {v["number"]: v["state"] for v in _drain_data(None)[0]["versions"]}
+    assert shown == {5: "live", 4: "drained", 3: "drained"}
+
+
+@pytest.mark.parametrize("state", ["live", "draining"])
+def test_live_and_draining_versions_stay_on_the_dashboard_however_old(bundle, production, ops, agent, state):
+    old = timezone.now() - timedelta(days=400)
+    BundleVersion.objects.filter(bundle=bundle).update(draining_since=old, drained_at=old, state=state)
+    assert [v["state"] for v in _drain_data(None)[0]["versions"]] == [state]
