@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "adminui",
     "webhooks",
     "metrics",
+    "retention",
 ]
 
 MIDDLEWARE = [
@@ -280,7 +281,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 LIFECYCLE_QUEUE = "lifecycle"
 DELIVERIES_QUEUE = "deliveries"
 CELERY_TASK_DEFAULT_QUEUE = LIFECYCLE_QUEUE
-CELERY_TASK_ROUTES = {"webhooks.tasks.*": {"queue": DELIVERIES_QUEUE}}
+CELERY_TASK_ROUTES = {
+    "webhooks.tasks.*": {"queue": DELIVERIES_QUEUE},
+    "retention.tasks.*": {"queue": LIFECYCLE_QUEUE},  # the daily prune
+}
 # The worker's and beat's broker connection. Requests enqueue through config.celery.enqueue
 # instead, with the short request-path timeouts and the Redis breaker. max_retries/interval_*
 # bound kombu's reconnect loop (its default retries for seconds).
@@ -317,7 +321,25 @@ CELERY_BEAT_SCHEDULE = {
         "task": "webhooks.tasks.webhook_retry_sweep_task",
         "schedule": float(env_int("WEBHOOK_RETRY_SWEEP_INTERVAL", 5)),
     },
+    # Retention (retention.services.prune): once a day by default, a lifecycle task.
+    "retention-prune": {
+        "task": "retention.tasks.prune_task",
+        "schedule": float(env_int("PRUNE_INTERVAL", 86400)),
+    },
 }
+# Retention in days (docs/operations.md, retention.services): ended and expired sessions; their
+# skill turns and L3 cards; their file reads and change notices (both capped at the sessions'
+# retention); finished webhook deliveries; per-day usage rollups; audit events (at least 30:
+# the audit trigger refuses to delete anything younger). Versions, labels, their history and
+# each version's lifetime counts are never pruned.
+RETENTION_SESSIONS_DAYS = env_int("RETENTION_SESSIONS_DAYS", 30)
+RETENTION_TURNS_DAYS = env_int("RETENTION_TURNS_DAYS", 30)
+RETENTION_FILE_READS_DAYS = env_int("RETENTION_FILE_READS_DAYS", 30)
+RETENTION_DELIVERIES_DAYS = env_int("RETENTION_DELIVERIES_DAYS", 30)
+RETENTION_USAGE_ROLLUP_DAYS = env_int("RETENTION_USAGE_ROLLUP_DAYS", 365)
+RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 365)
+# Rows per prune batch to start with (the size then adapts so that a batch takes 20-50 ms).
+PRUNE_BATCH = env_int("PRUNE_BATCH", 1000)
 # Webhook endpoints may not point at loopback, link-local or private addresses unless this
 # is on (tests, internal deployments): see webhooks.urlcheck.
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)

@@ -90,6 +90,8 @@ class Session(models.Model):
             # look only at active sessions: partial indexes keep them small.
             models.Index(fields=["version"], condition=Q(status="active"), name="session_active_version_idx"),
             models.Index(fields=["expires_at"], condition=Q(status="active"), name="session_active_expiry_idx"),
+            # The prune walks ended and expired sessions oldest first (retention.services).
+            models.Index(fields=["ended_at", "id"], condition=~Q(status="active"), name="session_ended_idx"),
         ]
 
     def __str__(self) -> str:
