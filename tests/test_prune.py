@@ -135,7 +135,8 @@ def test_the_audit_log_refuses_every_other_delete(world):
     recent = AuditEvent.objects.get(action="recent.thing")
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         # A valid cutoff, but the row is younger than it.
-        cursor.execute("SELECT set_config('registry.audit_prune_before', %s, true)", [(timezone.now() - 200 * DAY).isoformat()])
+        cutoff = (timezone.now() - 200 * DAY).isoformat()
+        cursor.execute("SELECT set_config('registry.audit_prune_before', %s, true)", [cutoff])
         cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [recent.pk])
     with pytest.raises(IntegrityError), transaction.atomic():
         AuditEvent.objects.filter(pk=old.pk).update(reason="rewritten")
