@@ -18,6 +18,13 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   end takes its session row, then the version FOR SHARE (to read its state, see
   sessions_app.services.session_end), and nothing that locks a version waits for a session
   row. No service takes them in another order, so none can wait on another in a cycle.
+* A session's own (L3) skill cards come after its session row: a session end (and the sweep's
+  expiry) locks the session rows, then deletes their cards; a card registration
+  (skills.services.session_skill_register) locks the session row FOR NO KEY UPDATE, refuses
+  an ended one, and only then locks the cards. (Registration used to lock the cards first and
+  take the foreign key's share lock on the session at its INSERT: against an end holding the
+  session and waiting for the cards, a cycle.) An end that waited for a registration deletes
+  the cards in a second statement, whose fresh snapshot sees the card just committed.
 * A session that starts while its label moves pins the old or the new target, never
   anything else: the label row lock makes the two serial, and a locking read in READ
   COMMITTED returns the newest committed row (so the starter sees the move it waited on).

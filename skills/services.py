@@ -10,10 +10,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.errors import Conflict, InvalidContent, NotFound
+from core.errors import Conflict, InvalidContent, NotFound, SessionEnded
 from core.limits import storable
 from metrics import usage
-from sessions_app.models import Session
+from sessions_app.models import Session, SessionStatus
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 from skills.router import History, index_for
@@ -159,6 +159,14 @@ def _text(data: dict[str, Any], key: str, limit: int) -> str:
     return value
 
 
+def _lock_active_session(session: Session) -> None:
+    status = (
+        Session.objects.select_for_update(no_key=True).filter(pk=session.pk).values_list("status", flat=True).first()
+    )
+    if status != SessionStatus.ACTIVE:
+        raise SessionEnded(f"Session {session.pk} has ended; start a new session.")
+
+
 @transaction.atomic
 def session_skill_register(*, session: Session, data: Any) -> tuple[SessionSkill, bool]:
     """Register (or replace, by name) a temporary card for this session only."""
@@ -178,7 +186,12 @@ def session_skill_register(*, session: Session, data: Any) -> tuple[SessionSkill
     skills = session_content(session).get("skills") or []
     if any(s["name"] == name for s in skills):
         raise Conflict(f"The bundle already has a skill named {name!r}; pick another name.")
-    # Lock the session's cards so two registrations cannot both pass the count check.
+    # The lock order (registry.lifecycle): the session row, then its cards. An end locks the
+    # session and then deletes the cards; taking the cards first (and the foreign key's share
+    # lock on the session only at the insert) waited on it in a cycle. FOR NO KEY UPDATE: two
+    # registrations on one session are serial (the count check below holds), an end waits for
+    # this commit, and a registration behind an end sees the session ended.
+    _lock_active_session(session)
     existing = list(SessionSkill.objects.select_for_update().filter(session=session))
     current = SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
     turn = current or 0
