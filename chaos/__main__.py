@@ -28,6 +28,7 @@ from chaos.hostile import corpus
 from chaos.pg_hang import postgres_hang
 from chaos.scope import cross_scope
 from chaos.stack import Stack
+from chaos.tarpit import tarpit
 
 Row = tuple[str, str, str, bool | None]  # scenario, figure, value, invariant held (None: a figure only)
 
@@ -377,6 +378,12 @@ def main() -> int:
             ("worker kills", lambda: worker_kills(stack, api, 3 if short else 20)),
             ("pool child kills", lambda: pool_child_kills(stack, api, 2 if short else 5)),
             ("two beats", lambda: two_beats(stack, api, 5 if short else 20)),
+            (
+                "webhook tarpit",
+                lambda: tarpit(
+                    stack, api, sessions=5 if short else 20, drains=2 if short else 5, backlog=10 if short else 40
+                ),
+            ),
             (
                 "Redis stopped",
                 lambda: redis_fault(

@@ -112,6 +112,10 @@ class Stack:
             "API_THROTTLE_WRITE": "1000000/m",
             "WEB_CONCURRENCY": "2",
             "WEB_BODY_TIMEOUT": "3",
+            # The webhook tarpit scenario (chaos/tarpit.py) delivers to a receiver on loopback,
+            # and shows the attempt deadline within a short run.
+            "WEBHOOK_ALLOW_PRIVATE_URLS": "1",
+            "WEBHOOK_ATTEMPT_DEADLINE": "5",
             "LOG_LEVEL": "INFO",
         }
         self.pg_user = None

@@ -340,6 +340,14 @@ RETENTION_USAGE_ROLLUP_DAYS = env_int("RETENTION_USAGE_ROLLUP_DAYS", 365)
 RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 365)
 # Rows per prune batch to start with (the size then adapts so that a batch takes 20-50 ms).
 PRUNE_BATCH = env_int("PRUNE_BATCH", 1000)
+# Webhook deliveries (webhooks/services.py, docs/operations.md): the wall-clock deadline of one
+# whole attempt (resolve, connect, TLS, send, status line and headers), how many attempts one
+# endpoint may have in flight at once (the rest wait, due, until a slot is free), and how long a
+# delivery sent to the queue counts as queued (the retry sweep does not send it again meanwhile;
+# after that it assumes the message was lost, e.g. with a Redis that restarted empty).
+WEBHOOK_ATTEMPT_DEADLINE = env_int("WEBHOOK_ATTEMPT_DEADLINE", 10)
+WEBHOOK_ENDPOINT_CONCURRENCY = env_int("WEBHOOK_ENDPOINT_CONCURRENCY", 2)
+WEBHOOK_QUEUE_LEASE = env_int("WEBHOOK_QUEUE_LEASE", 300)
 # Webhook endpoints may not point at loopback, link-local or private addresses unless this
 # is on (tests, internal deployments): see webhooks.urlcheck.
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)

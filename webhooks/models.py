@@ -60,6 +60,12 @@ class Delivery(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Sent to the queue and not yet picked up, until then (webhooks.services._queue_due): the
+    # sweep does not send it again meanwhile. Null: not queued.
+    queued_until = models.DateTimeField(null=True, blank=True)
+    # An attempt is in flight until then (its deadline plus a margin): what the per-endpoint
+    # concurrency limit counts. Null: none.
+    sending_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -67,6 +73,18 @@ class Delivery(models.Model):
             # The retry sweep reads only pending deliveries that are due.
             models.Index(
                 fields=["next_attempt_at"], condition=models.Q(status="pending"), name="delivery_pending_due_idx"
+            ),
+            # Per endpoint, oldest first: what to queue next, and how many are queued or in flight.
+            models.Index(
+                fields=["endpoint", "id"], condition=models.Q(status="pending"), name="delivery_pending_endpoint_idx"
+            ),
+            # The few rows queued or in flight (or whose lease ran out unnoticed): counted per
+            # endpoint against its limit without reading its whole backlog.
+            models.Index(
+                fields=["endpoint"],
+                condition=models.Q(status="pending")
+                & (models.Q(queued_until__isnull=False) | models.Q(sending_until__isnull=False)),
+                name="delivery_busy_idx",
             ),
         ]
 

@@ -1,11 +1,22 @@
 """Webhook endpoints and deliveries: every write here.
 
 Delivery is at least once: an event becomes one Delivery row per subscribed endpoint in the
-transaction of the change it reports (so a rolled-back change sends nothing), the first
-attempt is enqueued after commit, and a periodic sweep sends whatever is due (retries, and
-first attempts whose enqueue was lost while the broker was away). A worker claims a delivery
-by moving its next_attempt_at forward, so two workers never send the same attempt, and a
-worker that dies mid-attempt leaves it due again after CLAIM_LEASE."""
+transaction of the change it reports (so a rolled-back change sends nothing), due deliveries
+are queued after commit, and a periodic sweep queues whatever is due (retries, and deliveries
+whose message was lost while the broker was away).
+
+Bounded, so that a slow receiver cannot flood the queue or take every slot (issue 18):
+- Queued once: `_queue_due` marks the rows it picks `queued_until` (a lease) in the statement
+  that selects them, and picks none that are already queued, so the sweep never sends a
+  delivery again while its message waits in the queue.
+- Per endpoint, at most WEBHOOK_ENDPOINT_CONCURRENCY deliveries are queued or in flight at once:
+  the rest wait in the table, due, and each finished attempt queues that endpoint's next one.
+  The queue holds at most endpoints x that limit messages (plus duplicates of lost leases).
+- An attempt claims its delivery by moving next_attempt_at forward (two workers never send the
+  same attempt; a worker that dies mid-attempt leaves it due again after the claim lease) and
+  marks it `sending_until`; the claim is refused while the endpoint has its limit in flight.
+- One attempt ends within WEBHOOK_ATTEMPT_DEADLINE seconds of wall-clock time, whatever the
+  receiver does (webhooks.transport), and connects to the address that was checked."""
 
 import base64
 import json
@@ -18,7 +29,8 @@ from functools import partial
 from typing import Any
 
 import httpx
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from standardwebhooks import Webhook
@@ -31,7 +43,8 @@ from core import enqueue
 from core.errors import Conflict, InvalidContent
 from metrics import instruments
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
-from webhooks.urlcheck import UrlNotAllowed, check_url
+from webhooks.transport import PinnedTransport
+from webhooks.urlcheck import UrlNotAllowed, check_url, resolve
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +52,23 @@ log = logging.getLogger(__name__)
 # most one sweep interval), the last about 32 hours after the event, so a receiver that is
 # down for a day still gets everything. After the last one the endpoint is switched off.
 RETRY_SCHEDULE = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800, 28800)
-CLAIM_LEASE = timedelta(seconds=60)
+# Per phase (connect, each read or write), inside the attempt's wall-clock deadline.
 ATTEMPT_TIMEOUT = 10.0
+# A claimed attempt is given up (due again, and its slot counted free) this long after its
+# deadline: a worker that died mid-attempt. Longer than the task's hard time limit.
+CLAIM_MARGIN = timedelta(seconds=30)
 MAX_DESCRIPTION = 1000
+# pg_advisory_xact_lock(namespace, endpoint id): one claim at a time per endpoint, so that two
+# workers cannot both see a free slot and both take it.
+CLAIM_LOCK_NAMESPACE = 0x77680018
+
+
+def attempt_deadline() -> float:
+    return float(settings.WEBHOOK_ATTEMPT_DEADLINE)
+
+
+def claim_lease() -> timedelta:
+    return timedelta(seconds=attempt_deadline()) + CLAIM_MARGIN
 
 
 def _require_admin(actor: Actor) -> None:
@@ -143,11 +170,65 @@ def endpoint_delete(*, endpoint: Endpoint, actor: Actor) -> None:
     endpoint.delete()
 
 
-def _enqueue(delivery_id: int) -> None:
-    """Send the task by name (no import of tasks here). If the broker is away the delivery
-    stays due and the sweep sends it: an event is never lost to a broker outage."""
+# Picks, for each endpoint (or the ones listed), its oldest due deliveries that are not queued,
+# as many as its free slots (the limit minus those queued or in flight), and marks them queued
+# in the same statement, so two sweeps, or a sweep and a finished attempt, never pick the same
+# row twice (SKIP LOCKED) and nothing is queued twice while its lease runs.
+_QUEUE_DUE_SQL = """
+UPDATE webhooks_delivery AS d SET queued_until = %(until)s
+FROM (
+    SELECT pick.id FROM webhooks_endpoint AS e
+    CROSS JOIN LATERAL (
+        SELECT x.id FROM webhooks_delivery AS x
+        WHERE x.endpoint_id = e.id AND x.status = 'pending'
+          AND (x.next_attempt_at IS NULL OR x.next_attempt_at <= %(now)s)
+          AND (x.queued_until IS NULL OR x.queued_until <= %(now)s)
+        ORDER BY x.id
+        LIMIT GREATEST(0, %(limit)s - (
+            SELECT count(*) FROM webhooks_delivery AS y
+            WHERE y.endpoint_id = e.id AND y.status = 'pending'
+              AND (y.queued_until IS NOT NULL OR y.sending_until IS NOT NULL)
+              AND (y.queued_until > %(now)s OR y.sending_until > %(now)s)
+        ))
+        FOR UPDATE SKIP LOCKED
+    ) AS pick
+    WHERE {only}
+    LIMIT %(cap)s
+) AS picked
+WHERE d.id = picked.id
+RETURNING d.id
+"""
+
+
+def deliveries_queue_due(*, endpoint_ids: list[int] | None = None, cap: int = 500) -> list[int]:
+    """Queue what is due (of `endpoint_ids`, or of every endpoint), within each endpoint's
+    limit; returns the ids sent. Runs after commit or in a task, never in a request's
+    transaction. If the broker is away the deliveries are unmarked again and stay due: the sweep
+    sends them once it is back, so an event is never lost to a broker outage."""
+    now = timezone.now()
+    params: dict[str, Any] = {
+        "now": now,
+        "until": now + timedelta(seconds=settings.WEBHOOK_QUEUE_LEASE),
+        "limit": settings.WEBHOOK_ENDPOINT_CONCURRENCY,
+        "cap": cap,
+        "ids": endpoint_ids or [],
+    }
+    only = "e.id = ANY(%(ids)s)" if endpoint_ids is not None else "TRUE"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_QUEUE_DUE_SQL.format(only=only), params)
+        picked = sorted(row[0] for row in cursor.fetchall())
+    unsent = [delivery_id for delivery_id in picked if not _enqueue(delivery_id)]
+    if unsent:
+        Delivery.objects.filter(pk__in=unsent).update(queued_until=None)
+    return [delivery_id for delivery_id in picked if delivery_id not in set(unsent)]
+
+
+def _enqueue(delivery_id: int) -> bool:
+    """Send the task by name (no import of tasks here)."""
     # Behind the Redis breaker with short timeouts (core.enqueue): never raises.
-    enqueue.send("webhooks.tasks.webhook_deliver_task", what=f"webhook delivery {delivery_id}", delivery_id=delivery_id)
+    return enqueue.send(
+        "webhooks.tasks.webhook_deliver_task", what=f"webhook delivery {delivery_id}", delivery_id=delivery_id
+    )
 
 
 def event_subscribed(event: str) -> bool:
@@ -168,23 +249,49 @@ def event_emit(*, event: str, data: dict[str, Any]) -> int:
     created = Delivery.objects.bulk_create(
         Delivery(endpoint_id=pk, event=event, message_id=f"msg_{uuid.uuid4().hex}", payload=payload) for pk in endpoints
     )
-    for delivery in created:
-        transaction.on_commit(partial(_enqueue, delivery.pk))
+    transaction.on_commit(partial(deliveries_queue_due, endpoint_ids=endpoints))
     return len(created)
 
 
-def _claim(delivery_id: int) -> bool:
-    now = timezone.now()
-    return bool(
-        Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING)
-        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        .update(next_attempt_at=now + CLAIM_LEASE)
-    )
+def _claim(delivery_id: int) -> tuple[str, int | None]:
+    """Take the next attempt of a delivery: ("claimed", endpoint id), ("busy", endpoint id)
+    when its endpoint has its limit of attempts in flight (it stays due and is unmarked, so the
+    endpoint's next finished attempt or the sweep queues it again), or ("none", None) when it is
+    not due (done, or another worker has it: a redelivered message)."""
+    with transaction.atomic():
+        endpoint_id = (
+            Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING)
+            .values_list("endpoint_id", flat=True)
+            .first()
+        )
+        if endpoint_id is None:
+            return "none", None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [CLAIM_LOCK_NAMESPACE, endpoint_id])
+        now = timezone.now()
+        due = Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING).filter(
+            Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+        )
+        in_flight = Delivery.objects.filter(
+            endpoint_id=endpoint_id, status=DeliveryStatus.PENDING, sending_until__gt=now
+        ).count()
+        if in_flight >= settings.WEBHOOK_ENDPOINT_CONCURRENCY:
+            return ("busy" if due.update(queued_until=None) else "none"), endpoint_id
+        lease = now + claim_lease()
+        if not due.update(next_attempt_at=lease, sending_until=lease, queued_until=None):
+            return "none", None
+        return "claimed", endpoint_id
+
+
+def _signature(endpoint: Endpoint, delivery: Delivery, body: str, sent_at: Any) -> str:
+    return Webhook(endpoint.secret).sign(delivery.message_id, sent_at, body)
 
 
 def _post(endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str, int]:
-    """One HTTP attempt: (status or None, error text, latency in ms). Runs outside any
-    transaction: a slow receiver must not hold a database row lock."""
+    """One HTTP attempt: (status or None, error text, latency in ms), within the attempt's
+    wall-clock deadline (resolving included) and to the address checked. Runs outside any
+    transaction: a slow receiver must not hold a database row lock. Only the status line and
+    headers are waited for: the body is never read."""
     body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False)
     sent_at = timezone.now()
     headers = {
@@ -192,29 +299,48 @@ def _post(endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str, int]
         "user-agent": "prompt-registry-webhooks/1",
         "webhook-id": delivery.message_id,
         "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": Webhook(endpoint.secret).sign(delivery.message_id, sent_at, body),
+        "webhook-signature": _signature(endpoint, delivery, body, sent_at),
     }
     started = time.monotonic()
+    deadline = started + attempt_deadline()
     try:
-        check_url(endpoint.url)
-        response = httpx.post(endpoint.url, content=body.encode(), headers=headers, timeout=ATTEMPT_TIMEOUT)
-        status, error = response.status_code, ""
+        resolved = resolve(endpoint.url, timeout=attempt_deadline())
+        transport = PinnedTransport(resolved, deadline=deadline)
+        with (
+            httpx.Client(transport=transport, trust_env=False, timeout=ATTEMPT_TIMEOUT) as client,
+            client.stream("POST", endpoint.url, content=body.encode(), headers=headers) as response,
+        ):
+            status, error = response.status_code, ""
     except UrlNotAllowed as exc:
         status, error = None, str(exc)
     except httpx.HTTPError as exc:
         status, error = None, f"{type(exc).__name__}: {exc}"[:500]
+        if isinstance(exc, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
+            status, error = None, f"The attempt's deadline ({attempt_deadline():g} s) passed ({error})."[:500]
     return status, error, int((time.monotonic() - started) * 1000)
 
 
 def delivery_attempt(*, delivery_id: int) -> str | None:
-    """Make the next attempt of a delivery if it is due and nobody else is making it; returns
-    the status it ends in, or None when there was nothing to do (idempotent under redelivery)."""
-    if not _claim(delivery_id):
-        return None
+    """Make the next attempt of a delivery if it is due, nobody else is making it and its
+    endpoint has a free slot; returns the status it ends in, "busy" when the endpoint had no
+    free slot, or None when there was nothing to do (idempotent under redelivery). Afterwards
+    queues the endpoint's next due delivery into the slot it frees."""
+    claimed, endpoint_id = _claim(delivery_id)
+    if claimed != "claimed" or endpoint_id is None:
+        return "busy" if claimed == "busy" else None
+    try:
+        return _attempt(delivery_id)
+    finally:
+        deliveries_queue_due(endpoint_ids=[endpoint_id])
+
+
+def _attempt(delivery_id: int) -> str:
     delivery = Delivery.objects.select_related("endpoint").get(pk=delivery_id)
     endpoint = delivery.endpoint
     if not endpoint.active:
-        Delivery.objects.filter(pk=delivery_id).update(status=DeliveryStatus.SKIPPED, next_attempt_at=None)
+        Delivery.objects.filter(pk=delivery_id).update(
+            status=DeliveryStatus.SKIPPED, next_attempt_at=None, sending_until=None
+        )
         return DeliveryStatus.SKIPPED
     status, error, latency = _post(endpoint, delivery)
     ok = status is not None and 200 <= status < 300
@@ -225,6 +351,7 @@ def delivery_attempt(*, delivery_id: int) -> str | None:
         delivery.attempts += 1
         delivery.last_attempt_at, delivery.response_status = now, status
         delivery.latency_ms, delivery.error = latency, error
+        delivery.sending_until = None
         if ok:
             delivery.status, delivery.delivered_at, delivery.next_attempt_at = DeliveryStatus.SUCCEEDED, now, None
         elif delivery.attempts <= len(RETRY_SCHEDULE):
@@ -246,11 +373,13 @@ def _switch_off(*, endpoint_id: int, why: str) -> None:
 
 
 def deliveries_due(*, limit: int = 500) -> list[int]:
-    """Ids of pending deliveries whose attempt is due (the retry sweep's work list)."""
+    """Ids of pending deliveries whose attempt is due and that are not queued (what the retry
+    sweep will queue, within each endpoint's limit)."""
     now = timezone.now()
     return list(
         Delivery.objects.filter(status=DeliveryStatus.PENDING)
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .filter(Q(queued_until__isnull=True) | Q(queued_until__lte=now))
         .order_by("id")
         .values_list("pk", flat=True)[:limit]
     )
@@ -264,7 +393,8 @@ def delivery_redeliver(*, delivery: Delivery, actor: Actor) -> Delivery:
     if not delivery.endpoint.active:
         raise Conflict("The endpoint is switched off; switch it on first (PATCH active=true).")
     delivery.status, delivery.attempts, delivery.next_attempt_at = DeliveryStatus.PENDING, 0, None
-    delivery.save(update_fields=["status", "attempts", "next_attempt_at"])
+    delivery.queued_until = None
+    delivery.save(update_fields=["status", "attempts", "next_attempt_at", "queued_until"])
     audit_record(
         actor=actor,
         action="webhook.redelivered",
@@ -272,5 +402,5 @@ def delivery_redeliver(*, delivery: Delivery, actor: Actor) -> Delivery:
         target=str(delivery.endpoint_id),
         data={"message_id": delivery.message_id},
     )
-    transaction.on_commit(lambda: _enqueue(delivery.pk))
+    transaction.on_commit(partial(deliveries_queue_due, endpoint_ids=[delivery.endpoint_id]))
     return delivery

@@ -1,10 +1,22 @@
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from webhooks import services
 
+# Both run on the `deliveries` queue (CELERY_TASK_ROUTES). The time limits are a backstop: the
+# attempt itself ends within WEBHOOK_ATTEMPT_DEADLINE (webhooks.transport).
+_LIMIT = settings.WEBHOOK_ATTEMPT_DEADLINE
 
-@shared_task(acks_late=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3)
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+    soft_time_limit=_LIMIT + 10,
+    time_limit=_LIMIT + 20,
+)
 def webhook_deliver_task(*, delivery_id: int) -> str | None:
     # Idempotent: the claim in delivery_attempt lets only one attempt through per due time.
     return services.delivery_attempt(delivery_id=delivery_id)
@@ -12,9 +24,6 @@ def webhook_deliver_task(*, delivery_id: int) -> str | None:
 
 @shared_task(acks_late=True, max_retries=0)
 def webhook_retry_sweep_task() -> int:
-    """The backstop and the retry clock: send every due delivery (retries, lost enqueues)."""
-    due = services.deliveries_due()
-    for delivery_id in due:
-        # Fan out: one slow receiver must not hold up the others' retries.
-        webhook_deliver_task.delay(delivery_id=delivery_id)
-    return len(due)
+    """The backstop and the retry clock: queue every due delivery (retries, lost messages),
+    each once, within each endpoint's concurrency limit (webhooks.services)."""
+    return len(services.deliveries_queue_due())

@@ -3,7 +3,10 @@ POSTs wherever an admin says is a way into the private network behind it (SSRF).
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
@@ -12,22 +15,40 @@ class UrlNotAllowed(ValueError):
     pass
 
 
-def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# getaddrinfo cannot be interrupted: it runs here so that an attempt can stop waiting for it.
+_resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A URL's host and port and the addresses it resolved to, every one of them checked: the
+    delivery connects to addresses[0] (webhooks.transport), never resolving again."""
+
+    host: str
+    port: int
+    addresses: tuple[Address, ...]
+
+
+def _addresses(host: str, port: int, timeout: float | None = None) -> list[Address]:
     try:
         literal = ipaddress.ip_address(host.strip("[]"))
         return [literal]
     except ValueError:
         pass
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM).result(timeout)
     except (socket.gaierror, UnicodeError):
         raise UrlNotAllowed(f"The host {host!r} does not resolve.") from None
-    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    except FutureTimeout:
+        raise UrlNotAllowed(f"The host {host!r} did not resolve in time.") from None
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addresses:
+        raise UrlNotAllowed(f"The host {host!r} does not resolve.")
+    return addresses
 
 
-def check_url(url: str) -> str:
-    """Return `url` if a delivery may go there, else raise UrlNotAllowed saying why.
-    Checked when an endpoint is saved and again before every attempt (DNS can change)."""
+def _parts(url: str) -> tuple[SplitResult, str, int]:
     try:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -37,12 +58,34 @@ def check_url(url: str) -> str:
         raise UrlNotAllowed("Use an http:// or https:// URL with a host.")
     if parts.username or parts.password:
         raise UrlNotAllowed("Credentials in the URL would be stored and shown; the signature authenticates us.")
+    return parts, parts.hostname, port
+
+
+def _check(host: str, addresses: list[Address]) -> None:
     if settings.WEBHOOK_ALLOW_PRIVATE_URLS:
-        return url
-    for address in _addresses(parts.hostname, port):
+        return
+    for address in addresses:
         if not address.is_global or address.is_multicast:
             raise UrlNotAllowed(
-                f"{parts.hostname} is a loopback, link-local, private or reserved address ({address}); "
+                f"{host} is a loopback, link-local, private or reserved address ({address}); "
                 "set WEBHOOK_ALLOW_PRIVATE_URLS=1 to allow such endpoints."
             )
+
+
+def check_url(url: str) -> str:
+    """Return `url` if a delivery may go there, else raise UrlNotAllowed saying why.
+    Checked when an endpoint is saved; every attempt checks again with `resolve`."""
+    _, host, port = _parts(url)
+    if not settings.WEBHOOK_ALLOW_PRIVATE_URLS:
+        _check(host, _addresses(host, port))
     return url
+
+
+def resolve(url: str, *, timeout: float | None = None) -> Resolved:
+    """Resolve `url`'s host once (waiting at most `timeout` seconds) and check every address
+    (DNS can change after the endpoint was saved); the attempt then connects to what this
+    returns, so there is no second lookup an attacker's DNS could answer differently."""
+    _, host, port = _parts(url)
+    addresses = _addresses(host, port, timeout)
+    _check(host, addresses)
+    return Resolved(host=host.strip("[]"), port=port, addresses=tuple(addresses))
