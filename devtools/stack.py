@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # point it elsewhere so that they never touch a developer's .run/.
 RUN_DIR = Path(os.environ.get("STACK_RUN_DIR") or ROOT / ".run")
 BIN = Path(sys.executable).parent
+BANNER_DELAY = 3.0  # seconds between /readyz answering and the closing banner
 
 
 def free_port() -> int:
@@ -255,7 +256,9 @@ def run(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
 
     def announce() -> None:
-        if _wait_ready(f"http://127.0.0.1:{port}/readyz", 120, stopping):
+        # The workers log their last start-up lines (mingle, "ready") about a second after the
+        # web server is ready: wait past them, so that the banner is not pushed up at once.
+        if _wait_ready(f"http://127.0.0.1:{port}/readyz", 120, stopping) and not stopping.wait(BANNER_DELAY):
             print(banner(port, password=password_file.read_text().strip(), env_file=env_file), flush=True)
 
     threading.Thread(target=announce, name="banner", daemon=True).start()
