@@ -116,3 +116,25 @@ def test_live_and_draining_versions_stay_on_the_dashboard_however_old(bundle, pr
     old = timezone.now() - timedelta(days=400)
     BundleVersion.objects.filter(bundle=bundle).update(draining_since=old, drained_at=old, state=state)
     assert [v["state"] for v in _drain_data(None)[0]["versions"]] == [state]
+
+
+def test_the_migration_backfills_the_rollups_from_the_raw_rows(ops, agent):
+    import importlib
+
+    from django.db import connection
+
+    from metrics.models import VersionUsage
+
+    backfill = importlib.import_module("metrics.migrations.0003_backfill_rollups")
+    ops.post("/api/v1/bundles/", {"name": "support", "description": "d"})
+    ops.post("/api/v1/bundles/support/versions/", {"message": "m", "content": skills_content()})
+    for _ in range(3):
+        sid = agent.post("/api/v1/sessions/", {"bundle": "support", "version": 1}).json()["id"]
+        agent.post(f"/api/v1/sessions/{sid}/route/", {"messages": [{"role": "user", "content": "a refund"}], "k": 2})
+        agent.post(f"/api/v1/sessions/{sid}/turns/", {"turn": 1, "invoked": ["refund_order"]})
+    live = agent.get("/api/v1/bundles/support/versions/1/metrics/").json()
+    VersionUsage.objects.all().delete()  # as before the rollups existed
+    backfill.SESSION_CHUNK = backfill.TURN_CHUNK = 2  # several chunks
+    backfill.backfill(None, connection.schema_editor())
+    assert agent.get("/api/v1/bundles/support/versions/1/metrics/").json() == live
+    assert agent.get("/api/v1/bundles/support/versions/1/usage/").json()["sessions_started"] == 3

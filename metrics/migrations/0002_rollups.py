@@ -4,52 +4,6 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
-# Counts of what happened before the rollups existed, once, from the raw rows: sessions per
-# version, and the routing counts and latency histogram (metrics.usage.latency_bucket in SQL)
-# from the skill turns. Reads take no lock that blocks a session start or a turn; the rows
-# written are the rollup rows, which only the usage flush (a few per 5 s) also writes.
-BACKFILL = r"""
-INSERT INTO metrics_versionusage (version_id, fetches, sessions_started, first_used_at, last_used_at)
-SELECT version_id, 0, count(*), min(started_at), max(GREATEST(last_seen_at, ended_at))
-FROM sessions_app_session GROUP BY version_id
-ON CONFLICT (version_id) DO UPDATE SET sessions_started = EXCLUDED.sessions_started,
-    first_used_at = EXCLUDED.first_used_at,
-    last_used_at = GREATEST(metrics_versionusage.last_fetch_at, EXCLUDED.last_used_at);
-
-WITH turns AS (
-    SELECT version_id, number, latency_us, invoked,
-        resident || routed || session_skills AS loaded, routed,
-        CASE WHEN latency_us <= 1 THEN 0
-             ELSE LEAST(99, GREATEST(0, ceil(4 * log(2, latency_us::numeric))::int - 1)) END AS bucket
-    FROM skills_skillturn
-), per_version AS (
-    SELECT version_id, count(*) AS turns, count(*) FILTER (WHERE number = 1) AS routed_sessions,
-        count(*) FILTER (WHERE invoked IS NOT NULL) AS reported_turns,
-        coalesce(sum(jsonb_array_length(invoked)), 0) AS invocations,
-        coalesce(sum((SELECT count(*) FROM jsonb_array_elements_text(invoked) AS n WHERE loaded ? n)), 0)
-            AS invocation_hits,
-        coalesce(sum(jsonb_array_length(routed)) FILTER (WHERE invoked IS NOT NULL), 0) AS routed_loads,
-        coalesce(sum((SELECT count(*) FROM jsonb_array_elements_text(routed) AS n WHERE NOT invoked ? n))
-            FILTER (WHERE invoked IS NOT NULL), 0) AS invalid_loads
-    FROM turns GROUP BY version_id
-), histogram AS (
-    SELECT v.version_id, array_agg(coalesce(c.n, 0) ORDER BY b) AS buckets
-    FROM (SELECT DISTINCT version_id FROM turns) v CROSS JOIN generate_series(0, 99) AS b
-    LEFT JOIN (SELECT version_id, bucket, count(*) AS n FROM turns GROUP BY 1, 2) c
-        ON c.version_id = v.version_id AND c.bucket = b
-    GROUP BY v.version_id
-)
-INSERT INTO metrics_versionusage (version_id, fetches, turns, routed_sessions, reported_turns, invocations,
-    invocation_hits, routed_loads, invalid_loads, latency_buckets)
-SELECT p.version_id, 0, turns, routed_sessions, reported_turns, invocations, invocation_hits, routed_loads,
-    invalid_loads, buckets
-FROM per_version p JOIN histogram h ON h.version_id = p.version_id
-ON CONFLICT (version_id) DO UPDATE SET turns = EXCLUDED.turns, routed_sessions = EXCLUDED.routed_sessions,
-    reported_turns = EXCLUDED.reported_turns, invocations = EXCLUDED.invocations,
-    invocation_hits = EXCLUDED.invocation_hits, routed_loads = EXCLUDED.routed_loads,
-    invalid_loads = EXCLUDED.invalid_loads, latency_buckets = EXCLUDED.latency_buckets;
-"""
-
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -157,5 +111,4 @@ class Migration(migrations.Migration):
                 "constraints": [models.UniqueConstraint(fields=("version", "day"), name="versionday_unique")],
             },
         ),
-        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]
