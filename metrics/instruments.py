@@ -44,16 +44,35 @@ def version_drained(*, bundle: str, seconds: float | None) -> None:
         DRAIN_SECONDS.observe(max(seconds, 0.0))
 
 
+# Every label value is one of a bounded set: never a client's text as it came. The method is a
+# client's token (any 1 to 200 characters the server passes on), so it is one of RFC 9110's
+# methods or "other"; routes are URL templates (Django's resolver_match.route, the fast lane's
+# table) or "unmatched", never paths; statuses are the ones the app answers with; bundle names
+# only ever come from rows that exist.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+# A ceiling on the cached children, should a bug ever let an unbounded value through: past it the
+# pair is looked up each time rather than kept (prometheus_client keeps its own children anyway).
+_CHILDREN_MAX = 4096
+
+
+def method_label(method: str) -> str:
+    """The `method` label of a request: the standard method, or "other"."""
+    return method if method in METHODS else "other"
+
+
 _children: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # (route, method, status) -> labelled pair
 
 
 def request_answered(*, route: str, method: str, status: int, seconds: float) -> None:
+    method = method_label(method)
     # .labels() looks the child up under a lock each time: keep the pair (bounded by routes).
     pair = _children.get((route, method, status))
     if pair is None:
-        pair = _children[(route, method, status)] = (
+        pair = (
             REQUESTS.labels(route=route, method=method, status=str(status)),
             REQUEST_SECONDS.labels(route=route, method=method),
         )
+        if len(_children) < _CHILDREN_MAX:
+            _children[(route, method, status)] = pair
     pair[0].inc()
     pair[1].observe(seconds)
