@@ -19,7 +19,17 @@ from typing import Any
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
-from config.dispatch import ASGIApp, BodyTimeout, BodyTooLarge, Receive, Scope, Send, buffered_body, send_json
+from config.dispatch import (
+    KEY_NOT_WORKING,
+    ASGIApp,
+    BodyTimeout,
+    BodyTooLarge,
+    Receive,
+    Scope,
+    Send,
+    buffered_body,
+    send_json,
+)
 
 TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"The request body is over 2 MiB.","details":{}}}'
 TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request body did not arrive in time.","details":{}}}'
@@ -68,10 +78,17 @@ def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
     if client:
         environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = client[0], str(client[1])
     for raw_name, raw_value in scope.get("headers", []):
+        if b"_" in raw_name:
+            # `X_Forwarded_For` would become HTTP_X_FORWARDED_FOR, the same key as the real
+            # header, and forge the client address: drop such names, as nginx, gunicorn and
+            # Django's runserver do (only the exact dashed header is ever read).
+            continue
         name = raw_name.decode("latin1").upper().replace("-", "_")
         key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
         value = raw_value.decode("latin1")
         environ[key] = f"{environ[key]},{value}" if key in environ else value
+    if KEY_NOT_WORKING in scope:  # not an HTTP_ name: no client can set it
+        environ[KEY_NOT_WORKING] = scope[KEY_NOT_WORKING]
     # The body has been read whole (also when it came chunked, without a Content-Length).
     environ["CONTENT_LENGTH"] = str(len(body))
     return environ
