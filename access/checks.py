@@ -8,7 +8,8 @@ from access.ratelimit import parse_rate
 def check_rates(app_configs, **kwargs):
     """A malformed rate must stop the process at start, not fail every request."""
     rates = {f"API_THROTTLE_RATES[{k!r}]": v for k, v in settings.API_THROTTLE_RATES.items()}
-    rates["ADMIN_LOGIN_RATE"] = settings.ADMIN_LOGIN_RATE
+    for name in ("ADMIN_LOGIN_RATE", "ADMIN_LOGIN_ACCOUNT_RATE", "AUTH_FAILURE_RATE"):
+        rates[name] = getattr(settings, name)
     errors = []
     for name, rate in rates.items():
         if not rate:

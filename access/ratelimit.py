@@ -102,6 +102,15 @@ def seconds_until_allowed(*, group: str, key: str, rate: str | None, local_fallb
     return _wait(count=count, limit=limit, group=group, period=period, window=window, now=now)
 
 
+def auth_failure_wait(*, client_ip: str | None) -> int | None:
+    """Count one request from `client_ip` whose API key is not a working key against
+    AUTH_FAILURE_RATE: None while within it (answer 401), else the seconds to wait (answer 429).
+    Only failures are counted (one round trip each), so a working key's request pays nothing and
+    is never refused by it, also from an address shared with a guesser. Fails open without
+    Redis (the breaker's rules), like the API budgets: a 401 then."""
+    return seconds_until_allowed(group="auth-failure", key=client_ip or "unknown", rate=settings.AUTH_FAILURE_RATE)
+
+
 def api_throttle_waits(*, requests: list[tuple[Any, str]]) -> list[int | None]:
     """The per-key API budget (API_THROTTLE_RATES) for (actor, method) requests: count them and
     return for each None when allowed, else seconds to wait. Reads are GET/HEAD/OPTIONS. One

@@ -7,11 +7,14 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Throttled
 from rest_framework.request import Request
 
 from access.actors import Actor
-from access.services import api_key_authenticate
+from access.ratelimit import auth_failure_wait
+from access.services import api_key_authenticate, api_key_lookup
+from audit.context import client_ip
+from config.dispatch import KEY_NOT_WORKING
 
 
 def request_actor(request: Request) -> Actor | None:
@@ -43,8 +46,14 @@ class ApiKeyAuthentication(BaseAuthentication):
             secret = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("The API key is not valid.") from None
-        actor = api_key_authenticate(secret=secret)
+        lookup = api_key_lookup(secret)
+        # The fast lane looked this key up before it declined the request: once is enough.
+        known_bad = lookup is not None and request.META.get(KEY_NOT_WORKING) == lookup[1]
+        actor = None if known_bad else api_key_authenticate(secret=secret)
         if actor is None:
+            wait = auth_failure_wait(client_ip=client_ip(request))
+            if wait is not None:
+                raise Throttled(wait, detail=f"Too many requests with a key that is not valid; retry in {wait} s.")
             raise AuthenticationFailed("The API key is not valid: it is unknown, expired or revoked.")
         return (None, actor)
 

@@ -28,7 +28,8 @@ read of PostgreSQL that started after the call arrived. Errors are rendered by
 api.errors.exception_handler, so their bodies are the contract's to the byte. Anything unusual
 is declined (config.dispatch.Decline) before any work is counted and goes to Django, which
 answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
-is Django's), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP request that
+is Django's; the decline says the key is not working, config.dispatch.KEY_NOT_WORKING, so that
+Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP request that
 SECURE_SSL_REDIRECT would redirect, a database connection error (Django's path reconnects and
 reports it). Headers are the ones Django's middleware would add (tests/test_fastlane.py
 compares both paths, one by one and batched)."""
@@ -71,6 +72,7 @@ from api.parsers import SafeJSONParser
 from api.serializers import RenderIn, session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
 from config.dispatch import (
+    KEY_NOT_WORKING,
     Decline,
     Receive,
     Scope,
@@ -139,6 +141,15 @@ _FETCH_SQL = (
 _START_SQL = (
     f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
 )
+
+
+class _KeyNotWorking(Decline):
+    """Declined because the Bearer key is not a working key: Django answers (401, or 429 past the
+    failed-auth budget) without looking the key up again (config.dispatch.KEY_NOT_WORKING)."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__()
+        self.digest = digest
 
 
 @dataclass
@@ -238,7 +249,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
             rows = cursor.fetchall()
         actor = api_key_match(rows, lookup[1])
         if actor is None:
-            raise Decline
+            raise _KeyNotWorking(lookup[1])
         wait = api_throttle_wait(actor=actor, method="POST")
         if wait is not None:
             return _error(Throttled(wait))
@@ -345,7 +356,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: byte
             raise Decline from None
         actor = api_key_match(rows, digest)
         if actor is None:
-            raise Decline
+            raise _KeyNotWorking(digest)
         row = next(row for row in rows if row[0] == actor.api_key_id)
         wait = api_throttle_wait(actor=actor, method=_ROUTES[kind][0])
         if wait is not None:
@@ -411,6 +422,7 @@ class Call:
     digest: str
     if_none_match: str | None
     body: bytes = b""
+    key_not_working: bool = False  # the batch read found no working key with this secret
 
 
 def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
@@ -479,6 +491,7 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
     for i, n in enumerate(indexes):
         call = calls[n]
         key = key_row(found[i], call.digest)
+        call.key_not_working = key is None
         if key is None or key_use_due(key, now) or key[_N_KEY + 1] is None:
             continue  # no such key, a last_used_at write due, or no such session
         owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[_N_KEY:]
@@ -527,6 +540,7 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
     plain: list[tuple[int, Actor, Any]] = []
     for i, n in enumerate(wanted):
         key = key_row(found[i], calls[n].digest)
+        calls[n].key_not_working = key is None
         if key is None or key_use_due(key, now) or key[_N_KEY] is None:
             continue  # no such key, a last_used_at write due, or no such bundle
         actor = key_actor(key)
@@ -780,10 +794,15 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     call = _call_of(kind, session_id, headers, body)
     if call is not None:
         answer = await _batcher(kind).submit(call)
+        if answer is None and call.key_not_working:  # looked up once: Django answers, not again
+            scope[KEY_NOT_WORKING] = call.digest
+            raise Decline(replay(body))
     try:
         if answer is None:
             answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
-    except Decline:
+    except Decline as decline:
+        if isinstance(decline, _KeyNotWorking):
+            scope[KEY_NOT_WORKING] = decline.digest
         raise Decline(replay(body)) from None
     method, route, allow = _ROUTES[kind]
     response_headers = [

@@ -6,8 +6,10 @@ no request argument and work the same from commands and tasks (where it is empty
 import ipaddress
 import re
 import uuid
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -32,6 +34,23 @@ def client_ip(request) -> str | None:
         if len(forwarded) >= hops and _is_ip(forwarded[-hops]):
             return forwarded[-hops]
     return request.META.get("REMOTE_ADDR") or None
+
+
+class _ScopeMeta:
+    """Enough of a request for client_ip, from an ASGI scope: only the exact `x-forwarded-for`
+    header counts (`x_forwarded_for` is another header, never read)."""
+
+    def __init__(self, scope: Mapping[str, Any]) -> None:
+        client = scope.get("client")
+        self.META = {"REMOTE_ADDR": client[0] if client else ""}
+        forwarded = [value for name, value in scope.get("headers") or [] if name == b"x-forwarded-for"]
+        if forwarded:
+            self.META["HTTP_X_FORWARDED_FOR"] = b",".join(forwarded).decode("latin1")
+
+
+def scope_client_ip(scope: Mapping[str, Any]) -> str | None:
+    """client_ip of an ASGI request (MCP, which has no Django request)."""
+    return client_ip(_ScopeMeta(scope))
 
 
 def _is_ip(text: str) -> bool:

@@ -250,6 +250,12 @@ API_THROTTLE_RATES = {
     "write": env_str("API_THROTTLE_WRITE", "600/m"),
 }
 ADMIN_LOGIN_RATE = env_str("ADMIN_LOGIN_RATE", "10/m")  # POSTs to the admin login, per client address
+# POSTs to the admin login per user name, whatever address they come from (a guesser with many
+# addresses); a sign-in over it is refused without checking the password.
+ADMIN_LOGIN_ACCOUNT_RATE = env_str("ADMIN_LOGIN_ACCOUNT_RATE", "20/10m")
+# Requests per client address whose API key is not a working key (unknown, expired, revoked);
+# past it those get 429 instead of 401. A working key is never refused by it.
+AUTH_FAILURE_RATE = env_str("AUTH_FAILURE_RATE", "60/m")
 
 
 SPECTACULAR_SETTINGS = {

@@ -22,20 +22,22 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
-from access.ratelimit import seconds_until_allowed
+from access.ratelimit import auth_failure_wait, seconds_until_allowed
 from access.services import api_key_authenticate
+from audit.context import scope_client_ip
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, run_django
 
 logger = logging.getLogger(__name__)
 PATH = "/mcp"
 
 
-def _admit(*, secret: str) -> tuple[Actor | None, int | None]:
+def _admit(*, secret: str, client_ip: str | None) -> tuple[Actor | None, int | None]:
     """The key's Actor (None: no working key) and, when over its budget, the seconds to wait.
-    MCP requests count against the same per-key budget as the REST API's reads."""
+    MCP requests count against the same per-key budget as the REST API's reads; a key that is
+    not working (one lookup) counts against the client address's failed-auth budget."""
     actor = api_key_authenticate(secret=secret)
     if actor is None:
-        return None, None
+        return None, auth_failure_wait(client_ip=client_ip)
     wait = seconds_until_allowed(
         group="api-read", key=str(actor.api_key_id or actor.name), rate=settings.API_THROTTLE_RATES.get("read")
     )
@@ -118,8 +120,10 @@ class McpApp:
                 [(b"www-authenticate", b'Bearer realm="api"')],
             )
             return
-        actor, wait = await run_django(_admit, secret=authorization[1].decode("latin-1"))
-        if actor is None:
+        actor, wait = await run_django(
+            _admit, secret=authorization[1].decode("latin-1"), client_ip=scope_client_ip(scope)
+        )
+        if actor is None and wait is None:
             await _error(
                 send,
                 401,
