@@ -1,3 +1,4 @@
+import hashlib
 import sys
 
 from django.conf import settings
@@ -12,7 +13,7 @@ from api.errors import error_response, is_unavailable, unavailable_response
 from audit.context import client_ip
 from config.celery import app as celery_app
 from config.index import favicon, index
-from metrics.views import metrics
+from metrics.views import metrics, operator_request
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -20,7 +21,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready when the database and the broker both answer, within about a second."""
+    """Ready when the database and the broker both answer, within about a second. What failed
+    (exception class names) is shown to loopback clients and to those that send the metrics
+    token only; anyone else gets the status (and the status code)."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -35,7 +38,10 @@ def readyz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:
         checks["broker"] = f"error: {type(exc).__name__}"
     ready = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    answer: dict[str, object] = {"status": "ok" if ready else "unavailable"}
+    if operator_request(request):
+        answer["checks"] = checks
+    return JsonResponse(answer, status=200 if ready else 503)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
@@ -57,11 +63,21 @@ def server_error(request: HttpRequest) -> JsonResponse:
 
 
 def rate_limited_login(request: HttpRequest):
-    """The admin login, with failed-password guessing limited per client address."""
+    """The admin login, with password guessing limited per client address and per user name
+    (a guesser with many addresses), each counted before the password is checked."""
     if request.method == "POST":
         wait = seconds_until_allowed(
             group="admin-login", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE, local_fallback=True
         )
+        if wait is None:
+            # The name as the login form reads it; hashed, so any text is a short Redis key.
+            username = request.POST.get("username", "")[:1000].strip().lower()
+            wait = seconds_until_allowed(
+                group="admin-login-account",
+                key=hashlib.sha256(username.encode("utf-8", "replace")).hexdigest()[:32],
+                rate=settings.ADMIN_LOGIN_ACCOUNT_RATE,
+                local_fallback=True,
+            )
         if wait is not None:
             response = HttpResponse("Too many sign-in attempts; try again in a minute.", status=429)
             response["Retry-After"] = str(wait)

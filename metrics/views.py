@@ -25,17 +25,32 @@ def _exposition() -> bytes:
     return generate_latest(counters) + generate_latest(_DATABASE)
 
 
-def _allowed(request: HttpRequest) -> bool:
-    """With METRICS_TOKEN set, a scrape must send it as a Bearer token; without it only
-    clients on loopback are answered (the address as the trusted proxies report it)."""
+def _token_sent(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
-    if token:
-        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(sent.encode(), token.encode())
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    return bool(token) and hmac.compare_digest(sent.encode(), token.encode())
+
+
+def _from_loopback(request: HttpRequest) -> bool:
+    """The client is on loopback (the address as the trusted proxies report it)."""
     try:
         return ipaddress.ip_address(client_ip(request) or "").is_loopback
     except ValueError:
         return False
+
+
+def _allowed(request: HttpRequest) -> bool:
+    """With METRICS_TOKEN set, a scrape must send it as a Bearer token; without it only
+    clients on loopback are answered."""
+    if settings.METRICS_TOKEN:
+        return _token_sent(request)
+    return _from_loopback(request)
+
+
+def operator_request(request: HttpRequest) -> bool:
+    """Whether `request` may see operational details (/readyz's checks): a loopback client, or
+    one that sends the metrics token."""
+    return _from_loopback(request) or _token_sent(request)
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
