@@ -634,11 +634,11 @@ def test_the_proxy_buffers_slow_clients_and_caps_bodies_at_the_apps_limit():
 def test_the_proxy_answers_its_own_refusals_in_the_apis_error_shape():
     text = NGINX_CONF.read_text()
     bodies = re.findall(r"return (\d+) '([^']*)'", text)
-    assert {status for status, _ in bodies} == {"413", "503"}
+    assert {status for status, _ in bodies} == {"400", "413", "503"}
     for status, body in bodies:
         error = json.loads(body)["error"]
         assert set(error) == {"code", "message", "details"}
-        assert error["code"] == {"413": "payload_too_large", "503": "unavailable"}[status]
+        assert error["code"] == {"400": "validation_error", "413": "payload_too_large", "503": "unavailable"}[status]
 
 
 NGINX = "/usr/sbin/nginx"
