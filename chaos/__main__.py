@@ -8,8 +8,8 @@ drained early (with an active session), an acknowledged write missing afterwards
 than 503 during an outage (or any 5xx to hostile input), no 503 within 5 s of PostgreSQL
 freezing or no success within 2 s of it answering again, a request over 2 s with Redis hung,
 a drain not done after a worker came back, a session expired twice, a slow client holding up
-other requests, a key reading a knowledge pack outside its scope. Figures from a full run are
-in docs/reliability.md."""
+other requests, a key reading a knowledge pack outside its scope, a metrics series added by
+hostile input. Figures from a full run are in docs/reliability.md."""
 
 import argparse
 import json
@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from chaos.client import Api, Load, bundle_with_label, move_to_v2, percentile, version_state
 from chaos.hostile import corpus
+from chaos.metrics_series import metrics_series
 from chaos.pg_hang import postgres_hang
 from chaos.scope import cross_scope
 from chaos.stack import Stack
@@ -324,8 +325,10 @@ def hostile(stack: Stack, api: Api) -> list[Row]:
         status, data, _ = api.raw(method, path, body, headers)
         statuses[status] += 1
         if "Content-Length" in headers:
-            # Broken HTTP framing is refused by the HTTP server itself (a bare 400) before any
-            # application code runs; the API's error shape cannot apply there.
+            # Broken HTTP framing (-1, 99999999999999999999) is refused by the HTTP server
+            # itself (a bare 400) before any application code runs, so the API's error shape
+            # cannot apply here; in production nginx refuses it first, in the error shape
+            # (deploy/nginx.conf, tests/test_edge_hardening.py runs it).
             framing += status == 400
             continue
         if status >= 400:
@@ -373,6 +376,10 @@ def main() -> int:
         bundle_with_label(api, "load")
         steps: list[tuple[str, Callable[[], list[Row]]]] = [
             ("hostile input", lambda: hostile(stack, api)),
+            (
+                "metrics series",
+                lambda: metrics_series(stack, api, methods=1000 if short else 5000, each=100 if short else 500),
+            ),
             ("slow bodies", lambda: slow_bodies(stack, 8)),
             ("cross-scope reads", lambda: cross_scope(stack, 3 if short else 20, 4 if short else 8)),
             ("worker kills", lambda: worker_kills(stack, api, 3 if short else 20)),

@@ -75,6 +75,7 @@ def corpus(session_id: str) -> Iterator[tuple[str, str, bytes | None, dict[str, 
         for content_type in CONTENT_TYPES:
             yield method, path, _body(valid), {"Content-Type": content_type}
         yield method, path, _body(valid), {"Content-Length": "-1"}
+        yield method, path, _body(valid), {"Content-Length": "99999999999999999999"}
         yield method, path, _body(valid), {"Accept": "text/html"}
     doc = content("hostile")
     tool = doc["tools"][0]

@@ -117,7 +117,11 @@ class Stack:
             "WEBHOOK_ALLOW_PRIVATE_URLS": "1",
             "WEBHOOK_ATTEMPT_DEADLINE": "5",
             "LOG_LEVEL": "INFO",
+            # As in make run and the image: every process's counters in one place, so that a
+            # scrape sees all of them whichever web process answers it.
+            "PROMETHEUS_MULTIPROC_DIR": str(self.dir / "prometheus"),
         }
+        (self.dir / "prometheus").mkdir()
         self.pg_user = None
         if os.geteuid() == 0:  # PostgreSQL refuses to run as root: pgserver's own system user
             from pgserver.utils import ensure_user_exists
