@@ -95,7 +95,7 @@ def metrics_series(stack: Stack, api: Api, *, methods: int, each: int) -> list[R
     added = _series(api) - before
     sent = sum(statuses.values())
     bad = sum(n for status, n in statuses.items() if status >= 500 or status == 0)
-    shown = ", ".join(sorted({f"{name}{dict(labels)}"[:80] for name, labels in added}))[:200]
+    shown = ", ".join(sorted({f"{name}{dict(labels)}"[:60] for name, labels in added}))[:120]
     return [
         ("metrics series", "hostile requests; 5xx or no answer", f"{sent}; {bad}", bad == 0),
         (
