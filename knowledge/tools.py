@@ -4,18 +4,24 @@ They see only the packs the session's pinned version lists that the caller's key
 (knowledge.selectors.packs_reachable; any other listed pack answers as one that does not exist),
 under the paths the model sees (`knowledge/<pack>/<path>`). Every answer is text for the model,
 at most 100 KB, ending with a line that says so when it was cut and which offset continues it. `read` records what the
-session read (path and SHA-256) so that a later render can tell it the file changed."""
+session read (path and SHA-256) so that a later render can tell it the file changed.
+
+Every parameter is bounded before any work (docs/rendering.md#the-models-file-tools): paths by
+knowledge.paths, offsets and limits to 9 digits, grep patterns and globs by core.patterns
+(length, nesting, counted repeats, compiled size), and both run on RE2, which matches in linear
+time and releases the GIL, under a deadline checked between files and between 64 KB blocks."""
 
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import regex
+import re2
 from django.db.models import Q
 from django.utils import timezone
 
 from access.actors import Actor
+from core import patterns
 from core.errors import InvalidContent, NotFound
 from knowledge import paths
 from knowledge.models import FileRead, Pack, PackFile
@@ -29,8 +35,16 @@ READ_DEFAULT_LIMIT = 2000
 MAX_READ_LINE_CHARS = 2000
 MAX_GREP_LINE_CHARS = 500
 MAX_GREP_MATCHES = 20_000
-GREP_TIME_LIMIT_SECONDS = 2.0  # for the whole search: the regex engine is stopped when it runs out
+GREP_TIME_LIMIT_SECONDS = 2.0  # for the whole search, checked between files and blocks
+GREP_BLOCK_BYTES = 64 * 1024  # one RE2 search covers at most this much text (whole lines when they fit)
 GLOB_TIME_LIMIT_SECONDS = 1.0
+MAX_GLOB_MATCHES = 20_000
+MAX_GLOB_CHARS = 1024
+MAX_GLOB_STARS = 32  # `*` and `**` together
+MAX_GLOB_DOUBLE_STARS = 8
+MAX_GLOB_SEGMENTS = 64
+MAX_GLOB_ALTERNATIVES = 64  # `{a,b,...}` choices over the whole pattern
+MAX_NUMBER_DIGITS = 9  # offset and limit
 
 
 @dataclass(frozen=True)
@@ -89,11 +103,13 @@ def _check_offset(value: Any, name: str = "offset") -> int:
     if value is None or value == "":
         return 1
     try:
-        number = int(value)
+        number = int(value) if len(str(value)) <= MAX_NUMBER_DIGITS else 0
     except (TypeError, ValueError):
         number = 0
     if number < 1:
-        raise InvalidContent(f"{name} must be a whole number from 1.", {name: ["A whole number from 1."]})
+        raise InvalidContent(
+            f"{name} must be a whole number from 1 to 999999999.", {name: ["A whole number from 1 to 999999999."]}
+        )
     return number
 
 
@@ -149,7 +165,7 @@ def glob_regex(pattern: str) -> str:
         elif c == "[":
             end = pattern.find("]", i + 1)
             if end == -1:
-                out.append(regex.escape(c))
+                out.append(re2.escape(c))
             else:
                 body = pattern[i + 1 : end].replace("\\", "\\\\")
                 if body.startswith("!"):
@@ -165,18 +181,40 @@ def glob_regex(pattern: str) -> str:
         elif c == "," and in_braces:
             out.append("|")
         else:
-            out.append(regex.escape(c))
+            out.append(re2.escape(c))
         i += 1
     if in_braces:
         raise InvalidContent("The pattern has an unclosed {.", {"pattern": ["Close every { with }."]})
     return "".join(out)
 
 
+def _glob_problem(pattern: Any) -> str | None:
+    """Why a glob pattern is refused before it is turned into a regex, or None."""
+    if not isinstance(pattern, str) or not pattern:
+        return "A pattern is required."
+    if len(pattern) > MAX_GLOB_CHARS:
+        return f"The pattern has {len(pattern)} characters: at most {MAX_GLOB_CHARS}."
+    doubles = pattern.count("**")
+    stars = pattern.count("*") - doubles
+    if stars > MAX_GLOB_STARS or doubles > MAX_GLOB_DOUBLE_STARS:
+        return (
+            f"The pattern has {stars} wildcards (* and **), {doubles} of them **: "
+            f"at most {MAX_GLOB_STARS}, {MAX_GLOB_DOUBLE_STARS} of them **."
+        )
+    if pattern.count("/") + 1 > MAX_GLOB_SEGMENTS:
+        return f"The pattern has {pattern.count('/') + 1} folder levels: at most {MAX_GLOB_SEGMENTS}."
+    if pattern.count(",") + pattern.count("{") > MAX_GLOB_ALTERNATIVES:
+        return f"The pattern has too many {{a,b}} choices: at most {MAX_GLOB_ALTERNATIVES}."
+    return None
+
+
 def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     start = _check_offset(offset)
-    if not isinstance(pattern, str) or not pattern:
-        raise InvalidContent("A pattern is required.", {"pattern": ["For example knowledge/**/*.md."]})
+    refused = _glob_problem(pattern)
+    if refused:
+        raise InvalidContent(refused, {"pattern": [refused if pattern else "For example knowledge/**/*.md."]})
+    assert isinstance(pattern, str)
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise InvalidContent(
             "Absolute patterns and '..' are not allowed.", {"pattern": ["Patterns start with knowledge/."]}
@@ -187,13 +225,15 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
             "The pattern is outside the knowledge files.", {"pattern": ["Start it with knowledge/ (or **/)."]}
         )
     names = list(scope.packs)
-    if head[0] == paths.ROOT and len(head) > 1 and not regex.search(r"[*?\[{]", head[1]):
+    if head[0] == paths.ROOT and len(head) > 1 and not any(c in head[1] for c in "*?[{"):
         paths.parse_model_path(f"{paths.ROOT}/{head[1]}/", packs=scope.listed)  # 400 outside the session's packs
         names = [head[1]] if head[1] in scope.packs else []
+    if not names:
+        return Answer("(no files match)", False)  # nothing to match: the pattern is not even compiled
     try:
-        compiled = regex.compile(glob_regex(pattern))
-    except regex.error as exc:
-        raise InvalidContent(f"The pattern is not valid: {exc}", {"pattern": [str(exc)]}) from None
+        compiled = patterns.compile_bounded(glob_regex(pattern), patterns.GLOB)
+    except patterns.PatternRefused as exc:
+        raise InvalidContent(f"The glob pattern cannot be used: {exc}", {"pattern": [str(exc)]}) from None
     candidates = (
         PackFile.objects.filter(pack_id__in=[scope.packs[n] for n in names])
         .values_list("pack__name", "path")
@@ -202,14 +242,16 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
     deadline = time.monotonic() + GLOB_TIME_LIMIT_SECONDS
     matches = []
     notes: list[str] = []
-    for pack, file_path in candidates.iterator(chunk_size=2000):
-        full = paths.model_path(pack, file_path)
-        try:
-            if compiled.fullmatch(full, timeout=max(deadline - time.monotonic(), 0.001)):
-                matches.append(full)
-        except TimeoutError:
+    for count, (pack, file_path) in enumerate(candidates.iterator(chunk_size=2000)):
+        if count % 256 == 0 and time.monotonic() > deadline:
             notes.append(f"[stopped after {GLOB_TIME_LIMIT_SECONDS:g} s: simplify the pattern]")
             break
+        full = paths.model_path(pack, file_path)
+        if compiled.fullmatch(full) is not None:
+            matches.append(full)
+            if len(matches) >= MAX_GLOB_MATCHES:
+                notes.append(f"[stopped at {MAX_GLOB_MATCHES} matching files: narrow the pattern]")
+                break
     if not matches and not notes:
         return Answer("(no files match)", False)
     return _page(sorted(matches), offset=start, what="matches", notes=notes)
@@ -218,13 +260,16 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
 def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None, offset: Any = None) -> Answer:
     scope = _scope(session_id=session_id, actor=actor)
     start = _check_offset(offset)
-    if not isinstance(pattern, str) or not pattern:
-        raise InvalidContent("A pattern is required.", {"pattern": ["A regular expression."]})
-    try:
-        compiled = regex.compile(pattern, regex.MULTILINE)
-    except regex.error as exc:
-        raise InvalidContent(f"The pattern is not a valid regular expression: {exc}", {"pattern": [str(exc)]}) from None
+    refused = patterns.problem(pattern, patterns.GREP)
+    if refused:
+        raise InvalidContent(refused, {"pattern": [refused if pattern else "A regular expression."]})
     where = paths.parse_model_path(path if path else f"{paths.ROOT}/", packs=scope.listed)
+    if not scope.packs:
+        return Answer("(no knowledge files)", False)  # nothing to search: the pattern is not even compiled
+    try:
+        compiled = patterns.compile_bounded(pattern, patterns.GREP, flags="(?m)")
+    except patterns.PatternRefused as exc:
+        raise InvalidContent(str(exc), {"pattern": [str(exc)]}) from None
     if where.pack is None:
         files = PackFile.objects.filter(pack_id__in=list(scope.packs.values()))
     else:
@@ -239,14 +284,7 @@ def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None
     found: list[str] = []
     notes: list[str] = []
     for pack, file_path, text in rows.iterator(chunk_size=16):  # files of up to 1 MiB each
-        remaining = deadline - time.monotonic()
-        stopped = remaining <= 0
-        if not stopped:
-            try:
-                _grep_file(compiled, text, paths.model_path(pack, file_path), found, deadline)
-            except TimeoutError:
-                stopped = True
-        if stopped:
+        if not _grep_file(compiled, text, paths.model_path(pack, file_path), found, deadline):
             notes.append(
                 f"[stopped after {GREP_TIME_LIMIT_SECONDS:g} s: the search took too long; the matches above are "
                 "not all of them. Narrow the path or simplify the pattern]"
@@ -260,27 +298,43 @@ def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None
     return _page(found, offset=start, what="matching lines", notes=notes)
 
 
-def _grep_file(compiled: Any, text: str, shown: str, found: list[str], deadline: float) -> None:
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    last_line = 0
-    position = 0
-    index = 0
-    for match in compiled.finditer(text, timeout=max(deadline - time.monotonic(), 0.001)):
-        # Line numbers by walking forward from the previous match (matches come in order).
-        while index + 1 < len(starts) and starts[index + 1] <= match.start():
-            index += 1
-        position = index + 1
-        if position != last_line:
-            last_line = position
-            line = lines[index]
-            if len(line) > MAX_GREP_LINE_CHARS:
-                line = line[:MAX_GREP_LINE_CHARS] + " [line cut]"
-            found.append(f"{shown}:{position}:{line}")
+def _grep_file(compiled: Any, text: str, shown: str, found: list[str], deadline: float) -> bool:
+    """Append `shown:line:text` for each line where a match starts; False when the deadline
+    passed first. The text is searched as UTF-8 in blocks of whole lines (a line longer than a
+    block is cut into blocks), one RE2 call per block and matching line, so the time between
+    two deadline checks is bounded; a match cannot span two blocks."""
+    data = text.encode()
+    size = len(data)
+    line = 1  # the number of the line at `counted`
+    counted = 0
+    block = 0
+    while block < size:
+        if time.monotonic() > deadline:
+            return False
+        end = min(block + GREP_BLOCK_BYTES, size)
+        if end < size:
+            newline = data.rfind(b"\n", block, end)
+            end = newline + 1 if newline != -1 else end
+        pos = block
+        while pos < end:
+            match = compiled.search(data, pos, end)
+            if match is None:
+                break
+            begin = match.start()
+            line += data.count(b"\n", counted, begin)
+            counted = begin
+            first = data.rfind(b"\n", 0, begin) + 1
+            last = data.find(b"\n", begin)
+            last = size if last == -1 else last
+            shown_line = data[first:last].decode(errors="replace")
+            if len(shown_line) > MAX_GREP_LINE_CHARS:
+                shown_line = shown_line[:MAX_GREP_LINE_CHARS] + " [line cut]"
+            found.append(f"{shown}:{line}:{shown_line}")
             if len(found) >= MAX_GREP_MATCHES:
-                return
+                return True
+            pos = last + 1  # one entry per line: go on at the next one
+        block = max(end, pos)  # past the end of a long line already shown
+    return True
 
 
 def read(*, session_id: Any, actor: Actor, path: Any = None, offset: Any = None, limit: Any = None) -> Answer:
