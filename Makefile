@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -84,6 +84,17 @@ lock: $(VENV)/.installed
 
 clean:
 	rm -rf .run
+
+# A self-signed certificate in deploy/tls/ for trying the compose stack on this machine
+# (https://localhost/ and https://127.0.0.1/; browsers warn about it). An existing one is kept.
+# In production, put your own certificate there instead (docs/operations.md).
+TLS_DIR ?= deploy/tls
+tls-selfsigned:
+	@if [ -e $(TLS_DIR)/fullchain.pem ]; then echo "$(TLS_DIR)/fullchain.pem exists: kept (delete it for a new one)"; \
+	else mkdir -p $(TLS_DIR) && openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=localhost \
+		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+		-keyout $(TLS_DIR)/privkey.pem -out $(TLS_DIR)/fullchain.pem 2>/dev/null \
+		&& echo "wrote $(TLS_DIR)/fullchain.pem and privkey.pem: self-signed for localhost and 127.0.0.1, 365 days"; fi
 
 # Run the browser tests and copy the steps the docs show to docs/screenshots/ (needs Chromium).
 screenshots: $(VENV)/.client-installed

@@ -135,3 +135,32 @@ def test_two_unrelated_keys_of_one_name_are_revoked_together_but_not_rotated_by_
     assert api_key_authenticate(secret=one) is None
     call_command("revoke_api_key", "twin", stdout=StringIO())
     assert not ApiKey.objects.filter(name="twin", revoked_at__isnull=True).exists()
+
+
+def test_bootstrap_creates_the_first_admin_and_a_key_per_role_once(db):
+    """`docker compose exec web python manage.py bootstrap` on a fresh deployment: an admin who
+    can log in and four working keys, printed once; a second run creates nothing."""
+    from django.contrib.auth import get_user_model
+
+    out = StringIO()
+    call_command("bootstrap", stdout=out)
+    text = out.getvalue()
+    password = re.search(r"Admin login: user 'admin', password (\S+)", text).group(1)
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and admin.is_staff and admin.check_password(password)
+    keys = dict(re.findall(r"^([A-Z]+)_KEY=(\S+)$", text, re.M))
+    assert set(keys) == {"AGENT", "PUBLISHER", "OPS", "ADMIN"}
+    for role, secret in keys.items():
+        assert api_key_authenticate(secret=secret).role == role.lower()
+
+    again = StringIO()
+    call_command("bootstrap", stdout=again)
+    assert "Already bootstrapped" in again.getvalue() and "_KEY=" not in again.getvalue()
+    assert ApiKey.objects.count() == 4 and get_user_model().objects.get(username="admin").check_password(password)
+
+    # A key revoked and deleted meanwhile is made again; the admin is left alone.
+    ApiKey.objects.filter(name="bootstrap-agent").delete()
+    third = StringIO()
+    call_command("bootstrap", stdout=third)
+    assert re.findall(r"^([A-Z]+)_KEY=", third.getvalue(), re.M) == ["AGENT"]
+    assert "Admin login" not in third.getvalue()

@@ -596,7 +596,8 @@ def test_the_app_trusts_exactly_the_one_proxy_hop():
 def test_the_proxy_mounts_its_config_certificates_and_the_static_files():
     services = _services()
     volumes = services["proxy"]["volumes"]
-    assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in volumes
+    # A template: the nginx image fills in ${HTTPS_PORT} and writes conf.d/default.conf at start.
+    assert "./deploy/nginx.conf:/etc/nginx/templates/default.conf.template:ro" in volumes
     assert "./deploy/tls:/etc/nginx/tls:ro" in volumes
     assert "static:/usr/share/nginx/static:ro" in volumes
     assert (ROOT / "deploy" / "tls").is_dir()
@@ -644,28 +645,184 @@ def test_the_proxy_answers_its_own_refusals_in_the_apis_error_shape():
 NGINX = "/usr/sbin/nginx"
 
 
-@pytest.mark.skipif(not os.access(NGINX, os.X_OK), reason="Debian's nginx is not installed (.ci/run installs it)")
-def test_nginx_accepts_the_configuration(tmp_path):
-    """`nginx -t` on the file as the nginx image includes it (inside http {}), with a throwaway
-    certificate and the upstream host pointed at loopback (nginx resolves it at load)."""
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test"]
-        + ["-keyout", str(tmp_path / "privkey.pem"), "-out", str(tmp_path / "fullchain.pem")],
-        check=True,
+NEEDS_NGINX = pytest.mark.skipif(
+    not os.access(NGINX, os.X_OK), reason="Debian's nginx is not installed (.ci/run installs it)"
+)
+
+
+def _render_nginx(env: dict[str, str]) -> str:
+    """deploy/nginx.conf as the nginx image's entrypoint renders its templates: envsubst of
+    ${NAME} for the names set in the container's environment only (nginx's $host stays)."""
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), m.group(0)), NGINX_CONF.read_text())
+
+
+def _proxy_env(host_env: dict[str, str]) -> dict[str, str]:
+    """The proxy container's environment, as compose would set it from the host's."""
+    return {name: _interpolate(str(value), host_env) for name, value in _services()["proxy"]["environment"].items()}
+
+
+def _self_signed(directory: Path) -> None:
+    """`make tls-selfsigned` into `directory`, as the README's Docker section runs it."""
+    made = subprocess.run(
+        ["make", "--no-print-directory", "tls-selfsigned", f"TLS_DIR={directory}"],
+        cwd=ROOT,
         capture_output=True,
+        text=True,
+        timeout=60,
     )
-    site = NGINX_CONF.read_text().replace("server web:", "server 127.0.0.1:").replace("/etc/nginx/tls", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+
+
+def _nginx_site(tmp_path: Path, env: dict[str, str], *, http: int = 80, https: int = 443, web: int = 8000) -> Path:
+    """The rendered site inside a minimal http {} (as the image includes it), the certificate
+    from tmp_path/tls, the upstream `web` pointed at loopback (nginx resolves it at load)."""
+    site = _render_nginx(env).replace("server web:8000", f"server 127.0.0.1:{web}")
+    site = site.replace("/etc/nginx/tls", str(tmp_path / "tls"))
+    site = site.replace("listen 80 ", f"listen 127.0.0.1:{http} ").replace("listen 443 ", f"listen 127.0.0.1:{https} ")
     (tmp_path / "site.conf").write_text(site)
-    (tmp_path / "nginx.conf").write_text(
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(
         f"pid {tmp_path}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
         f"http {{\n  include /etc/nginx/mime.types;\n  access_log off;\n  include {tmp_path}/site.conf;\n}}\n"
     )
+    return conf
+
+
+def test_the_proxy_template_uses_only_variables_compose_sets_for_it():
+    used = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", NGINX_CONF.read_text()))
+    assert used == {"HTTPS_PORT"} and used <= set(_services()["proxy"]["environment"])
+    # The redirect goes to the port HTTPS is published on, whatever it is.
+    assert _proxy_env({}) == {"HTTPS_PORT": "443"} and _proxy_env({"HTTPS_PORT": "8443"}) == {"HTTPS_PORT": "8443"}
+    published = [_interpolate(port, {"HTTPS_PORT": "8443"}) for port in _services()["proxy"]["ports"]]
+    assert "8443:443" in published
+    [target] = re.findall(r"^\s*return 301 (\S+);", NGINX_CONF.read_text(), re.M)
+    assert target == "https://$host:${HTTPS_PORT}$request_uri"
+
+
+@NEEDS_NGINX
+def test_nginx_accepts_the_configuration(tmp_path):
+    """`nginx -t` on the rendered template with the certificate `make tls-selfsigned` makes."""
+    _self_signed(tmp_path / "tls")
+    conf = _nginx_site(tmp_path, _proxy_env({}))
     result = subprocess.run(
-        [NGINX, "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(tmp_path / "nginx.conf")],
-        capture_output=True,
-        text=True,
+        [NGINX, "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(conf)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+@NEEDS_NGINX
+def test_nginx_redirects_to_a_non_default_https_port_and_passes_the_host_with_its_port(tmp_path):
+    """nginx for real on loopback ports: HTTP_PORT/HTTPS_PORT 8080/8443 (say) keep the HTTPS port
+    in the redirect, and the app gets the Host the browser sent (Django's CSRF check compares
+    the admin login's Origin, https://localhost:8443, with it)."""
+    import http.server
+    import ssl
+    import threading
+    import urllib.request
+
+    seen: list[str] = []
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    from devtools.stack import free_port
+
+    http_port, https_port = free_port(), free_port()
+    _self_signed(tmp_path / "tls")
+    env = _proxy_env({"HTTPS_PORT": str(https_port)})
+    conf = _nginx_site(tmp_path, env, http=http_port, https=https_port, web=upstream.server_port)
+    nginx = subprocess.Popen(
+        [NGINX, "-p", str(tmp_path), "-e", "stderr", "-c", str(conf), "-g", "daemon off; master_process off;"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        import time
+
+        for _ in range(100):
+            try:
+                import socket
+
+                socket.create_connection(("127.0.0.1", https_port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: object, **kwargs: object) -> None:
+                return None
+
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as moved:
+            opener.open(f"http://localhost:{http_port}/admin/login/?next=/admin/", timeout=5)
+        assert moved.value.code == 301
+        assert moved.value.headers["Location"] == f"https://localhost:{https_port}/admin/login/?next=/admin/"
+
+        context = ssl.create_default_context(cafile=str(tmp_path / "tls" / "fullchain.pem"))  # it is for localhost
+        with urllib.request.urlopen(f"https://localhost:{https_port}/admin/login/", context=context, timeout=5) as ok:
+            assert ok.status == 200
+        assert seen == [f"localhost:{https_port}"]
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        upstream.shutdown()
+
+
+def _readme_compose_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"<!-- readme-test: compose -->\n```sh\n(.*?)```", readme, re.S)
+    assert found, "README has no Docker block marked compose"
+    return found.group(1)
+
+
+def _required_compose_variables() -> set[str]:
+    return set(re.findall(r"\$\{([A-Z0-9_]+):\?", COMPOSE.read_text()))
+
+
+def test_the_readme_docker_section_gives_what_compose_needs_and_names_real_things(tmp_path):
+    """The README's "Deploy with Docker", step by step against the compose file: the variables
+    it exports are exactly those compose refuses to start without; the certificate its make
+    target writes is where the proxy mounts it, under the names nginx loads, for the hosts
+    the default DJANGO_ALLOWED_HOSTS allows; the bootstrap runs in a real service and is a real
+    command."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtensionOID
+
+    block = _readme_compose_block()
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+    exported = {re.match(r"export ([A-Z0-9_]+)=", c).group(1) for c in commands if c.startswith("export ")}
+    assert exported == _required_compose_variables()
+
+    assert "make tls-selfsigned" in commands
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TLS_DIR \?= deploy/tls$", makefile, re.M)
+    assert "./deploy/tls:/etc/nginx/tls:ro" in _services()["proxy"]["volumes"]
+    _self_signed(tmp_path)
+    _self_signed(tmp_path)  # a second run keeps the certificate
+    loaded = {Path(args[0]).name for args in _nginx("ssl_certificate") + _nginx("ssl_certificate_key")}
+    assert loaded == {p.name for p in tmp_path.iterdir()} == {"fullchain.pem", "privkey.pem"}
+    certificate = x509.load_pem_x509_certificate((tmp_path / "fullchain.pem").read_bytes())
+    names = certificate.extensions.get_extension_for_oid(ExtensionOID.SUBJECT_ALTERNATIVE_NAME).value
+    hosts = set(names.get_values_for_type(x509.DNSName)) | {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    allowed = _interpolate(_compose()["x-app-env"]["DJANGO_ALLOWED_HOSTS"], {}).split(",")
+    assert hosts == set(allowed) == {"localhost", "127.0.0.1"}
+    assert "https://127.0.0.1/admin/" in (ROOT / "README.md").read_text().split("## Deploy with Docker", 1)[1]
+
+    assert "docker compose up -d --build" in commands
+    [bootstrap] = [c for c in commands if "manage.py" in c]
+    words = shlex.split(bootstrap)
+    assert words[:3] == ["docker", "compose", "exec"] and words[3] in _app_services() and words[3] in {"web"}
+    assert words[4:6] == ["python", "manage.py"] and words[6] in get_commands()
 
 
 _IMPORT_EVERYTHING = """
