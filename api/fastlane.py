@@ -42,7 +42,9 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -67,7 +69,7 @@ from access.services import (
     key_row,
     key_use_due,
 )
-from api.errors import exception_handler, is_unavailable
+from api.errors import error_response, exception_handler, is_unavailable
 from api.parsers import SafeJSONParser
 from api.serializers import RenderIn, session_in, session_out
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
@@ -221,8 +223,9 @@ def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None
     )
 
 
-def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
-    """POST /api/v1/sessions/ (runs on a pool thread), as SessionListApi answers it."""
+def _start(*, body: bytes, headers: dict[bytes, bytes], counted: bool = False) -> Answer:
+    """POST /api/v1/sessions/ (runs on a pool thread), as SessionListApi answers it. `counted`:
+    a batch counted it already (Call.counted)."""
     content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
     authorization = headers.get(b"authorization", b"").split()
     if content_type != b"application/json" or not body or len(authorization) != 2:
@@ -250,7 +253,7 @@ def _start(*, body: bytes, headers: dict[bytes, bytes]) -> Answer:
         actor = api_key_match(rows, lookup[1])
         if actor is None:
             raise _KeyNotWorking(lookup[1])
-        wait = api_throttle_wait(actor=actor, method="POST")
+        wait = None if counted else api_throttle_wait(actor=actor, method="POST")
         if wait is not None:
             return _error(Throttled(wait))
         if malformed is not None:
@@ -336,8 +339,11 @@ def _bearer_lookup(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
         return None
 
 
-def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes = b"") -> Answer:
-    """The work of one call (runs on a pool thread). Raises Decline for what Django answers."""
+def serve(
+    *, kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes = b"", counted: bool = False
+) -> Answer:
+    """The work of one call (runs on a pool thread). Raises Decline for what Django answers.
+    `counted`: a batch counted it against the key's budget already (Call.counted)."""
     lookup = _bearer_lookup(headers)
     if lookup is None:
         raise Decline
@@ -358,7 +364,7 @@ def serve(*, kind: str, session_id: str, headers: dict[bytes, bytes], body: byte
         if actor is None:
             raise _KeyNotWorking(digest)
         row = next(row for row in rows if row[0] == actor.api_key_id)
-        wait = api_throttle_wait(actor=actor, method=_ROUTES[kind][0])
+        wait = None if counted else api_throttle_wait(actor=actor, method=_ROUTES[kind][0])
         if wait is not None:
             return _error(Throttled(wait))
         try:
@@ -423,6 +429,9 @@ class Call:
     if_none_match: str | None
     body: bytes = b""
     key_not_working: bool = False  # the batch read found no working key with this secret
+    # Set once a batch counted it against the key's budget: if the batch leaves it unanswered
+    # (its group failed before committing), the one-by-one path answers it without counting again.
+    counted: bool = False
 
 
 def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
@@ -455,6 +464,8 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
     plain.sort(key=lambda p: p[0])  # counted in arrival order
 
     waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
+    for n, _, _ in plain:
+        calls[n].counted = True
     renew: list[int] = []
     end: list[tuple[int, Actor]] = []
     start: dict[tuple[int, str, str | None], list[tuple[int, Actor, Any]]] = defaultdict(list)
@@ -474,13 +485,28 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
             answers[n] = pinned_answer(
                 bundle_name=name, version_id=version_id, content_hash=content_hash, number=number, content=content
             )
+    # Each group is its own statement and commit: one that fails unexpectedly leaves its calls
+    # unanswered (to be served one by one, uncounted) and the others keep what they committed.
     if renew:
-        _renew(calls, renew, answers)
+        _group(lambda: _renew(calls, renew, answers), "heartbeats")
     if end:
-        _end(calls, end, answers)
+        _group(lambda: _end(calls, end, answers), "ends")
     for (bundle_id, bundle_name, label), group in start.items():
-        _start_group(Bundle(id=bundle_id, name=bundle_name), label, group, answers)
+        _group(partial(_start_group, Bundle(id=bundle_id, name=bundle_name), label, group, answers), "starts")
     return answers
+
+
+def _group(work: Callable[[], None], what: str) -> None:
+    """Run one group of a batch. A failure that is not an outage (which the group answers
+    itself with 503) is a bug or a statement failing for a reason of its own: logged, and the
+    calls the group did not answer go one by one. A group's write is one transaction, so a
+    group that failed committed nothing; once a start group committed, it answers every call
+    (_start_group), so that no session is started twice."""
+    try:
+        work()
+    except Exception:
+        logger.exception("batched %s failed: serving them one by one", what)
+        _release_connection()
 
 
 def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[int, Actor, Any]]:
@@ -567,7 +593,17 @@ def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor
             answers[n] = outage
         return
     for (n, _, _), session in zip(group, sessions, strict=True):
-        answers[n] = session_answer(session, status=201)
+        try:
+            answers[n] = session_answer(session, status=201)
+        except Exception:  # a bug: the session exists, so this call must not be served again
+            logger.exception("answering a batched start failed")
+            answers[n] = _bug_answer()
+
+
+def _bug_answer() -> Answer:
+    """500 in the contract's shape, for a call whose write committed but could not be answered."""
+    response = error_response(500, "internal_error", "The server failed to answer; the request was carried out.")
+    return Answer(500, [(b"content-type", b"application/json")], response.content)
 
 
 def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer | None]) -> None:
@@ -628,7 +664,9 @@ class _Batcher:
     def _finish(self, batch: list[tuple[Call, "asyncio.Future[Answer | None]"]], done: asyncio.Future) -> None:
         answers = None
         if done.cancelled() or done.exception() is not None:
-            # A bug, not an outage (serve_calls answers those): each call goes one by one.
+            # A bug, not an outage (serve_calls answers those): each call goes one by one, and
+            # one already counted (Call.counted) is not counted again. serve_calls runs each
+            # group that writes under _group, so a failure cannot get here after a commit.
             logger.error("batched call failed", exc_info=None if done.cancelled() else done.exception())
         else:
             answers = done.result()
@@ -780,18 +818,20 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     given = headers.get(b"x-request-id", b"").decode("latin1")
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
 
+    call = _call_of(kind, session_id, headers, body)
+
     def work() -> Answer:
         context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
         token = current.set(context)
+        counted = call is not None and call.counted
         try:
             if kind == "start":
-                return _start(body=body, headers=headers)
-            return serve(kind=kind, session_id=session_id, headers=headers, body=body)
+                return _start(body=body, headers=headers, counted=counted)
+            return serve(kind=kind, session_id=session_id, headers=headers, body=body, counted=counted)
         finally:
             current.reset(token)
 
     answer = None
-    call = _call_of(kind, session_id, headers, body)
     if call is not None:
         answer = await _batcher(kind).submit(call)
         if answer is None and call.key_not_working:  # looked up once: Django answers, not again
