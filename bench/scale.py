@@ -1,17 +1,21 @@
-"""Does the hot path stay flat as the database grows? Measures fetch, start, end and the drain
-probe on an almost empty database, then again after `manage.py seed_scale` has stored 10,000
-versions, 1,000,000 ended and 100,000 active sessions, prints the ratio, the EXPLAIN plans of
-the statements that must stay index probes, and times the sweep over 100,000 lapsed sessions
-batch by batch (each batch is one short transaction: its time bounds how long any row lock is held).
+"""Does the registry stay flat as history grows (issue 20)? Seeds an almost empty database and a
+large one (`manage.py seed_scale`: 10,000 versions, 5,000,000 ended sessions with 4 skill turns
+and a file read each, 1,000,000 webhook deliveries, 100,000 active sessions), measures in
+interleaved rounds the per-turn path (pinned fetch, batched fetch, start, end, the drain probe)
+and the control plane that used to count every historic session (version GET, label PUT,
+rollback, revoke preview, release dry run, the drain dashboard, usage, routing metrics, one
+sweep batch), prints p50 (p90) side by side with the ratio (goal: each within 1.2x), the EXPLAIN
+plans of the statements that must stay index probes, and then simulates a month of load with
+the daily prune on (days seeded with their timestamps) and prints the database size per day.
 
-    make bench-scale                                  # the full data set (a few minutes)
-    make bench-scale ARGS="--ended 100000 --active 10000 --versions 1000 --lapsed 10000"
+    make bench-scale                                  # the full data set (long: see docs/performance.md)
+    make bench-scale ARGS="--ended 500000 --versions 1000 --deliveries 100000 --month-days 10"
 
-The operations are timed in process (the service functions and the fast lane's `serve`, each on
-its own database round trips), not over HTTP: what grows with the data is the database work,
-and in-process timings keep the server and wrk out of the noise. On the embedded PostgreSQL it
-uses its own database (registry_scale, recreated); with DATABASE_URL it creates and drops
-`<that database>_scale` on the same server. Appends a JSON line to bench/results.jsonl."""
+The operations are timed in process (the service functions and selectors each view calls, and
+the fast lane's `serve`), not over HTTP: what grows with the data is the database work, and
+in-process timings keep the server out of the noise. On the embedded PostgreSQL it uses its
+own databases (registry_scale_*, recreated); with DATABASE_URL it creates and drops
+`<that database>_scale_*` on the same server. Appends a JSON line to bench/results.jsonl."""
 
 import argparse
 import json
@@ -96,7 +100,72 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
     }
     if draining is not None:  # the probe: a draining version that still has active sessions
         figures["drain"] = timed(lambda _: lifecycle.version_drain(version_id=draining.pk), list(range(calls)))
+    figures.update(control_plane(bundle_name, actor, live, draining, calls))
     return figures
+
+
+def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls: int) -> dict[str, dict[str, float]]:
+    """The operations that counted every historic session before (issue 20): what ops and the
+    admin call, each as its view calls it (the selector or service and the serializer)."""
+    from access.actors import SYSTEM
+    from adminui.views import _drain_data
+    from api.serializers import LabelOut, VersionOut
+    from metrics.selectors import version_usage
+    from registry import lifecycle, releases
+    from registry.models import Bundle, Label
+    from registry.selectors import version_get
+    from registry.services import label_move, label_rollback
+    from sessions_app.services import session_expire_lapsed
+    from skills.selectors import version_skill_metrics
+
+    bundle = Bundle.objects.get(name=bundle_name)
+    numbers = [live.number, draining.number]
+
+    def label_put(n: int) -> None:  # PUT .../labels/production/ {"version": ...}: L, D, L, D ...
+        target = version_get(bundle=bundle, number=numbers[n % 2])
+        label, _ = label_move(bundle=bundle, name="production", version=target, actor=SYSTEM, reason="bench")
+        _ = LabelOut(label).data
+
+    def restore() -> None:  # production on the live version again, the other one draining
+        label = Label.objects.get(bundle=bundle, name="production")
+        if label.version_id != live.pk:
+            label_move(bundle=bundle, name="production", version=live, actor=SYSTEM, reason="bench")
+
+    figures = {
+        "version GET": timed(
+            lambda n: VersionOut(version_get(bundle=bundle, number=numbers[n % 2])).data, list(range(calls))
+        ),
+        "label PUT": timed(label_put, list(range(calls + 1))),
+    }
+    restore()
+    figures["rollback"] = timed(
+        lambda _: label_rollback(bundle=bundle, name="production", to_version=None, actor=SYSTEM, reason="bench"),
+        list(range(calls + 1)),
+    )
+    restore()
+    figures["revoke preview"] = timed(
+        lambda n: lifecycle.version_revoke_preview(version=version_get(bundle=bundle, number=numbers[n % 2])),
+        list(range(calls)),
+    )
+    figures["release dry run"] = timed(
+        lambda _: releases.release_preview(
+            moves=[releases.ReleaseMove(bundle, "production", [(draining, 100)])], actor=SYSTEM
+        ),
+        list(range(calls)),
+    )
+    figures["drain dashboard"] = timed(lambda _: _drain_data(None), list(range(calls)))
+    figures["usage"] = timed(
+        lambda _: version_usage(version=version_get(bundle=bundle, number=live.number)), list(range(calls))
+    )
+    figures["routing metrics"] = timed(lambda _: version_skill_metrics(version_id=live.pk), list(range(calls)))
+    # One sweep batch of SWEEP_BATCH lapsed sessions (both databases hold the same number).
+    figures["sweep batch"] = timed(
+        lambda _: session_expire_lapsed(batch=SWEEP_BATCH, max_batches=1), list(range(calls))
+    )
+    return figures
+
+
+SWEEP_BATCH = 100
 
 
 def time_now() -> Any:
@@ -146,26 +215,6 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
     return out
 
 
-def sweep(batch: int) -> dict[str, float]:
-    from sessions_app.services import session_expire_lapsed
-
-    times, total = [], 0
-    while True:
-        started = time.perf_counter()
-        expired = session_expire_lapsed(batch=batch, max_batches=1)
-        times.append((time.perf_counter() - started) * 1000)
-        total += expired
-        if expired < batch:
-            break
-    return {
-        "expired": total,
-        "batches": len(times),
-        "total_s": round(sum(times) / 1000, 2),
-        "batch_median_ms": round(statistics.median(times), 1),
-        "batch_max_ms": round(max(times), 1),
-    }
-
-
 def use_database(name: str) -> None:
     """Point Django's default connection at database `name` (it reconnects on next use)."""
     from django.db import connections
@@ -181,15 +230,108 @@ def median_figures(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[
     }
 
 
+def month(days: int, sessions_per_day: int, turns_per_session: int, retention_days: int) -> list[dict[str, Any]]:
+    """A simulated month (or `days`) of load with the daily prune on: each day's sessions, turns,
+    file reads, deliveries and audit events are seeded with that day's timestamps, then the
+    prune runs as of the end of that day (then VACUUM, as autovacuum would between days) and the
+    database size is read. Flat once `retention_days` have passed: each day deletes a day."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from retention.services import prune
+
+    start = timezone.now() - timedelta(days=days)
+    rows: list[dict[str, Any]] = []
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")
+        cursor.execute("SELECT id, bundle_id FROM registry_bundleversion WHERE state = 'live' LIMIT 1")
+        version_id, bundle_id = cursor.fetchone()
+        cursor.execute("SELECT id FROM access_apikey LIMIT 1")
+        key_id = cursor.fetchone()[0]
+        cursor.execute("SELECT id FROM knowledge_pack LIMIT 1")
+        pack = cursor.fetchone()
+        cursor.execute("SELECT id FROM webhooks_endpoint LIMIT 1")
+        endpoint = cursor.fetchone()
+    retention = {f"RETENTION_{k}_DAYS": retention_days for k in ("SESSIONS", "TURNS", "FILE_READS", "DELIVERIES")}
+    for day in range(days):
+        base = start + timedelta(days=day)
+        params = {"bundle": bundle_id, "version": version_id, "key": key_id, "base": base, "n": sessions_per_day}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
+                       started_at, last_seen_at, expires_at, ended_at, variables)
+                   SELECT gen_random_uuid(), %(bundle)s, %(version)s, 'production', %(key)s, 'ended', 1800, t, t,
+                       t + interval '30 minutes', t + interval '10 minutes', '{}'::jsonb
+                   FROM (SELECT %(base)s + i * (interval '1 day' / %(n)s) AS t FROM generate_series(1, %(n)s) i) g
+                   RETURNING id""",
+                params,
+            )
+            ids = [r[0] for r in cursor.fetchall()]
+            cursor.execute(
+                """INSERT INTO skills_skillturn (session_id, version_id, number, resident, routed, session_skills,
+                       invoked, latency_us, created_at, reported_at)
+                   SELECT s, %(version)s, n, '["greet"]', '["refund_order"]', '[]', '["refund_order"]', 300,
+                       %(base)s, %(base)s
+                   FROM unnest(%(ids)s::uuid[]) AS s CROSS JOIN generate_series(1, %(turns)s) AS n""",
+                {**params, "ids": ids, "turns": turns_per_session},
+            )
+            if pack:
+                cursor.execute(
+                    """INSERT INTO knowledge_fileread (session_id, pack_id, path, known_sha256, read_at)
+                       SELECT s, %(pack)s, 'DUTY.md', repeat('a', 64), %(base)s FROM unnest(%(ids)s::uuid[]) AS s""",
+                    {**params, "ids": ids, "pack": pack[0]},
+                )
+            if endpoint:
+                cursor.execute(
+                    """INSERT INTO webhooks_delivery (endpoint_id, event, message_id, payload, status, attempts,
+                           response_status, latency_ms, error, created_at, delivered_at)
+                       SELECT %(endpoint)s, 'session.expired', 'msg_month_' || %(day)s || '_' || i, '{}', 'succeeded',
+                           1, 200, 20, '', %(base)s, %(base)s FROM generate_series(1, %(n)s / 100) AS i""",
+                    {**params, "endpoint": endpoint[0], "day": day},
+                )
+        started = time.perf_counter()
+        with override_settings(**retention):
+            results = prune(now=base + timedelta(days=1))
+        prune_s = time.perf_counter() - started
+        with connection.cursor() as cursor:
+            for table in ("sessions_app_session", "skills_skillturn", "knowledge_fileread", "webhooks_delivery"):
+                cursor.execute(f"VACUUM {table}")
+            cursor.execute("SELECT pg_database_size(current_database())")
+            size = cursor.fetchone()[0]
+            cursor.execute("SELECT count(*) FROM sessions_app_session WHERE version_id = %s", [version_id])
+            kept = cursor.fetchone()[0]
+        batch_ms = [ms for r in results for ms in r.batch_ms]
+        rows.append(
+            {
+                "day": day + 1,
+                "size_mb": round(size / 2**20, 1),
+                "sessions_kept": kept,
+                "deleted": sum(r.rows for r in results),
+                "prune_s": round(prune_s, 2),
+                "batch_max_ms": round(max(batch_ms), 1) if batch_ms else 0.0,
+            }
+        )
+        print(f"  day {day + 1}: {rows[-1]}", flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--versions", type=int, default=10_000)
-    parser.add_argument("--ended", type=int, default=1_000_000)
+    parser.add_argument("--ended", type=int, default=5_000_000)
+    parser.add_argument("--turns-per-session", type=int, default=4, help="skill turns per ended session (default 4)")
+    parser.add_argument("--deliveries", type=int, default=1_000_000)
     parser.add_argument("--active", type=int, default=100_000)
-    parser.add_argument("--lapsed", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=200, help="timed calls per operation and round (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, medians reported (default 3)")
-    parser.add_argument("--batch", type=int, default=1000, help="sweep batch size (default 1000)")
+    parser.add_argument("--month-days", type=int, default=45, help="days of the simulated month (0: skip it)")
+    parser.add_argument(
+        "--month-sessions", type=int, default=43_000, help="sessions per simulated day (default: 1/100 of 4.3 M)"
+    )
+    parser.add_argument("--month-retention", type=int, default=30, help="retention days in the simulation")
     ns = parser.parse_args()
 
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
@@ -199,6 +341,7 @@ def main() -> int:
     os.environ.setdefault("API_THROTTLE_WRITE", "100000000/m")
     handles = start_services("scale")
     django_ready = False
+    lapsed = SWEEP_BATCH * (ns.calls + 1) * ns.rounds
     try:
         import psycopg
 
@@ -206,22 +349,32 @@ def main() -> int:
         base_name = parts.path.lstrip("/") or "registry"
         base_name = "registry_scale" if base_name == "registry" else f"{base_name}_scale"
         # Two databases on one server: an almost empty one and the large one, measured in
-        # interleaved rounds so that the machine's load drifts over both alike.
-        names = {"empty": f"{base_name}_empty", "large": f"{base_name}_large"}
+        # interleaved rounds so that the machine's load drifts over both alike; a third for the
+        # simulated month.
+        names = {"empty": f"{base_name}_empty", "large": f"{base_name}_large", "month": f"{base_name}_month"}
         secrets_of = {}
+        active = str(max(ns.active, ns.calls * 3 * ns.rounds))
         seed_args = {
-            "empty": ["--versions", "3", "--ended", "0", "--active", str(ns.calls * 3 * ns.rounds)],
+            "empty": ["--versions", "3", "--ended", "0", "--active", active, "--lapsed", str(lapsed)],
             "large": [
                 "--versions",
                 str(ns.versions),
                 "--ended",
                 str(ns.ended),
                 "--active",
-                str(max(ns.active, ns.calls * 3 * ns.rounds)),
+                active,
                 "--lapsed",
-                str(ns.lapsed),
+                str(lapsed),
+                "--turns-per-session",
+                str(ns.turns_per_session),
+                "--file-reads",
+                "--deliveries",
+                str(ns.deliveries),
             ],
+            "month": ["--versions", "3", "--ended", "0", "--active", "10", "--file-reads", "--deliveries", "1"],
         }
+        if not ns.month_days:
+            del names["month"]
         seed_seconds = 0.0
         with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
             for name in names.values():
@@ -235,11 +388,25 @@ def main() -> int:
             secrets_of[which] = manage("seed_scale", "--bundle", which, *seed_args[which]).strip().splitlines()[-1]
             if which == "large":
                 seed_seconds = time.perf_counter() - started
+                print(f"  seeded in {seed_seconds:.0f} s", flush=True)
 
         import django
 
         django.setup()
         django_ready = True
+        from django.db import connection
+
+        sizes = {}
+        for which in ("empty", "large"):
+            use_database(names[which])
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_database_size(current_database())")
+                sizes[which] = cursor.fetchone()[0]
+                counts = {}
+                for table in ("sessions_app_session", "skills_skillturn", "knowledge_fileread", "webhooks_delivery"):
+                    cursor.execute(f"SELECT count(*) FROM {table}")
+                    counts[table] = cursor.fetchone()[0]
+            print(f"{which}: {sizes[which] / 2**30:.2f} GiB, {counts}", flush=True)
         rounds: dict[str, list[dict[str, dict[str, float]]]] = {"empty": [], "large": []}
         for n in range(ns.rounds):
             for which in ("empty", "large"):
@@ -249,8 +416,11 @@ def main() -> int:
         empty, large = median_figures(rounds["empty"]), median_figures(rounds["large"])
         use_database(names["large"])
         explained = plans("large", secrets_of["large"])
-        print(f"sweeping {ns.lapsed} lapsed sessions ...", flush=True)
-        swept = sweep(ns.batch)
+        month_rows: list[dict[str, Any]] = []
+        if ns.month_days:
+            print(f"simulated month: {ns.month_days} days of {ns.month_sessions} sessions ...", flush=True)
+            use_database(names["month"])
+            month_rows = month(ns.month_days, ns.month_sessions, ns.turns_per_session * 5, ns.month_retention)
     finally:
         if django_ready:
             from django.db import connections
@@ -259,23 +429,31 @@ def main() -> int:
         stop_services(handles)
 
     print(
-        f"\nlarge database: {ns.versions} versions, {ns.ended} ended, {ns.active} active, {ns.lapsed} lapsed sessions,"
-        f" seeded in {seed_seconds:.0f} s. {ns.calls} timed calls per operation and round, {ns.rounds} interleaved"
-        f" rounds, in process; median (p90) ms; load average {os.getloadavg()[0]:.1f}"
+        f"\nlarge database ({sizes['large'] / 2**30:.1f} GiB): {ns.versions} versions, {ns.ended} ended sessions"
+        f" with {ns.turns_per_session} turns and one file read each, {ns.deliveries} deliveries, {active} active,"
+        f" {lapsed} lapsed sessions, seeded in {seed_seconds:.0f} s. {ns.calls} timed calls per operation and"
+        f" round, {ns.rounds} interleaved rounds, in process; p50 (p90) ms; load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'operation':<10} {'empty db':>16} {'large db':>16} {'ratio':>7}")
+    print(f"{'operation':<18} {'empty db':>16} {'large db':>16} {'ratio':>7}")
     for op, small_figure in empty.items():
         big_figure = large[op]
         ratio = big_figure["median_ms"] / small_figure["median_ms"]
         print(
-            f"{op:<10} {small_figure['median_ms']:>7.2f} ({small_figure['p90_ms']:>6.2f})"
+            f"{op:<18} {small_figure['median_ms']:>7.2f} ({small_figure['p90_ms']:>6.2f})"
             f" {big_figure['median_ms']:>7.2f} ({big_figure['p90_ms']:>6.2f}) {ratio:>7.2f}"
+            + ("" if ratio <= 1.2 else "  > 1.2")
         )
-    print(
-        f"\nsweep of {swept['expired']} lapsed sessions: {swept['batches']} batches of {ns.batch} in"
-        f" {swept['total_s']} s; per batch (the longest any row lock is held) median {swept['batch_median_ms']} ms,"
-        f" max {swept['batch_max_ms']} ms"
-    )
+    if month_rows:
+        print(
+            f"\nsimulated {len(month_rows)} days of {ns.month_sessions} sessions a day ({ns.turns_per_session * 5}"
+            f" turns, one file read each, a delivery per 100), retention {ns.month_retention} days, prune daily:"
+        )
+        print(f"{'day':>4} {'db MB':>8} {'sessions kept':>14} {'deleted':>9} {'prune s':>8} {'max batch ms':>13}")
+        for row in month_rows:
+            print(
+                f"{row['day']:>4} {row['size_mb']:>8} {row['sessions_kept']:>14} {row['deleted']:>9}"
+                f" {row['prune_s']:>8} {row['batch_max_ms']:>13}"
+            )
     for title, plan in explained.items():
         print(f"\n-- {title}\n{plan}")
     line = {
@@ -284,12 +462,19 @@ def main() -> int:
         "commit": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
-        "data": {"versions": ns.versions, "ended": ns.ended, "active": ns.active, "lapsed": ns.lapsed},
+        "data": {
+            "versions": ns.versions,
+            "ended": ns.ended,
+            "turns_per_session": ns.turns_per_session,
+            "deliveries": ns.deliveries,
+            "active": active,
+            "lapsed": lapsed,
+        },
         "seed_s": round(seed_seconds, 1),
         "rounds": ns.rounds,
         "empty": empty,
         "large": large,
-        "sweep": swept,
+        "month": month_rows,
         "load_average_end": round(os.getloadavg()[0], 2),
     }
     with RESULTS_LOG.open("a") as out:

@@ -202,11 +202,17 @@ def _plan(c: Cutoffs) -> Iterator[tuple[str, datetime]]:
     yield "audit_auditevent", c.audit
 
 
-def prune(*, dry_run: bool = False, older_than: timedelta | None = None, batch: int | None = None) -> list[TableResult]:
+def prune(
+    *,
+    dry_run: bool = False,
+    older_than: timedelta | None = None,
+    batch: int | None = None,
+    now: datetime | None = None,
+) -> list[TableResult]:
     """Delete (or with dry_run count) what is past its retention, table by table. Audited: one
     `audit.pruned` event in the transaction of the first batch that deletes audit rows, and
     one `retention.pruned` event with the counts per table at the end (not for a dry run)."""
-    c = cutoffs(older_than=older_than)
+    c = cutoffs(now=now, older_than=older_than)  # `now`: a simulated day (make bench-scale)
     size = batch or settings.PRUNE_BATCH
     results: list[TableResult] = []
     with connection.cursor() as cursor:

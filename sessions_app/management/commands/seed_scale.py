@@ -16,7 +16,9 @@ from django.db import connection
 
 from access.actors import SYSTEM
 from access.services import api_key_create
+from knowledge.models import Pack
 from registry.services import bundle_create, label_move, version_publish
+from webhooks.models import Endpoint
 
 
 def _content(text: str) -> dict[str, Any]:
@@ -32,6 +34,10 @@ class Command(BaseCommand):
         parser.add_argument("--ended", type=int, default=1_000_000)
         parser.add_argument("--active", type=int, default=100_000)
         parser.add_argument("--lapsed", type=int, default=0)
+        parser.add_argument("--turns-per-session", type=int, default=0, help="skill turns of each ended session")
+        parser.add_argument("--file-reads", action="store_true", help="one file read per ended session")
+        parser.add_argument("--deliveries", type=int, default=0, help="finished webhook deliveries")
+        parser.add_argument("--history-days", type=int, default=25, help="ended sessions spread over this many days")
 
     def handle(self, *args: Any, **options: Any) -> None:
         name, versions = options["bundle"], max(2, options["versions"])
@@ -47,8 +53,8 @@ class Command(BaseCommand):
                 """
                 INSERT INTO registry_bundleversion (bundle_id, number, canonical, content_hash, message, author,
                     created_at, state, drained_at, revoke_reason)
-                SELECT %(bundle)s, n, doc, encode(sha256(doc), 'hex'), 'scale filler', 'system', now(),
-                    'drained', now(), ''
+                SELECT %(bundle)s, n, doc, encode(sha256(doc), 'hex'), 'scale filler', 'system',
+                    now() - interval '90 days', 'drained', now() - interval '60 days', ''
                 FROM (SELECT n, convert_to('{"model":{"name":"scale-model"},"system_prompt":"Scale version '
                       || n || '.","tools":[]}', 'UTF8') AS doc
                       FROM generate_series(1, %(filler)s) AS n) AS docs
@@ -70,16 +76,33 @@ class Command(BaseCommand):
                 FROM generate_series(1, %(count)s) AS i
             """
             common = {"bundle": bundle.pk, "key": key.pk}
-            # Ended sessions, spread over every version of the bundle.
+            # Ended sessions: two in five on each of the two real versions (where history piles
+            # up: the live version's own past), one in five spread over the filler versions; they
+            # ended over the last --history-days days (inside the retention: kept, not pruned).
+            ended_insert = """
+                INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
+                    started_at, last_seen_at, expires_at, ended_at, variables)
+                SELECT gen_random_uuid(), %(bundle)s,
+                    CASE WHEN i %% 5 < 2 THEN %(old)s WHEN i %% 5 < 4 THEN %(new)s
+                         ELSE %(first)s + (i %% %(filler)s) END,
+                    'production', %(key)s, 'ended', 1800, t - interval '10 minutes', t, t + interval '30 minutes', t,
+                    '{}'::jsonb
+                FROM (SELECT i, now() - interval '1 hour' - (i %% 1000000) * %(spread)s * interval '1 second' AS t
+                      FROM generate_series(1, %(count)s) AS i) AS g
+            """
+            cursor.execute("SELECT min(id) FROM registry_bundleversion WHERE bundle_id = %s", [bundle.pk])
+            first = cursor.fetchone()[0]
             cursor.execute(
-                insert.format(
-                    version="(SELECT min(id) FROM registry_bundleversion WHERE bundle_id = %(bundle)s)"
-                    " + (i %% %(versions)s)",
-                    status="'ended'",
-                    expires="now() - interval '30 minutes'",
-                    ended="now() - interval '40 minutes'",
-                ),
-                {**common, "count": options["ended"], "versions": versions},
+                ended_insert,
+                {
+                    **common,
+                    "count": options["ended"],
+                    "old": old.version.pk,
+                    "new": new.version.pk,
+                    "first": first,
+                    "filler": max(1, versions - 2),
+                    "spread": options["history_days"] * 86400 / 1_000_000,
+                },
             )
             # Active sessions: most on the old version until the label moves, a tenth stay there.
             for version_id, count in (
@@ -101,8 +124,52 @@ class Command(BaseCommand):
                 )
         label_move(bundle=bundle, name="production", version=new.version, actor=SYSTEM, reason="scale seed")
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE sessions_app_session")
-            cursor.execute("ANALYZE registry_bundleversion")
+            if options["turns_per_session"]:
+                # Each ended session's turns, numbered 1..N, routed and reported.
+                cursor.execute(
+                    """
+                    INSERT INTO skills_skillturn (session_id, version_id, number, resident, routed, session_skills,
+                        invoked, latency_us, created_at, reported_at)
+                    SELECT s.id, s.version_id, n, '["greet"]'::jsonb, '["refund_order"]'::jsonb, '[]'::jsonb,
+                        '["refund_order"]'::jsonb, 200 + (n * 37) %% 400, s.started_at, s.started_at
+                    FROM sessions_app_session s CROSS JOIN generate_series(1, %(n)s) AS n
+                    WHERE s.bundle_id = %(bundle)s AND s.status = 'ended'
+                    """,
+                    {"n": options["turns_per_session"], "bundle": bundle.pk},
+                )
+            if options["file_reads"]:
+                pack = Pack.objects.create(name=f"{name}-pack", created_by="system").pk
+                cursor.execute(
+                    """
+                    INSERT INTO knowledge_fileread (session_id, pack_id, path, known_sha256, read_at)
+                    SELECT id, %(pack)s, 'DUTY.md', repeat('a', 64), started_at FROM sessions_app_session
+                    WHERE bundle_id = %(bundle)s AND status = 'ended'
+                    """,
+                    {"pack": pack, "bundle": bundle.pk},
+                )
+            if options["deliveries"]:
+                endpoint = Endpoint.objects.create(
+                    url="https://hooks.example.com/scale", events=[], secret="scale", created_by="system"
+                )
+                cursor.execute(
+                    """
+                    INSERT INTO webhooks_delivery (endpoint_id, event, message_id, payload, status, attempts,
+                        response_status, latency_ms, error, created_at, delivered_at)
+                    SELECT %(endpoint)s, 'session.expired', 'msg_scale_' || %(name)s || '_' || i, '{}'::jsonb,
+                        'succeeded', 1, 200, 20, '', now() - (i %% 1000) * interval '30 minutes',
+                        now() - (i %% 1000) * interval '30 minutes'
+                    FROM generate_series(1, %(count)s) AS i
+                    """,
+                    {"endpoint": endpoint.pk, "count": options["deliveries"], "name": name},
+                )
+            for table in (
+                "sessions_app_session",
+                "registry_bundleversion",
+                "skills_skillturn",
+                "knowledge_fileread",
+                "webhooks_delivery",
+            ):
+                cursor.execute(f"ANALYZE {table}")
         self.stdout.write(
             f"seeded bundle {name!r}: {versions} versions, {options['ended']} ended, {options['active']} active"
             f" ({draining_share} on draining version {old.version.number}), {options['lapsed']} lapsed sessions"
