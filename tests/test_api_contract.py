@@ -786,6 +786,10 @@ CONTRACT_PATHS = {
     "/api/v1/catalog/": {"get"},
     "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
+    # Issue 20: content-addressed export and import.
+    "/api/v1/bundles/{name}/export/": {"get"},
+    "/api/v1/bundles/{name}/import/": {"post"},
+    "/api/v1/bundles/{name}/versions/{number}/canonical/": {"get"},
     "/api/v1/audit/": {"get"},
     # Issue 14: usage per version, webhooks.
     "/api/v1/bundles/{name}/versions/{number}/usage/": {"get"},

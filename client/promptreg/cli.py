@@ -4,6 +4,8 @@
     promptreg pull NAME [--version N | --label L] DIR
     promptreg diff NAME A B
     promptreg catalog
+    promptreg export DIR [--bundle NAME ...]        (every version's canonical bytes by hash, labels as data)
+    promptreg import-bundles DIR [--allow-breaking] (the same hashes come out; idempotent)
     promptreg mcp-stdio            (a stdio MCP server forwarding to the registry; needs the mcp extra)
 
 The registry comes from --url / --api-key or REGISTRY_URL / REGISTRY_API_KEY. Output is for
@@ -18,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from promptreg import bundledir
+from promptreg import bundledir, transfer
 from promptreg.errors import Conflict, InvalidRequest, NotFound, RegistryError, Unavailable
 from promptreg.sync import Registry
 
@@ -164,6 +166,83 @@ def catalog(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     return {"results": entries}
 
 
+def export(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    root = args.dir
+    written = []
+    with _registry(args) as registry:
+        names = args.bundle or registry.bundle_names()
+        for name in names:
+            document = registry.export_document(name)
+            fetched = 0
+            for version in document["versions"]:
+                digest = version["content_hash"]
+                if not transfer.has_object(root, digest):  # content-addressed: only what is new
+                    try:
+                        transfer.write_object(root, digest, registry.canonical(name, version["number"]))
+                    except transfer.ExportDirError as exc:
+                        raise Failure(f"{name} v{version['number']}: {exc}") from None
+                    fetched += 1
+            transfer.write_document(root, document)
+            out.say(
+                f"{name}: {len(document['versions'])} versions ({fetched} fetched), {len(document['labels'])} labels"
+            )
+            written.append({"bundle": name, "versions": len(document["versions"]), "fetched": fetched})
+    return {"dir": str(root), "bundles": written}
+
+
+# Canonical bytes sent per import call (a call's body may be 2 MiB; JSON escaping adds a little).
+_IMPORT_CHUNK_BYTES = 1_000_000
+
+
+def import_bundles(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    try:
+        found = transfer.read_export(args.dir)  # every object checked before anything is sent
+    except transfer.ExportDirError as exc:
+        raise Failure(f"{exc} (nothing was imported)") from None
+    results = []
+    with _registry(args) as registry:
+        for document, objects in found:
+            name = document["name"]
+            try:
+                present = {v["content_hash"] for v in registry.export_document(name)["versions"]}
+            except NotFound:
+                present = set()
+            # Versions the registry lacks, in calls of bounded size; then one call with the whole
+            # document (labels, revocations), whose versions are all there by then.
+            chunk: list[dict[str, Any]] = []
+            size = 0
+            missing = [v for v in document["versions"] if v["content_hash"] not in present]
+            for version in missing:
+                data = objects[version["content_hash"]]
+                if chunk and size + len(data) > _IMPORT_CHUNK_BYTES:
+                    _import_part(registry, document, chunk, objects, args.allow_breaking)
+                    chunk, size = [], 0
+                chunk.append(version)
+                size += len(data)
+            if chunk:
+                _import_part(registry, document, chunk, objects, args.allow_breaking)
+            result = registry.import_document(name, document, {}, allow_breaking=args.allow_breaking)
+            result["versions_published"] = len(missing)
+            out.say(
+                f"{name}: {len(missing)} versions published, {len(document['versions']) - len(missing)} already there, "
+                f"labels moved: {', '.join(result['labels_moved']) or '-'}"
+            )
+            results.append(result)
+    return {"bundles": results}
+
+
+def _import_part(
+    registry: Registry,
+    document: dict[str, Any],
+    versions: list[dict[str, Any]],
+    objects: dict[str, bytes],
+    allow_breaking: bool,
+) -> None:
+    part = {**document, "versions": [{**v, "revoked": False} for v in versions], "labels": []}
+    wanted = {v["content_hash"]: objects[v["content_hash"]] for v in versions}
+    registry.import_document(document["name"], part, wanted, allow_breaking=allow_breaking)
+
+
 def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     url = args.url or os.environ.get("REGISTRY_URL")
     key = args.api_key or os.environ.get("REGISTRY_API_KEY")
@@ -213,6 +292,16 @@ def parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("catalog", parents=[common], help="what this key may start sessions on")
     p.set_defaults(run=catalog)
+
+    p = commands.add_parser("export", parents=[common], help="write bundles as a content-addressed export")
+    p.add_argument("dir")
+    p.add_argument("--bundle", action="append", default=[], help="only this bundle (repeatable; default all)")
+    p.set_defaults(run=export)
+
+    p = commands.add_parser("import-bundles", parents=[common], help="import a content-addressed export")
+    p.add_argument("dir")
+    p.add_argument("--allow-breaking", action="store_true", help="move labels past their compatibility policy")
+    p.set_defaults(run=import_bundles)
 
     p = commands.add_parser("mcp-stdio", parents=[common], help="serve MCP on stdio, forwarding to the registry")
     p.set_defaults(run=mcp_stdio)

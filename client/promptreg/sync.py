@@ -189,6 +189,30 @@ class Registry:
         body = {"version": version, "reason": reason, "allow_breaking": allow_breaking}
         return self.json("PUT", f"{API}/bundles/{name}/labels/{label}/", json=body)
 
+    # --- export and import (content-addressed; promptreg.transfer) --------------------------
+
+    def bundle_names(self) -> list[str]:
+        return [entry["name"] for entry in self._all(f"{API}/bundles/")]
+
+    def export_document(self, name: str) -> dict[str, Any]:
+        """The bundle's document: texts, versions by content hash, labels as data."""
+        return self.json("GET", f"{API}/bundles/{name}/export/")
+
+    def canonical(self, name: str, number: int) -> bytes:
+        """A version's canonical bytes, exactly those its content hash is the SHA-256 of."""
+        return self.request("GET", f"{API}/bundles/{name}/versions/{number}/canonical/").content
+
+    def import_document(
+        self, name: str, document: dict[str, Any], objects: dict[str, bytes], *, allow_breaking: bool = False
+    ) -> dict[str, Any]:
+        """One import call (all or nothing on the server; idempotent, so safe to retry)."""
+        body = {
+            "bundle": document,
+            "objects": {digest: data.decode("utf-8") for digest, data in objects.items()},
+            "allow_breaking": allow_breaking,
+        }
+        return self.json("POST", f"{API}/bundles/{name}/import/", json=body)
+
     def diff(self, name: str, a: int, b: int) -> dict[str, Any]:
         """How version `b` differs from `a`: the compatibility level and each change."""
         return self.json("GET", f"{API}/bundles/{name}/versions/{b}/diff/", params={"against": a})

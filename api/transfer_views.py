@@ -1,0 +1,137 @@
+"""Content-addressed export and import of bundles over REST (what `promptreg export` and
+`promptreg import-bundles` call). Thin: the rules live in registry.transfer."""
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from access.models import Role
+from api.authentication import actor_of
+from api.serializers import StrictCharField, StrictInput
+from api.views import BaseApi, _etag_matches, _not_modified, _valid
+from core import limits
+from core.errors import InvalidContent
+from registry import selectors as registry_selectors
+from registry import transfer
+
+
+class ExportTargetOut(serializers.Serializer):
+    content_hash = serializers.CharField()
+    number = serializers.IntegerField()
+    weight = serializers.IntegerField()
+
+
+class ExportLabelOut(serializers.Serializer):
+    name = serializers.CharField()
+    targets = ExportTargetOut(many=True)
+    protected = serializers.BooleanField()
+    compatibility = serializers.CharField()
+
+
+class ExportVersionOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    content_hash = serializers.CharField()
+    message = serializers.CharField()
+    author = serializers.CharField()
+    created_at = serializers.CharField()
+    revoked = serializers.BooleanField()
+
+
+class BundleDocumentOut(serializers.Serializer):
+    format = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    when_to_use = serializers.CharField(allow_blank=True)
+    versions = ExportVersionOut(many=True)
+    labels = ExportLabelOut(many=True)
+
+
+class ImportIn(StrictInput):
+    bundle = serializers.JSONField(help_text="A bundle document, as GET .../export/ answers it.")
+    objects = serializers.DictField(
+        child=StrictCharField(trim_whitespace=False, allow_blank=True, max_length=limits.CANONICAL_MAX_BYTES),
+        required=False,
+        default=dict,
+        help_text="Canonical bytes (UTF-8 text) by content hash, for the versions this registry may lack.",
+    )
+    allow_breaking = serializers.BooleanField(required=False, default=False)
+
+
+class ImportOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    bundle_created = serializers.BooleanField()
+    versions_created = serializers.ListField(child=serializers.IntegerField())
+    versions_present = serializers.ListField(child=serializers.IntegerField())
+    labels_moved = serializers.ListField(child=serializers.CharField())
+    labels_unchanged = serializers.ListField(child=serializers.CharField())
+    revoked = serializers.ListField(child=serializers.IntegerField())
+
+
+class BundleExportApi(BaseApi):
+    @extend_schema(
+        summary="Export a bundle (its document)",
+        description=(
+            "The bundle's document for a content-addressed export: its texts, every version's number, "
+            "content hash, message and whether it is revoked, and every label's targets by content hash. "
+            "The bytes of each version come from `GET .../versions/{number}/canonical/`."
+        ),
+        responses=BundleDocumentOut,
+    )
+    def get(self, request: Request, name: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        document, _ = transfer.bundle_export(bundle=bundle, actor=actor_of(request))
+        return Response(document)
+
+
+class VersionCanonicalApi(BaseApi):
+    @extend_schema(
+        summary="A version's canonical bytes",
+        description=(
+            "Exactly the bytes whose SHA-256 is the version's `content_hash` (also the `ETag`; a matching "
+            "`If-None-Match` answers 304)."
+        ),
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), 304: OpenApiResponse(description="Not modified")},
+    )
+    def get(self, request: Request, name: str, number: int) -> HttpResponse:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        if _etag_matches(request, version.content_hash):
+            return _not_modified(version.content_hash)
+        response = HttpResponse(bytes(version.canonical), content_type="application/json")
+        response["ETag"] = f'"{version.content_hash}"'
+        return response
+
+
+class BundleImportApi(BaseApi):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(
+        summary="Import a bundle document",
+        description=(
+            "Publisher role (ops to move a protected label or revoke). `bundle` is a document as the export "
+            "answers it, whose `name` must be the one in the path; `objects` carries the canonical bytes of "
+            "the versions this registry may not have, by content hash. Every object is checked against its "
+            "hash and the canonical form first: a mismatch is a 400 and nothing is written. Then, in one "
+            "transaction: the bundle is created if needed, versions it lacks are published (the same hashes "
+            "come out), labels are pointed at the versions with their hashes and revoked versions revoked. "
+            "Importing the same document again changes nothing."
+        ),
+        request=ImportIn,
+        responses=ImportOut,
+    )
+    def post(self, request: Request, name: str) -> Response:
+        data = _valid(ImportIn, request)
+        document = data["bundle"]
+        if not isinstance(document, dict) or document.get("name") != name:
+            raise InvalidContent("The document is not for this bundle.", {"bundle.name": [f"Must be {name!r}."]})
+        try:
+            objects = {digest: text.encode("utf-8") for digest, text in data["objects"].items()}
+        except UnicodeEncodeError:
+            raise InvalidContent("An object is not valid Unicode.", {"objects": ["Lone surrogate."]}) from None
+        result = transfer.bundle_import(
+            document=document, objects=objects, actor=actor_of(request), allow_breaking=data["allow_breaking"]
+        )
+        return Response(result.as_dict())
