@@ -30,6 +30,7 @@ from chaos.pg_hang import postgres_hang
 from chaos.scope import cross_scope
 from chaos.stack import Stack
 from chaos.tarpit import tarpit
+from chaos.two_nodes import two_nodes
 
 Row = tuple[str, str, str, bool | None]  # scenario, figure, value, invariant held (None: a figure only)
 
@@ -401,6 +402,12 @@ def main() -> int:
                 "Redis hung",
                 lambda: redis_fault(
                     stack, api, hung=True, baseline=3 if short else 10, fault=5 if short else 30, after=1
+                ),
+            ),
+            (
+                "two web nodes",
+                lambda: two_nodes(
+                    stack, before=3 if short else 10, after=3 if short else 10, rejoin=7 if short else 10
                 ),
             ),
             (
