@@ -81,7 +81,7 @@ from config.dispatch import (
     Send,
     replay,
 )
-from config.django_lane import pool, read_body
+from config.django_lane import pool, read_body, request_is_secure
 from core.errors import DomainError
 from core.limits import is_bundle_name
 from knowledge.render import render_session
@@ -747,15 +747,6 @@ def _security_headers_now(secure: bool) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def _is_secure(scope: Scope, headers: dict[bytes, bytes]) -> bool:
-    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-    if proxy_header:
-        name, value = proxy_header
-        given = headers.get(name.removeprefix("HTTP_").lower().replace("_", "-").encode())
-        return given is not None and given.decode("latin1").split(",")[0].strip() == value
-    return scope.get("scheme") == "https"
-
-
 def _host_allowed(headers: dict[bytes, bytes]) -> bool:
     host = headers.get(b"host", b"")
     found = _memo.get(("host", host))
@@ -800,7 +791,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     headers: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
         headers[name] = headers[name] + b"," + value if name in headers else value
-    secure = _is_secure(scope, headers)
+    secure = request_is_secure(scope, headers)
     if not _host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
         raise Decline
     # Read as the Django lane reads it (413, 408). A GET without Content-Length or

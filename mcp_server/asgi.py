@@ -2,9 +2,12 @@
 and port: `mcp_app()` builds it.
 
 In front of the SDK's streamable HTTP app (stateless, JSON responses) it checks what the REST
-API checks before any view: the Host header (Django's ALLOWED_HOSTS), the Bearer API key (the
-same key check as every REST call: a revoked or expired key fails on its next request) and the
-key's rate budget. The key's Actor rides in the ASGI scope to the tools.
+API checks before any view, in the same order: the Host header (Django's ALLOWED_HOSTS), the
+HTTPS redirect (SECURE_SSL_REDIRECT: a 301, as SecurityMiddleware answers), the body (read on
+the event loop within 2 MiB and WEB_BODY_TIMEOUT: 413 or 408, as the Django lane answers), the
+Bearer API key (the same key check as every REST call: a revoked or expired key fails on its
+next request) and the key's rate budget, counted per message as its REST equivalent counts
+(mcp_server.server.rest_methods: a protocol or an end is a write). The key's Actor rides in the ASGI scope to the tools.
 
 Lifespan: the SDK's session manager needs its task group running (`run()`), stateless mode
 included. The app starts it on the server's lifespan startup when it gets one (the dispatcher
@@ -22,26 +25,41 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
-from access.ratelimit import auth_failure_wait, seconds_until_allowed
+from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.services import api_key_authenticate
 from audit.context import scope_client_ip
-from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, run_django
+from config.dispatch import Receive
+from config.django_lane import https_redirect, read_body
+from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
 
 logger = logging.getLogger(__name__)
 PATH = "/mcp"
 
 
-def _admit(*, secret: str, client_ip: str | None) -> tuple[Actor | None, int | None]:
+def _admit(*, secret: str, client_ip: str | None, methods: list[str]) -> tuple[Actor | None, int | None]:
     """The key's Actor (None: no working key) and, when over its budget, the seconds to wait.
-    MCP requests count against the same per-key budget as the REST API's reads; a key that is
-    not working (one lookup) counts against the client address's failed-auth budget."""
+    Each message counts against the key's REST budget of its kind (`methods`: the REST method
+    it stands for), the same counters the REST API and the fast lane use; a key that is not
+    working (one lookup) counts against the client address's failed-auth budget."""
     actor = api_key_authenticate(secret=secret)
     if actor is None:
         return None, auth_failure_wait(client_ip=client_ip)
-    wait = seconds_until_allowed(
-        group="api-read", key=str(actor.api_key_id or actor.name), rate=settings.API_THROTTLE_RATES.get("read")
-    )
-    return actor, wait
+    waits = [wait for wait in api_throttle_waits(requests=[(actor, m) for m in methods]) if wait is not None]
+    return actor, max(waits) if waits else None
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """The body already read, then the client's own receive (which reports its disconnect)."""
+    sent = False
+
+    async def again() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 async def _error(send: Any, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -110,6 +128,20 @@ class McpApp:
         if not domain or not validate_host(domain, allowed):
             await _error(send, 400, "validation_error", "The request is not valid (check the Host header).")
             return
+        location = https_redirect(scope, headers)
+        if location is not None:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 301,
+                    "headers": [(b"location", location.encode("latin1")), (b"content-length", b"0")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = await read_body(receive, send)  # 413 or 408 answered when refused
+        if body is None:
+            return
         authorization = headers.get(b"authorization", b"").split()
         if len(authorization) != 2 or authorization[0].lower() != b"bearer":
             await _error(
@@ -121,7 +153,10 @@ class McpApp:
             )
             return
         actor, wait = await run_django(
-            _admit, secret=authorization[1].decode("latin-1"), client_ip=scope_client_ip(scope)
+            _admit,
+            secret=authorization[1].decode("latin-1"),
+            client_ip=scope_client_ip(scope),
+            methods=rest_methods(body),
         )
         if actor is None and wait is None:
             await _error(
@@ -139,7 +174,7 @@ class McpApp:
             return
         await self.start()
         scope[SCOPE_KEY] = actor
-        await self.http(scope, receive, send)
+        await self.http(scope, _replayed(body, receive), send)
 
 
 def mcp_app() -> McpApp:

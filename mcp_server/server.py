@@ -31,6 +31,31 @@ current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("mc
 SCOPE_KEY = "registry.actor"
 T = TypeVar("T")
 
+# What each tool counts against, as its REST equivalent does (access.ratelimit: GET is a read,
+# anything else a write): the catalog is GET /catalog/; a protocol starts or renders a session
+# (POST /sessions/, POST .../render/); an end is POST .../end/. Anything else an MCP client
+# sends (initialize, tools/list, resources/read of a bundle: GET .../versions/) is a read.
+REST_METHOD_OF_TOOL = {"list_capabilities": "GET", "get_capability_protocol": "POST", "end_session": "POST"}
+
+
+def rest_methods(body: bytes) -> list[str]:
+    """The REST method each JSON-RPC message of a request body counts as ("GET" or "POST"),
+    one per message (a batch counts each); a body that is not JSON-RPC counts as one read."""
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:  # the SDK answers it with a parse error
+        return ["GET"]
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    methods = []
+    for message in messages:
+        tool = None
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            params = message.get("params")
+            tool = params.get("name") if isinstance(params, dict) else None
+        methods.append(REST_METHOD_OF_TOOL.get(tool, "GET") if isinstance(tool, str) else "GET")
+    return methods or ["GET"]
+
+
 CATALOG_LIMIT = 500  # entries per answer; a key that sees more gets the first ones by name and a note
 UNAVAILABLE = "unavailable: the registry is temporarily unavailable; say so and do not guess a process."
 
