@@ -23,7 +23,7 @@ from typing import Any
 
 import re2
 
-__all__ = ["GLOB", "GREP", "TRIGGER", "Limits", "PatternRefused", "compile_bounded", "problem"]
+__all__ = ["GLOB", "GREP", "TRIGGER", "Limits", "PatternRefused", "compile_bounded", "problem", "program_size"]
 
 MAX_REPEAT = 1000  # RE2's bound on one counted repeat, and on nested ones multiplied
 
@@ -143,21 +143,30 @@ def compile_bounded(pattern: Any, limits: Limits, *, flags: str = "") -> Any:
     if refused:
         raise PatternRefused(refused)
     scanned, _, _ = _scan(pattern)
+    try:
+        encoded = (flags + scanned).encode()
+    except UnicodeEncodeError:
+        raise PatternRefused(f"The {limits.what} is not valid Unicode (a lone surrogate).") from None
     options = re2.Options()
     options.max_mem = limits.max_mem
     options.log_errors = False  # RE2 would print every refused pattern to stderr
     options.never_capture = True  # spans of the whole match only: lets RE2 use its DFA
     try:
-        compiled = re2._Regexp(flags + scanned, options)
+        compiled = re2._Regexp(encoded, options)
     except re2.error as exc:
         raise PatternRefused(_explain(str(exc), limits)) from None
-    size = max(compiled._regexp.ProgramSize(), compiled._regexp.ReverseProgramSize())
+    size = program_size(compiled)
     if size > limits.max_program:
         raise PatternRefused(
             f"The {limits.what} is too large to run: it compiles to {size} instructions, at most "
             f"{limits.max_program} (repeat less, or split it)."
         )
     return compiled
+
+
+def program_size(compiled: Any) -> int:
+    """RE2 instructions of a compiled pattern (the larger of its forward and reverse programs)."""
+    return max(compiled._regexp.ProgramSize(), compiled._regexp.ReverseProgramSize())
 
 
 def _explain(error: str, limits: Limits) -> str:

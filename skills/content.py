@@ -11,6 +11,7 @@ A card: {"name", "summary", "description", "keywords", "category", "examples", "
 import re
 from typing import Any
 
+from core import patterns
 from core.compaction import policy_errors
 from core.tokens import estimate_tokens
 from skills.text import content_words
@@ -28,7 +29,11 @@ MAX_KEYWORD = 60
 MAX_EXAMPLE = 300
 MAX_SKILLS = 500
 MAX_TRIGGERS = 10
-MAX_TRIGGER_CHARS = 200
+MAX_TRIGGER_CHARS = 200  # patterns.TRIGGER.max_chars
+# All the triggers of a version together, in RE2 instructions: each turn runs every trigger on up
+# to 4,000 characters, about 3 ns per instruction and character at worst (RE2's NFA), so the
+# worst turn costs about 20,000 x 4,000 x 3 ns = 0.24 s, spent with the GIL released.
+MAX_TRIGGER_PROGRAM_TOTAL = 20_000
 MAX_L1 = 8
 MAX_L1_TOKENS = 1500
 LEVELS = ("L1", "L2")
@@ -111,10 +116,26 @@ def _skill_errors(card: Any, path: str, errors: list[tuple[str, str]]) -> None:
             if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_TRIGGER_CHARS:
                 errors.append((f"{path}.triggers[{i}]", f"Must be a regular expression of 1 to {MAX_TRIGGER_CHARS}."))
                 continue
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                errors.append((f"{path}.triggers[{i}]", f"Does not compile: {exc}."))
+            problem = trigger_problem(pattern)
+            if problem:
+                errors.append((f"{path}.triggers[{i}]", problem))
+
+
+def trigger_problem(pattern: str) -> str | None:
+    """Why a trigger cannot be routed on (RE2: not its syntax, or past core.patterns.TRIGGER)."""
+    try:
+        patterns.compile_bounded(pattern, patterns.TRIGGER, flags="(?i)")
+    except patterns.PatternRefused as exc:
+        return str(exc)
+    return None
+
+
+def trigger_program_size(pattern: str) -> int:
+    """The RE2 program size of a trigger that compiles (0 for one that does not)."""
+    try:
+        return patterns.program_size(patterns.compile_bounded(pattern, patterns.TRIGGER, flags="(?i)"))
+    except patterns.PatternRefused:
+        return 0
 
 
 def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
@@ -131,13 +152,25 @@ def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
     if len(skills) > MAX_SKILLS:
         return [*errors, ("skills", f"At most {MAX_SKILLS} skills.")]
     seen: dict[str, int] = {}
+    total = 0
     for i, card in enumerate(skills):
         _skill_errors(card, f"skills[{i}]", errors)
+        triggers = card.get("triggers") if isinstance(card, dict) else None
+        if isinstance(triggers, list) and len(triggers) <= MAX_TRIGGERS:
+            total += sum(trigger_program_size(t) for t in triggers if isinstance(t, str) and t)
         name = card.get("name") if isinstance(card, dict) else None
         if isinstance(name, str):
             if name in seen:
                 errors.append((f"skills[{i}].name", f"Another skill is already named {name!r} (skills[{seen[name]}])."))
             seen.setdefault(name, i)
+    if total > MAX_TRIGGER_PROGRAM_TOTAL:
+        errors.append(
+            (
+                "skills",
+                f"The triggers together compile to {total} RE2 instructions: at most {MAX_TRIGGER_PROGRAM_TOTAL} "
+                "(each turn runs every trigger; use fewer or simpler ones).",
+            )
+        )
     if errors:
         return errors
     resident = [s for s in skills if s["level"] == "L1"]

@@ -18,8 +18,15 @@ routed (L2) skills for one turn:
    (the "ghost loop") unless the newest message points at it (names it, matches a trigger or
    one of its keywords); members of one exclusive group never appear together (nor with a
    resident member of their group).
+
+Triggers are publisher-written regular expressions run on every turn's end-user text, so they
+run on RE2 (core.patterns: linear time, the GIL released while it matches), never on Python's
+backtracking `re`. Publishing refuses a trigger RE2 cannot run (skills.content); a version
+published before that rule with such a trigger still routes: the trigger is treated as never
+matching, logged once when the index is built, and named in that skill's `why`.
 """
 
+import logging
 import math
 import re
 from collections import OrderedDict
@@ -28,10 +35,13 @@ from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
+from core import patterns
 from skills.lexicon import concepts
 from skills.text import content_words, warm_up
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
+
+logger = logging.getLogger(__name__)
 
 # BM25 parameters and field weights (tuned on eval/routing's dev split; see docs/skills.md).
 K1 = 1.2
@@ -48,6 +58,9 @@ CATEGORY_CLOSE = 0.8  # the second category is kept when its score is at least t
 CATEGORY_SECOND_SHARE = 0.3
 OTHER_CATEGORY_FACTOR = 0.75
 MAX_MESSAGE_CHARS = 4000  # text looked at per message: bounds trigger and tokenising cost
+# RE2 instructions of all the triggers of one index (skills.content.MAX_TRIGGER_PROGRAM_TOTAL at
+# publish); a version published before that bound runs the triggers that fit and skips the rest.
+MAX_TRIGGER_PROGRAM_TOTAL = 20_000
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,8 @@ class _Card:
     level: str
     group: str | None
     keywords: list["_Phrase"]  # lower-cased phrases, for exact matches
-    triggers: list[re.Pattern[str]]
+    triggers: list[Any]  # compiled RE2 patterns (core.patterns)
+    skipped_triggers: int  # triggers RE2 cannot run (published before the rule): never match
     tf: dict[str, float]  # weighted term frequencies over the fields
     length: float
 
@@ -100,6 +114,7 @@ class Index:
         self.cards: list[_Card] = []
         self.resident: list[str] = []
         df: dict[str, int] = {}
+        budget = [MAX_TRIGGER_PROGRAM_TOTAL]
         for skill in skills:
             if skill["level"] == "L1":
                 self.resident.append(skill["name"])
@@ -111,6 +126,7 @@ class Index:
                 "description": skill["description"],
                 "category": skill["category"].replace("_", " "),
             }
+            triggers, skipped = _triggers(skill, budget)
             tf: dict[str, float] = {}
             for key, text in fields.items():
                 words = content_words(text)
@@ -125,7 +141,8 @@ class Index:
                     level=skill["level"],
                     group=skill.get("exclusive_group"),
                     keywords=[_Phrase(k.lower().strip()) for k in skill["keywords"] if k.strip()],
-                    triggers=[re.compile(t, re.IGNORECASE) for t in skill.get("triggers") or []],
+                    triggers=triggers,
+                    skipped_triggers=skipped,
                     tf=tf,
                     length=sum(tf.values()),
                 )
@@ -166,6 +183,7 @@ class Index:
             for word in concepts(words):
                 query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
         context_text = " ".join(t for t, _ in context).lower()
+        newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too
 
         raw = self._bm25(query)
         best = max(raw, default=0.0) or 1.0
@@ -182,9 +200,11 @@ class Index:
             elif any(kw.found_in(context_text) for kw in card.keywords):
                 score += KEYWORD_BONUS_CONTEXT
                 why.append("keywords in context")
-            if any(t.search(newest) for t in card.triggers):
+            if any(t.search(newest_utf8) is not None for t in card.triggers):
                 triggered.add(i)
                 why.append("trigger")
+            if card.skipped_triggers:
+                why.append(f"{card.skipped_triggers} trigger(s) not run: RE2 cannot run them")
             scores.append(score)
             whys.append(why)
 
@@ -263,6 +283,29 @@ class Index:
         if last is None or before is None:
             return set()  # an unreported turn is no evidence either way
         return set((history.loaded[0] & history.loaded[1]) - last - before)
+
+
+def _triggers(skill: dict[str, Any], budget: list[int]) -> tuple[list[Any], int]:
+    """A card's triggers on RE2, case-insensitive, and how many were skipped: refused by
+    core.patterns (published before triggers were checked at publish) or past the index's
+    budget of instructions (`budget`, shared by the cards of one index). Logged once per index."""
+    compiled: list[Any] = []
+    skipped = 0
+    for pattern in skill.get("triggers") or []:
+        try:
+            regexp = patterns.compile_bounded(pattern, patterns.TRIGGER, flags="(?i)")
+        except patterns.PatternRefused as exc:
+            logger.warning("skill %s: trigger %r never matches: %s", skill.get("name"), str(pattern)[:200], exc)
+            skipped += 1
+            continue
+        size = patterns.program_size(regexp)
+        if size > budget[0]:
+            logger.warning("skill %s: trigger %r never matches: past the triggers' budget", skill.get("name"), pattern)
+            skipped += 1
+            continue
+        budget[0] -= size
+        compiled.append(regexp)
+    return compiled, skipped
 
 
 def _text_of(message: dict[str, Any]) -> str:
