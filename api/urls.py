@@ -36,6 +36,7 @@ urlpatterns = [
     path("releases/<uuid:release_id>/rollback/", release_views.ReleaseRollbackApi.as_view()),
     path("webhooks/", webhook_views.WebhookListApi.as_view()),
     path("webhooks/<int:webhook_id>/", webhook_views.WebhookDetailApi.as_view()),
+    path("webhooks/<int:webhook_id>/rotate-secret/", webhook_views.WebhookRotateSecretApi.as_view()),
     path("webhooks/<int:webhook_id>/deliveries/", webhook_views.WebhookDeliveryListApi.as_view()),
     path(
         "webhooks/<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/", webhook_views.WebhookRedeliverApi.as_view()

@@ -19,6 +19,16 @@ class WebhookIn(StrictInput):
     url = StrictCharField(max_length=2000, trim_whitespace=False)
     events = serializers.ListField(child=serializers.ChoiceField(choices=Event.values), allow_empty=False)
     description = StrictCharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False)
+    active = serializers.BooleanField(required=False, help_text="Default true; false registers it switched off.")
+
+
+class RotateSecretIn(StrictInput):
+    overlap_seconds = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=services.MAX_OVERLAP_SECONDS,
+        help_text="How long the old secret keeps signing too (default 86400; 0: retire it at once).",
+    )
 
 
 class WebhookPatchIn(StrictInput):
@@ -43,6 +53,7 @@ class WebhookOut(serializers.ModelSerializer):
             "created_by",
             "disabled_at",
             "disabled_reason",
+            "previous_secret_expires_at",
         ]
 
 
@@ -124,6 +135,25 @@ class WebhookDetailApi(BaseApi):
     def delete(self, request: Request, webhook_id: int) -> Response:
         services.endpoint_delete(endpoint=_endpoint(webhook_id), actor=actor_of(request))
         return Response(status=204)
+
+
+class WebhookRotateSecretApi(BaseApi):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(
+        summary="Rotate an endpoint's signing secret (the answer carries the new one, once)",
+        description=(
+            "A new secret signs every delivery from now on; during the overlap the old one signs too "
+            "(two signatures in webhook-signature), so the receiver can switch at its own pace."
+        ),
+        request=RotateSecretIn,
+        responses={200: WebhookCreatedOut},
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _endpoint(webhook_id)
+        data = _valid(RotateSecretIn, request)
+        endpoint, secret = services.endpoint_rotate_secret(endpoint=endpoint, actor=actor_of(request), **data)
+        return Response(WebhookCreatedOut(endpoint, context={"secret": secret}).data)
 
 
 class WebhookDeliveryListApi(BaseApi):

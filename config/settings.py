@@ -354,6 +354,12 @@ PRUNE_BATCH = env_int("PRUNE_BATCH", 1000)
 WEBHOOK_ATTEMPT_DEADLINE = env_int("WEBHOOK_ATTEMPT_DEADLINE", 10)
 WEBHOOK_ENDPOINT_CONCURRENCY = env_int("WEBHOOK_ENDPOINT_CONCURRENCY", 2)
 WEBHOOK_QUEUE_LEASE = env_int("WEBHOOK_QUEUE_LEASE", 300)
+# Webhook signing secrets are stored encrypted (Fernet) with these keys (comma-separated, each
+# from `Fernet.generate_key()`): the first encrypts, every one decrypts, so a new key goes
+# first and the old ones stay until `manage.py webhook_secrets_reseal` has run. Unset: one key
+# derived from DJANGO_SECRET_KEY (rotating that key then needs WEBHOOK_SECRET_KEYS set to the
+# old derived key first: see docs/operations.md).
+WEBHOOK_SECRET_KEYS = [key.strip() for key in env_str("WEBHOOK_SECRET_KEYS", "").split(",") if key.strip()]
 # Webhook endpoints may not point at loopback, link-local or private addresses unless this
 # is on (tests, internal deployments): see webhooks.urlcheck.
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)

@@ -798,6 +798,7 @@ CONTRACT_PATHS = {
     "/api/v1/releases/{release_id}/rollback/": {"post"},
     "/api/v1/webhooks/": {"get", "post"},
     "/api/v1/webhooks/{webhook_id}/": {"get", "patch", "delete"},
+    "/api/v1/webhooks/{webhook_id}/rotate-secret/": {"post"},  # issue 18
     "/api/v1/webhooks/{webhook_id}/deliveries/": {"get"},
     "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver/": {"post"},
     # Issue 12: skills routing, session skills, metrics, compaction.

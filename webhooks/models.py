@@ -15,14 +15,21 @@ class Event(models.TextChoices):
 
 
 class Endpoint(models.Model):
-    """A URL that receives the events it subscribes to. `secret` signs every delivery; it is
-    shown once at creation and never again (it must stay readable here to sign)."""
+    """A URL that receives the events it subscribes to. Its secret signs every delivery; it is
+    shown once at creation (or rotation) and never again, and is stored encrypted
+    (webhooks.sealing): `secret_sealed` holds it. `secret` is the plaintext column of releases
+    before 0003, kept (empty) so that their code still inserts rows during a rolling upgrade;
+    a row they wrote is sealed on its next attempt. During a rotation's overlap the previous
+    secret signs too (two signatures), until `previous_secret_expires_at`."""
 
     url = models.URLField(max_length=2000)
     events = models.JSONField(default=list)
     description = models.TextField(blank=True, default="")
     active = models.BooleanField(default=True)
-    secret = models.CharField(max_length=100)
+    secret = models.CharField(max_length=100, blank=True, default="")
+    secret_sealed = models.TextField(blank=True, default="", db_default="")
+    previous_secret_sealed = models.TextField(blank=True, default="", db_default="")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200)
     disabled_at = models.DateTimeField(null=True, blank=True)

@@ -43,6 +43,7 @@ from core import enqueue
 from core.errors import Conflict, InvalidContent
 from metrics import instruments
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
+from webhooks.sealing import reseal, seal, unseal
 from webhooks.transport import PinnedTransport
 from webhooks.urlcheck import UrlNotAllowed, check_url, resolve
 
@@ -106,16 +107,26 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def _valid_active(active: Any) -> bool:
+    if not isinstance(active, bool):
+        raise InvalidContent("Invalid active flag.", {"active": ["true or false."]})
+    return active
+
+
 @transaction.atomic
-def endpoint_create(*, url: Any, events: Any, actor: Actor, description: Any = "") -> tuple[Endpoint, str]:
-    """Register an endpoint; returns it with its signing secret, which is shown only now."""
+def endpoint_create(
+    *, url: Any, events: Any, actor: Actor, description: Any = "", active: Any = True
+) -> tuple[Endpoint, str]:
+    """Register an endpoint (switched on unless `active` is false: e.g. to set up a receiver
+    first); returns it with its signing secret, which is shown only now."""
     _require_admin(actor)
     secret = new_secret()
     endpoint = Endpoint.objects.create(
         url=_valid_url(url),
         events=_valid_events(events),
         description=_valid_description(description),
-        secret=secret,
+        active=_valid_active(active),
+        secret_sealed=seal(secret),
         created_by=actor.name,
     )
     audit_record(
@@ -123,9 +134,99 @@ def endpoint_create(*, url: Any, events: Any, actor: Actor, description: Any = "
         action="webhook.created",
         target_type="webhook",
         target=str(endpoint.pk),
-        data={"events": endpoint.events},
+        data={"events": endpoint.events, "active": endpoint.active},
     )
     return endpoint, secret
+
+
+MAX_OVERLAP_SECONDS = 7 * 24 * 3600
+DEFAULT_OVERLAP_SECONDS = 24 * 3600
+
+
+@transaction.atomic
+def endpoint_rotate_secret(
+    *, endpoint: Endpoint, actor: Actor, overlap_seconds: Any = DEFAULT_OVERLAP_SECONDS
+) -> tuple[Endpoint, str]:
+    """Give the endpoint a new signing secret, shown only now. For `overlap_seconds` (at most 7
+    days; 0 ends the old one at once) every delivery carries two signatures, the new secret's
+    and the old one's (Standard Webhooks allows several in `webhook-signature`), so the
+    receiver can switch to the new secret whenever it likes within that window. Rotating again
+    during an overlap retires the older secret at once: at most two are ever valid."""
+    _require_admin(actor)
+    if (
+        not isinstance(overlap_seconds, int)
+        or isinstance(overlap_seconds, bool)
+        or not 0 <= overlap_seconds <= MAX_OVERLAP_SECONDS
+    ):
+        raise InvalidContent(
+            "Invalid overlap.", {"overlap_seconds": [f"Whole seconds from 0 to {MAX_OVERLAP_SECONDS} (7 days)."]}
+        )
+    endpoint = Endpoint.objects.select_for_update().get(pk=endpoint.pk)
+    current = _current_secret(endpoint)
+    secret = new_secret()
+    endpoint.secret, endpoint.secret_sealed = "", seal(secret)
+    if overlap_seconds:
+        endpoint.previous_secret_sealed = seal(current)
+        endpoint.previous_secret_expires_at = timezone.now() + timedelta(seconds=overlap_seconds)
+    else:
+        endpoint.previous_secret_sealed, endpoint.previous_secret_expires_at = "", None
+    endpoint.save(update_fields=["secret", "secret_sealed", "previous_secret_sealed", "previous_secret_expires_at"])
+    audit_record(
+        actor=actor,
+        action="webhook.secret_rotated",
+        target_type="webhook",
+        target=str(endpoint.pk),
+        data={"overlap_seconds": overlap_seconds},
+    )
+    return endpoint, secret
+
+
+def _current_secret(endpoint: Endpoint) -> str:
+    # A row the previous release wrote during a rolling upgrade still has it in plaintext.
+    return unseal(endpoint.secret_sealed) if endpoint.secret_sealed else endpoint.secret
+
+
+def signing_secrets(endpoint: Endpoint, *, now: Any = None) -> list[str]:
+    """The secrets a delivery is signed with now: the current one, and during a rotation's
+    overlap the previous one."""
+    now = now or timezone.now()
+    secrets_ = [_current_secret(endpoint)]
+    if (
+        endpoint.previous_secret_sealed
+        and endpoint.previous_secret_expires_at
+        and endpoint.previous_secret_expires_at > now
+    ):
+        secrets_.append(unseal(endpoint.previous_secret_sealed))
+    return secrets_
+
+
+def _seal_plaintext(endpoint: Endpoint) -> None:
+    """Seal a secret the previous release stored in plaintext (once; a no-op otherwise)."""
+    if endpoint.secret and not endpoint.secret_sealed:
+        Endpoint.objects.filter(pk=endpoint.pk, secret=endpoint.secret, secret_sealed="").update(
+            secret_sealed=seal(endpoint.secret), secret=""
+        )
+
+
+def secrets_reseal() -> int:
+    """Re-encrypt every stored secret under the first of WEBHOOK_SECRET_KEYS (after a new key
+    was put first) and seal any plaintext left by the previous release; returns how many rows
+    changed. Then the old keys can be removed."""
+    changed = 0
+    for pk in Endpoint.objects.values_list("pk", flat=True):
+        with transaction.atomic():
+            endpoint = Endpoint.objects.select_for_update().get(pk=pk)
+            if endpoint.secret and not endpoint.secret_sealed:
+                endpoint.secret_sealed, endpoint.secret = seal(endpoint.secret), ""
+            elif endpoint.secret_sealed:
+                endpoint.secret_sealed = reseal(endpoint.secret_sealed)
+            else:
+                continue
+            if endpoint.previous_secret_sealed:
+                endpoint.previous_secret_sealed = reseal(endpoint.previous_secret_sealed)
+            endpoint.save(update_fields=["secret", "secret_sealed", "previous_secret_sealed"])
+            changed += 1
+    return changed
 
 
 @transaction.atomic
@@ -145,9 +246,7 @@ def endpoint_update(*, endpoint: Endpoint, actor: Actor, changes: dict[str, Any]
         endpoint.description = _valid_description(changes["description"])
         fields.append("description")
     if "active" in changes:
-        if not isinstance(changes["active"], bool):
-            raise InvalidContent("Invalid active flag.", {"active": ["true or false."]})
-        endpoint.active = changes["active"]
+        endpoint.active = _valid_active(changes["active"])
         if endpoint.active:
             endpoint.disabled_at, endpoint.disabled_reason = None, ""
         fields += ["active", "disabled_at", "disabled_reason"]
@@ -284,7 +383,11 @@ def _claim(delivery_id: int) -> tuple[str, int | None]:
 
 
 def _signature(endpoint: Endpoint, delivery: Delivery, body: str, sent_at: Any) -> str:
-    return Webhook(endpoint.secret).sign(delivery.message_id, sent_at, body)
+    """`v1,<sig>` per valid secret, space-separated (Standard Webhooks: a receiver accepts the
+    delivery if any one of them verifies with its secret)."""
+    return " ".join(
+        Webhook(secret).sign(delivery.message_id, sent_at, body) for secret in signing_secrets(endpoint, now=sent_at)
+    )
 
 
 def _post(endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str, int]:
@@ -337,6 +440,7 @@ def delivery_attempt(*, delivery_id: int) -> str | None:
 def _attempt(delivery_id: int) -> str:
     delivery = Delivery.objects.select_related("endpoint").get(pk=delivery_id)
     endpoint = delivery.endpoint
+    _seal_plaintext(endpoint)
     if not endpoint.active:
         Delivery.objects.filter(pk=delivery_id).update(
             status=DeliveryStatus.SKIPPED, next_attempt_at=None, sending_until=None
