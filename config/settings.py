@@ -10,6 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.redis_client import redis_tls_options
 from core import limits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -184,7 +185,13 @@ MIGRATION_STATEMENT_TIMEOUT_MS = env_int("MIGRATION_STATEMENT_TIMEOUT_MS", 5000)
 MIGRATION_LOCK_RETRIES = env_int("MIGRATION_LOCK_RETRIES", 10)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every Redis URL (REDIS_URL, BUNDLE_CACHE_URL, CELERY_BROKER_URL) may carry a password
+# (redis://:PASSWORD@host:6379/0), an ACL user (redis://USER:PASSWORD@host...) and TLS
+# (rediss://, the certificate verified against REDIS_TLS_CA_FILE or else the system's CAs).
 REDIS_URL = env_str("REDIS_URL")
+REDIS_TLS_CA_FILE = env_str("REDIS_TLS_CA_FILE", "")
+
+
 # Where registry.bundle_cache keeps canonical content bytes (by content hash).
 BUNDLE_CACHE_URL = env_str("BUNDLE_CACHE_URL", REDIS_URL)
 # Socket timeouts of the Redis calls made while serving a request (rate limits, the bytes cache,
@@ -197,7 +204,11 @@ CACHES = {
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "registry",
         # Short timeouts: the cache is an accelerator, never a reason for a request to hang.
-        "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25},
+        "OPTIONS": {
+            "socket_connect_timeout": 0.25,
+            "socket_timeout": 0.25,
+            **redis_tls_options(REDIS_URL, REDIS_TLS_CA_FILE),
+        },
     }
 }
 
@@ -273,6 +284,7 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: Redis broker. Tasks take ids and re-read the database, so results are not stored.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_USE_SSL = redis_tls_options(CELERY_BROKER_URL, REDIS_TLS_CA_FILE) or None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 # A task whose pool child died (kill -9, out of memory) goes back to the queue at once instead of

@@ -19,16 +19,18 @@ from config.celery import app
 logger = logging.getLogger(__name__)
 _publish_lock = threading.Lock()
 _publish_connection: Any = None
+_publish_url = ""  # the URL it was made for (as_uri() drops a rediss:// URL's query, for one)
 
 
 def _connection(url: str) -> Any:
     """This process's broker connection for enqueueing from requests, with the request path's
     short socket timeouts (the worker and beat keep the broker settings' longer ones: they
     wait on the broker by design). Created lazily, after the web server has forked."""
-    global _publish_connection
-    if _publish_connection is not None and _publish_connection.as_uri(include_password=True) != url:
+    global _publish_connection, _publish_url
+    if _publish_connection is not None and _publish_url != url:
         _reset_connection()
     if _publish_connection is None:
+        _publish_url = url
         timeout = settings.REDIS_REQUEST_TIMEOUT_MS / 1000
         _publish_connection = app.connection_for_write(
             url,

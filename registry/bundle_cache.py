@@ -9,9 +9,12 @@ It talks to Redis through config.redis_client rather than Django's cache API: th
 hot path. In front of Redis each process keeps a small LRU of the same bytes (bounded in total
 size): an entry keyed by content hash can never be wrong, so the per-process copy needs no
 invalidation, and a fetch then makes no Redis round trip for the bytes at all (and does not
-wait on a hung Redis for them). Whether a session may be served those bytes is decided
+wait on a hung Redis for them). Redis is not trusted: bytes read from it are served (and kept
+in the LRU) only when their SHA-256 is the version's content hash; others are dropped from
+Redis and read from the database. Whether a session may be served those bytes is decided
 before, on every call, from PostgreSQL."""
 
+import logging
 import threading
 from collections import OrderedDict
 
@@ -21,7 +24,10 @@ from django.conf import settings
 from config import breaker
 from config.redis_client import redis_client
 from metrics import instruments
+from registry import canonical
 from registry.models import BundleVersion
+
+logger = logging.getLogger(__name__)
 
 TTL_SECONDS = 7 * 24 * 3600
 LOCAL_LIMIT_BYTES = 64 * 1024 * 1024  # per process; one content document is at most 1 MiB
@@ -85,6 +91,13 @@ def content_bytes(*, version_id: int, content_hash: str) -> bytes:
     key = _key(content_hash)
     cached = _breaker().call(lambda: _client().get(key), fallback=None)
     data = cached if isinstance(cached, bytes) else None  # the client does not decode responses
+    if data is not None and canonical.content_hash(data) != content_hash:
+        # Whoever can write to Redis must not be able to change a pinned prompt: bytes from
+        # Redis are served only if they hash to what the version row says (the LRU below
+        # holds only bytes checked here or read from the database).
+        logger.warning("bundle cache: the bytes in Redis for %s do not match their hash; dropped", content_hash)
+        _breaker().call(lambda: _client().delete(key), fallback=None)
+        data = None
     instruments.CACHE.labels(result="redis" if data is not None else "database").inc()
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
