@@ -6,6 +6,7 @@ place a rule is enforced. The models' column lengths read them too (changing one
 migration, which `makemigrations --check` in CI asks for)."""
 
 import re
+import unicodedata
 
 # Names. A bundle name is also a URL path segment and a scope pattern target.
 BUNDLE_NAME_MAX = 100
@@ -62,3 +63,26 @@ def storable(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# Characters that change how a name is shown without being seen: bidi controls (U+202A..U+202E,
+# U+2066..U+2069), the direction marks (U+200E, U+200F, U+061C), zero-width characters
+# (U+200B..U+200D, U+2060), the BOM, soft hyphen, line and paragraph separators, and control
+# characters. By Unicode category, so the whole class is covered, not a list that ages.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def invisible_characters(value: str) -> list[str]:
+    """The characters of `value` that could make two names look the same (U+XXXX each, in order,
+    without repeats); empty when there are none."""
+    found: dict[str, None] = {}
+    for char in value:
+        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+            found.setdefault(f"U+{ord(char):04X}", None)
+    return list(found)
+
+
+def normal_name(value: str) -> str:
+    """A name as it is stored and looked up: Unicode NFC, so that an accented letter typed as
+    one code point or as a letter and a combining mark is one name."""
+    return unicodedata.normalize("NFC", value)

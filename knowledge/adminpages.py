@@ -166,7 +166,7 @@ def file_edit(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpR
             status = 400
     else:
         path = request.GET.get("path", "")
-        existing = PackFile.objects.filter(pack=pack, path=path).first() if path else None
+        existing = PackFile.objects.filter(pack=pack, path=paths.lookup_path(path)).first() if path else None
         if path and existing is None:
             raise NotFound(f"Pack {pack.name!r} has no file {path!r}.")
         initial_path = path or request.GET.get("new", "")  # "write one" links suggest a DUTY.md path

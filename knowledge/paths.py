@@ -1,14 +1,18 @@
 """Path rules, for the files of a pack and for the paths the model sees (`knowledge/<pack>/...`).
 
 A pack file path is relative and already normalised: segments separated by single `/`, none
-empty, `.` or `..`, no leading or trailing `/`, no backslash or control character, at most
-512 bytes of UTF-8. Anything else is refused (400) rather than silently rewritten, so that the
-path a sync tool PUTs is the path the manifest lists."""
+empty, `.` or `..`, no leading or trailing `/`, no backslash, control, bidi or other invisible
+character (core.limits.invisible_characters), at most 512 bytes of UTF-8. Anything else is
+refused (400) rather than silently rewritten, so that the path a sync tool PUTs is the path the
+manifest lists. The one rewrite is Unicode NFC (core.limits.normal_name), applied to every path
+written and every path looked up (REST, admin and the model's), so that two paths that look
+the same are one path: a file PUT as "cafe\u0301.md" is stored, listed and found as "caf\u00e9.md"."""
 
 import re
 from dataclasses import dataclass
 
 from core.errors import InvalidContent
+from core.limits import invisible_characters, normal_name
 from knowledge.models import MAX_PATH_BYTES
 
 ROOT = "knowledge"
@@ -16,8 +20,19 @@ DUTY = "DUTY.md"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
+def invisible_problem(path: str) -> str | None:
+    """Why `path` holds a character that could make it look like another path, or None."""
+    found = invisible_characters(path)
+    return f"May not contain invisible, bidi or control characters ({', '.join(found)})." if found else None
+
+
+def lookup_path(path: str) -> str:
+    """A path as it is looked up: NFC, like every path that was written."""
+    return normal_name(path)
+
+
 def path_problem(path: str) -> str | None:
-    """Why `path` is not a valid pack file path, or None."""
+    """Why `path` (NFC) is not a valid pack file path, or None."""
     if not path:
         return "A path is required."
     if len(path.encode()) > MAX_PATH_BYTES:
@@ -26,6 +41,9 @@ def path_problem(path: str) -> str | None:
         return "Must be relative (no leading /)."
     if _CONTROL.search(path):
         return "May not contain a backslash or control characters."
+    invisible = invisible_problem(path)
+    if invisible:
+        return invisible
     segments = path.split("/")
     if ".." in segments:
         return "May not contain '..'."
@@ -35,6 +53,8 @@ def path_problem(path: str) -> str | None:
 
 
 def check_file_path(path: str) -> str:
+    """The path as it is stored (NFC), or 400 naming what is wrong with it."""
+    path = normal_name(path)
     problem = path_problem(path)
     if problem:
         raise InvalidContent(f"The path is not valid: {problem}", {"path": [problem]})
@@ -74,7 +94,10 @@ def parse_model_path(raw: str, *, packs: list[str]) -> ModelPath:
         )
     if _CONTROL.search(raw):
         raise InvalidContent("The path is not valid.", {"path": ["No backslash or control characters."]})
-    stripped = raw.rstrip("/")
+    invisible = invisible_problem(raw)
+    if invisible:
+        raise InvalidContent("The path is not valid.", {"path": [invisible]})
+    stripped = normal_name(raw).rstrip("/")
     segments = stripped.split("/")
     if ".." in segments:
         raise InvalidContent("'..' is not allowed in a path.", {"path": ["Pass the path exactly as ls returned it."]})

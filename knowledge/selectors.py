@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 
 from access.actors import Actor
 from core.errors import NotFound
+from knowledge import paths
 from knowledge.models import Pack, PackFile
 
 
@@ -38,7 +39,7 @@ def manifest(pack: Pack) -> QuerySet[PackFile]:
 
 
 def file_get(*, pack: Pack, path: str) -> PackFile:
-    file = PackFile.objects.filter(pack=pack, path=path).first()
+    file = PackFile.objects.filter(pack=pack, path=paths.lookup_path(path)).first()
     if file is None:
         raise NotFound(f"Pack {pack.name!r} has no file {path!r}.")
     return file
