@@ -20,6 +20,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
+
 from api import fastlane  # noqa: E402
 from config.dispatch import Dispatcher, Route  # noqa: E402
 from config.django_lane import django_app  # noqa: E402
@@ -31,4 +33,5 @@ ROUTES: list[Route] = [
     Route(MCP_PATH, mcp_app(), lifespan=True),  # the MCP server (mcp_server/): same keys, same services
 ]
 
-application = Dispatcher(routes=ROUTES, default=django_app())
+# A worker whose event loop stops answering for WEB_WATCHDOG_SECONDS exits and granian respawns it.
+application = Dispatcher(routes=ROUTES, default=django_app(), watchdog_seconds=settings.WEB_WATCHDOG_SECONDS)

@@ -12,7 +12,8 @@ serve), and the dispatcher then hands the request to the next matching route or 
 
 Lifespan: the server sends one lifespan scope; the dispatcher runs the lifespan of every route
 marked `lifespan=True` in its own task, starts them in table order and stops them in reverse,
-and reports startup failure if any fails. Django itself has no lifespan.
+and reports startup failure if any fails. Django itself has no lifespan. Once started, the
+lifespan also runs the event-loop watchdog (config.watchdog) when `watchdog_seconds` > 0.
 
 Slow clients: the sync parts (Django, the fast lane's database calls) run on a bounded thread
 pool, so they must never wait on a socket. `buffered_body` reads the whole request body on the
@@ -25,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+from config.watchdog import LoopWatchdog
 
 logger = logging.getLogger(__name__)
 
@@ -122,9 +125,10 @@ async def send_json(send: Send, status: int, body: bytes, headers: list[tuple[by
 
 
 class Dispatcher:
-    def __init__(self, *, routes: list[Route], default: ASGIApp) -> None:
+    def __init__(self, *, routes: list[Route], default: ASGIApp, watchdog_seconds: float = 0) -> None:
         self.routes = list(routes)
         self.default = default
+        self.watchdog_seconds = watchdog_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -155,8 +159,11 @@ class Dispatcher:
                 return
             started.append(child)
         await send({"type": "lifespan.startup.complete"})
+        watchdog = LoopWatchdog(self.watchdog_seconds)
+        watchdog.start()
         message = await receive()
         assert message["type"] == "lifespan.shutdown"
+        await watchdog.stop()
         for child in reversed(started):
             await child.shutdown()
         await send({"type": "lifespan.shutdown.complete"})

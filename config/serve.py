@@ -38,7 +38,9 @@ def command(*, host: str, port: int, workers: int, access_log: bool) -> list[str
         "1",
         "--http1-header-read-timeout",
         str(HEADER_READ_TIMEOUT_MS),
-        "--respawn-failed-workers",
+        "--respawn-failed-workers",  # also what restarts a worker its watchdog stopped (config.watchdog)
+        "--respawn-interval",
+        "1",
         "--workers-kill-timeout",
         "20",
         "--log-level",

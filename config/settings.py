@@ -239,6 +239,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # per worker process that run Django and the fast lane (each keeps one database connection).
 WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 10)
 WEB_THREADS = env_int("WEB_THREADS", 8)
+# A web worker whose event loop does not come round for this many seconds exits (config.watchdog)
+# and granian starts another; 0 turns the watchdog off.
+WEB_WATCHDOG_SECONDS = env_int("WEB_WATCHDOG_SECONDS", 10)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.ApiKeyAuthentication"],

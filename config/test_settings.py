@@ -10,6 +10,8 @@ os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_URLS", "1")
 # limits must not see its counter skipped by a breaker that a slow reply opened. The breaker's
 # own tests set the short timeout themselves.
 os.environ.setdefault("REDIS_REQUEST_TIMEOUT_MS", "1000")
+# faulthandler has one timer per process and pytest may use it: no watchdog unless a test asks.
+os.environ.setdefault("WEB_WATCHDOG_SECONDS", "0")
 
 from config.settings import *  # noqa: E402,F403
 
