@@ -20,11 +20,25 @@ class Actor:
     role: str
     api_key_id: int | None = None
     scopes: tuple[str, ...] = ()
+    # The first key of this key's rotation lineage (ApiKey.lineage_id); None: the key itself.
+    lineage_id: int | None = None
 
     @classmethod
-    def for_key(cls, *, key_id: int, name: str, role: str, scopes: Iterable[str] | None) -> "Actor":
+    def for_key(
+        cls, *, key_id: int, name: str, role: str, scopes: Iterable[str] | None, lineage_id: int | None = None
+    ) -> "Actor":
         """The Actor of an API key: the one place that says how a key appears in authorship."""
-        return cls(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()))
+        return cls(name=f"key:{name}", role=role, api_key_id=key_id, scopes=tuple(scopes or ()), lineage_id=lineage_id)
+
+    @property
+    def owner_key_id(self) -> int | None:
+        """Whose sessions this key's are: the first key of its rotation lineage, so that a key
+        and every key rotated from it (during a grace period, both) own the same sessions."""
+        return self.lineage_id or self.api_key_id
+
+    def owns(self, owner_key_id: int | None) -> bool:
+        """Whether a session stored with `owner_key_id` (Session.api_key_id) is this key's."""
+        return self.api_key_id is not None and owner_key_id is not None and owner_key_id == self.owner_key_id
 
     def has_role(self, role: str) -> bool:
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]

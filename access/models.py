@@ -26,9 +26,15 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     rotated_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # The first key of the rotation chain this key belongs to (null: this key is the first).
+    # Sessions belong to the lineage (Session.api_key is its first key), so rotating a key
+    # keeps its sessions reachable (access.actors.Actor.owns).
+    lineage_id = models.BigIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.role}, {self.prefix}…)"
 
     def as_actor(self) -> Actor:
-        return Actor.for_key(key_id=self.pk, name=self.name, role=self.role, scopes=self.scopes)
+        return Actor.for_key(
+            key_id=self.pk, name=self.name, role=self.role, scopes=self.scopes, lineage_id=self.lineage_id
+        )

@@ -69,6 +69,7 @@ def api_key_create(
         expires_at=expires_at,
         created_by=actor.name,
         rotated_from=rotated_from,
+        lineage_id=(rotated_from.lineage_id or rotated_from.pk) if rotated_from else None,
     )
     audit_record(
         actor=actor,
@@ -84,7 +85,7 @@ def api_key_create(
 # constant time, so response timing says nothing about how close a guess was. The fast lane
 # (api.fastlane) reads the same columns under the same condition, joined with the session, in
 # one statement: KEY_COLUMNS and KEY_WHERE are the one definition of "a working key".
-KEY_COLUMNS = "k.id, k.name, k.role, k.scopes, k.last_used_at, k.secret_hash"
+KEY_COLUMNS = "k.id, k.name, k.role, k.scopes, k.last_used_at, k.secret_hash, k.lineage_id"
 KEY_WORKING = "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())"
 KEY_WHERE = f"k.prefix = %s AND {KEY_WORKING}"
 _AUTH_SQL = f"SELECT {KEY_COLUMNS} FROM access_apikey k WHERE {KEY_WHERE}"
@@ -123,7 +124,7 @@ def key_actor(row: Sequence[Any]) -> Actor:
     key_id, name, role, scopes = row[:4]
     if isinstance(scopes, str):
         scopes = json.loads(scopes)
-    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes)
+    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes, lineage_id=row[6])
 
 
 def api_key_authenticate(*, secret: str) -> Actor | None:

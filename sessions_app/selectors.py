@@ -67,7 +67,7 @@ def _visible_to(owner_key_id: int | None, bundle_name: str, actor: Actor) -> boo
     scope; to anyone else it does not exist (404), so session ids cannot be probed."""
     if not actor.may_see_bundle(bundle_name):
         return False
-    owns = actor.api_key_id is not None and owner_key_id == actor.api_key_id
+    owns = actor.owns(owner_key_id)
     return owns or actor.has_role(Role.OPS)
 
 
@@ -104,7 +104,7 @@ def end_is_plain(*, actor: Actor, owner_key_id: int | None, bundle_name: str, st
     """True when session_end would end this session for `actor` as its owner, with no audit
     record: the key that started it, within its scope, and the session still active. The fast
     lane's batched ends (sessions_app.services.sessions_end_owned) take only these."""
-    owns = actor.api_key_id is not None and owner_key_id == actor.api_key_id
+    owns = actor.owns(owner_key_id)
     return owns and actor.may_see_bundle(bundle_name) and status == SessionStatus.ACTIVE
 
 

@@ -207,7 +207,7 @@ def _new_session(
         bundle=bundle,
         version=version,
         label=label,
-        api_key_id=actor.api_key_id,
+        api_key_id=actor.owner_key_id,  # the key's rotation lineage owns it (Actor.owns)
         external_id=external_id,
         ttl_seconds=ttl,
         started_at=now,
@@ -228,7 +228,7 @@ def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
 
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:
-    existing = Session.objects.filter(api_key_id=actor.api_key_id, external_id=external_id).first()
+    existing = Session.objects.filter(api_key_id=actor.owner_key_id, external_id=external_id).first()
     if existing is not None and existing.bundle_id != bundle.pk:
         raise Conflict(
             "This external_id already names a session on another bundle.",
@@ -311,7 +311,7 @@ def session_end(*, session: Session, actor: Actor) -> Session:
     when ops end someone else's. A drain is requested after the commit only when the version is draining."""
     _check_owner(session=session, actor=actor)
     now = timezone.now()
-    by_owner = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    by_owner = actor.owns(session.api_key_id)
     with transaction.atomic() if not by_owner else nullcontext():
         ended = _end_active(session_ids=[str(session.pk)], now=now)
         if ended and not by_owner:
@@ -343,7 +343,7 @@ def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
 
 def _check_owner(*, session: Session, actor: Actor) -> None:
     # Ownership needs a key on both sides: two keyless actors (people in the admin) share nothing.
-    owns = actor.api_key_id is not None and session.api_key_id == actor.api_key_id
+    owns = actor.owns(session.api_key_id)
     if not owns and not actor.has_role(Role.OPS):
         raise Forbidden("Only the key that started a session, or ops, may change it.")
     # Ops too only within its key's bundle scope (the same answer as for no such session).
