@@ -11,8 +11,10 @@ The admin login does not: password guessing must stay limited, so it falls back 
 in this process (`local_fallback`), which limits each web process separately: a guesser gets
 at most the rate times the number of processes."""
 
+import functools
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -155,3 +157,107 @@ def api_throttle_wait(*, actor, method: str) -> int | None:
     """api_throttle_waits for one request: what the DRF throttle and the fast lane's
     one-by-one path call."""
     return api_throttle_waits(requests=[(actor, method)])[0]
+
+
+# --- Concurrency: how many calls one key may have running at once -------------------------------
+
+# One atomic step in Redis: drop the slots whose holders are overdue (a process that died holding
+# one), then take a slot if fewer than the limit are held. Slots are members of a sorted set
+# scored by when they lapse, so a lost release costs a slot for `hold` seconds at most.
+_ACQUIRE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
+
+class LocalSlots:
+    """Slots counted in this process when Redis cannot count them (so the limit then holds per
+    process: it still keeps one key from holding every thread of a worker)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: Counter[str] = Counter()
+
+    def acquire(self, name: str, limit: int) -> bool:
+        with self._lock:
+            if self._held[name] >= limit:
+                return False
+            self._held[name] += 1
+            return True
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self._held[name] -= 1
+            if self._held[name] <= 0:
+                del self._held[name]
+
+
+local_slots = LocalSlots()
+
+
+class Slot:
+    """A slot taken by concurrency_slot(); give it back with release() (or use it as a context)."""
+
+    def __init__(self, name: str, token: str | None) -> None:
+        self.name = name
+        self.token = token  # None: counted in this process (Redis could not count it)
+
+    def release(self) -> None:
+        if self.token is None:
+            local_slots.release(self.name)
+            return
+        token = self.token
+
+        def zrem() -> None:
+            redis_client(settings.REDIS_URL).zrem(self.name, token)
+
+        breaker.for_url(settings.REDIS_URL).call(zrem, fallback=None)  # if lost, it lapses after `hold`
+
+    def __enter__(self) -> "Slot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def concurrency_slot(*, group: str, key: str, limit: int, hold: float) -> Slot | None:
+    """Take one of `limit` slots of `key` shared by every process through Redis; None when all
+    are held (the caller answers 429). A slot lapses `hold` seconds after it was taken, in case
+    its holder died. Without Redis (an error, a timeout, the breaker open) the slots are counted
+    in this process instead."""
+    name = f"registry:cc:{group}:{key}"
+    token = uuid.uuid4().hex
+
+    def acquire() -> bool:
+        now = time.time()
+        script = _acquire_script(settings.REDIS_URL)
+        return bool(script(keys=[name], args=[now, now + hold, limit, token, int(hold * 1000) + 1000]))
+
+    taken = breaker.for_url(settings.REDIS_URL).call(acquire, fallback=None)
+    slot = (Slot(name, None) if local_slots.acquire(name, limit) else None) if taken is None else None
+    if taken:
+        slot = Slot(name, token)
+    if slot is None:
+        instruments.THROTTLED.labels(group=group).inc()
+    return slot
+
+
+@functools.cache
+def _acquire_script(url: str) -> Any:
+    return redis_client(url).register_script(_ACQUIRE)  # EVALSHA, loading the script once
+
+
+def file_tool_slot(*, actor: Any) -> Slot | None:
+    """A slot for one of the model's file tools (ls, glob, grep, read) under FILE_TOOL_CONCURRENCY
+    per key: a slow grep holds a web thread for up to seconds, and one key must not hold them all."""
+    return concurrency_slot(
+        group="file-tools",
+        key=str(actor.api_key_id or actor.name),
+        limit=settings.FILE_TOOL_CONCURRENCY,
+        hold=settings.FILE_TOOL_SLOT_SECONDS,
+    )

@@ -1,12 +1,15 @@
 """Thin REST views for knowledge packs, the per-turn render and the model's file tools."""
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from access import ratelimit
 from access.models import Role
 from api.authentication import actor_of
 from api.pagination import paginated
@@ -165,7 +168,11 @@ class SessionKnowledgeToolApi(BaseApi):
             OpenApiParameter("offset", OpenApiTypes.INT),
             OpenApiParameter("limit", OpenApiTypes.INT),
         ],
-        responses={200: ToolOut, 400: OpenApiResponse(description="Bad path or pattern")},
+        responses={
+            200: ToolOut,
+            400: OpenApiResponse(description="Bad path or pattern"),
+            429: OpenApiResponse(description="The key has FILE_TOOL_CONCURRENCY file-tool calls running"),
+        },
     )
     def get(self, request: Request, session_id, tool: str) -> Response:
         run = tools.TOOLS.get(tool)
@@ -177,7 +184,14 @@ class SessionKnowledgeToolApi(BaseApi):
             raise InvalidContent("Unknown parameters.", {name: ["Unknown parameter."] for name in unknown})
         if any("\x00" in value for value in params.values()):
             raise InvalidContent("A parameter holds a NUL character.", {"query": ["Not allowed."]})
-        answer = run(
-            session_id=session_id, actor=actor_of(request), **{name: params.get(name) for name in _TOOL_PARAMS[tool]}
-        )
+        actor = actor_of(request)
+        slot = ratelimit.file_tool_slot(actor=actor)
+        if slot is None:
+            raise Throttled(
+                wait=1,
+                detail=f"This key already has {settings.FILE_TOOL_CONCURRENCY} file-tool calls running: "
+                "wait for one to finish.",
+            )
+        with slot:
+            answer = run(session_id=session_id, actor=actor, **{name: params.get(name) for name in _TOOL_PARAMS[tool]})
         return Response({"output": answer.output, "truncated": answer.truncated})

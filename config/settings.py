@@ -270,6 +270,11 @@ ADMIN_LOGIN_ACCOUNT_RATE = env_str("ADMIN_LOGIN_ACCOUNT_RATE", "20/10m")
 # Requests per client address whose API key is not a working key (unknown, expired, revoked);
 # past it those get 429 instead of 401. A working key is never refused by it.
 AUTH_FAILURE_RATE = env_str("AUTH_FAILURE_RATE", "60/m")
+# The model's file tools (ls, glob, grep, read) one key may have running at once, across every
+# web process (counted in Redis; per process while Redis is away); a slot whose holder died
+# lapses after FILE_TOOL_SLOT_SECONDS.
+FILE_TOOL_CONCURRENCY = env_int("FILE_TOOL_CONCURRENCY", 4)
+FILE_TOOL_SLOT_SECONDS = env_int("FILE_TOOL_SLOT_SECONDS", 30)
 
 
 SPECTACULAR_SETTINGS = {
