@@ -168,8 +168,6 @@ DATABASES["default"]["OPTIONS"].update(
 _stall_ms = env_int("DB_STALL_CHECK_MS", 1000)
 DATABASES["default"]["WATCH"] = {  # type: ignore[typeddict-unknown-key]  # read by config.postgres
     "stall_check": _stall_ms / 1000 if _stall_ms > 0 else None,
-    # statement_timeout is the server's to apply; a wait this much longer means it could not.
-    "hard_cap": DB_STATEMENT_TIMEOUT_MS / 1000 + 5 if DB_STATEMENT_TIMEOUT_MS > 0 else None,
 }
 # Django binds parameters on the client (no prepared statements); the fast lane's batched
 # read uses its own server-side-binding cursor on the same connection and asks psycopg to

@@ -14,7 +14,8 @@ checks that the server still answers by opening a new connection (within DB_CONN
 one check at a time per server, its verdict shared for a moment by every waiting thread). If
 it does not, the connection is closed and the statement fails with OperationalError, which
 the API answers as 503 `unavailable`. A slow statement on a server that answers is left alone
-(until `statement_timeout`, with a client-side cap a few seconds above it)."""
+(the server's `statement_timeout` applies; some commands turn it off for a long statement), and
+checked again after 2, 4, 8 and then every 10 seconds."""
 
 import threading
 import time
@@ -26,6 +27,7 @@ from django.db.backends.postgresql import base
 from psycopg import errors
 from psycopg.conninfo import make_conninfo
 
+MAX_CHECK_INTERVAL = 10.0  # seconds between checks while one wait goes on
 # Connect keyword arguments of psycopg that are not libpq connection parameters.
 _NOT_CONNINFO = {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
 
@@ -69,7 +71,6 @@ class WatchedConnection(psycopg.Connection[Any]):
 
     stall_check: float = 1.0  # seconds a wait lasts before the process checks the server answers
     connect_timeout: int = 2  # of that check's new connection
-    hard_cap: float | None = None  # seconds after which a wait fails whatever the check says
     conninfo_for_check: str = ""  # empty: never checked
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
@@ -79,21 +80,22 @@ class WatchedConnection(psycopg.Connection[Any]):
         """`gen`, passed through; on the waiter's idle ticks (READY_NONE every `interval`) it
         checks how long this wait has lasted and, past `stall_check`, whether the server answers."""
         began = time.monotonic()
-        next_check = began + self.stall_check
+        every = self.stall_check
+        next_check = began + every
         try:
             state = next(gen)
             while True:
                 ready = yield state
                 if not ready:
                     now = time.monotonic()
-                    capped = self.hard_cap is not None and now - began >= self.hard_cap
-                    if capped or (now >= next_check and not self._server_answers()):
-                        self.pgconn.finish()  # its protocol state is unknown: never reused
-                        raise errors.OperationalError(
-                            f"the database did not answer for {time.monotonic() - began:.1f} s: connection closed"
-                        )
                     if now >= next_check:
-                        next_check = time.monotonic() + self.stall_check
+                        if not self._server_answers():
+                            self.pgconn.finish()  # its protocol state is unknown: never reused
+                            raise errors.OperationalError(
+                                f"the database did not answer for {time.monotonic() - began:.1f} s: connection closed"
+                            )
+                        every = min(every * 2, MAX_CHECK_INTERVAL)  # a long statement on a live server
+                        next_check = time.monotonic() + every
                 state = gen.send(ready)
         except StopIteration as stop:
             return stop.value
@@ -116,8 +118,8 @@ class _Driver:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    """settings_dict["WATCH"]: {"stall_check": seconds, "hard_cap": seconds or None}; without
-    it (or with stall_check None) waits are not watched."""
+    """settings_dict["WATCH"]: {"stall_check": seconds}; without it (or with None) waits are
+    not watched."""
 
     Database = _Driver()  # type: ignore[assignment]  # psycopg, connecting with WatchedConnection
 
@@ -126,7 +128,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
         watch = self.settings_dict.get("WATCH") or {}
         if isinstance(conn, WatchedConnection) and watch.get("stall_check") is not None:
             conn.stall_check = watch["stall_check"]
-            conn.hard_cap = watch.get("hard_cap")
             conn.connect_timeout = int(conn_params.get("connect_timeout") or 2)
             params = {k: v for k, v in conn_params.items() if k not in _NOT_CONNINFO and v is not None}
             conn.conninfo_for_check = make_conninfo("", **params)
