@@ -29,8 +29,8 @@ api.errors.exception_handler, so their bodies are the contract's to the byte. An
 is declined (config.dispatch.Decline) before any work is counted and goes to Django, which
 answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
 is Django's; the decline says the key is not working, config.dispatch.KEY_NOT_WORKING, so that
-Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP request that
-SECURE_SSL_REDIRECT would redirect, a database connection error (Django's path reconnects and
+Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP
+request that SECURE_SSL_REDIRECT would redirect, a database connection error (Django's path reconnects and
 reports it). Headers are the ones Django's middleware would add (tests/test_fastlane.py
 compares both paths, one by one and batched)."""
 
