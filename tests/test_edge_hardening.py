@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import secrets
 import socket
 import ssl
@@ -403,6 +404,9 @@ def nginx(server, tmp_path) -> Iterator[tuple[int, int]]:
     plain, tls = free_port(), free_port()
     with open(os.path.join(ROOT, "deploy", "nginx.conf")) as f:
         site = f.read()
+    # A template (the nginx image fills in ${HTTPS_PORT} at start): rendered as it would be.
+    site = re.sub(r"\$\{HTTPS_PORT\}", str(tls), site)
+    assert "${" not in site
     site = (
         site.replace("server web:8000;", f"server 127.0.0.1:{server.port};")
         .replace("/etc/nginx/tls", str(tmp_path))
@@ -411,9 +415,9 @@ def nginx(server, tmp_path) -> Iterator[tuple[int, int]]:
     )
     assert f"127.0.0.1:{server.port}" in site and f":{plain} " in site and f":{tls} " in site
     (tmp_path / "site.conf").write_text(site)
-    user = "user root;\n" if os.geteuid() == 0 else ""  # pytest's tmp_path is not readable by nobody
+    # One process (no workers as another user, who could not read pytest's tmp_path).
     (tmp_path / "nginx.conf").write_text(
-        f"{user}pid {tmp_path}/nginx.pid;\nerror_log stderr;\ndaemon off;\nevents {{}}\n"
+        f"pid {tmp_path}/nginx.pid;\nerror_log stderr;\ndaemon off;\nmaster_process off;\nevents {{}}\n"
         f"http {{\n  include /etc/nginx/mime.types;\n  access_log off;\n  include {tmp_path}/site.conf;\n}}\n"
     )
     proc = subprocess.Popen(
