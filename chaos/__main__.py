@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from chaos.client import Api, Load, bundle_with_label, move_to_v2, percentile, version_state
+from chaos.freeze import freeze
 from chaos.hostile import corpus
 from chaos.metrics_series import metrics_series
 from chaos.pg_hang import postgres_hang
@@ -382,6 +383,7 @@ def main() -> int:
                 lambda: metrics_series(stack, api, methods=1000 if short else 5000, each=100 if short else 500),
             ),
             ("slow bodies", lambda: slow_bodies(stack, 8)),
+            ("worker freeze", lambda: freeze(stack, api, threads=4, seconds=8 if short else 30)),
             ("cross-scope reads", lambda: cross_scope(stack, 3 if short else 20, 4 if short else 8)),
             ("worker kills", lambda: worker_kills(stack, api, 3 if short else 20)),
             ("pool child kills", lambda: pool_child_kills(stack, api, 2 if short else 5)),

@@ -5,6 +5,7 @@ forged cursors, odd paths. Each must get a non-5xx answer in the contract's erro
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 from chaos.client import content
 
@@ -138,6 +139,26 @@ def corpus(session_id: str) -> Iterator[tuple[str, str, bytes | None, dict[str, 
         "/api/v1/../../admin/",
         "/api/v1/bundles/load/versions/1/?%00=1",
     ]
+    # The model's file tools (issue 18): compile bombs, backtracking and unsupported patterns,
+    # glob bombs and out-of-range offsets; the session's version lists no packs, so the bounds on
+    # the text are what answers (400), and nothing is compiled.
+    tool = f"/api/v1/sessions/{session_id}/knowledge"
+    for pattern in [
+        "(?:a{60000}){60000}",
+        "((a{100}){100}){100}",
+        "(a+)+$",
+        "(\\w)\\1",
+        "(?<=x)y",
+        "x" * 5000,
+        "(" * 40 + "a" + ")" * 40,
+        "%00",
+        "%ED%A0%80",
+    ]:
+        yield "GET", f"{tool}/grep?pattern={quote(pattern, safe='%')}", None, {}
+    for pattern in ["knowledge/" + "*a" * 40, "**/" * 20 + "*", "knowledge/{" + "a," * 300 + "}", "k" * 5000]:
+        yield "GET", f"{tool}/glob?pattern={quote(pattern)}", None, {}
+    for query in ["offset=99999999999999999999", "offset=-1", "offset=1e9", "path=knowledge/" + "d/" * 400]:
+        yield "GET", f"{tool}/ls?{query}", None, {}
     for path in odd_paths:
         for method in ("GET", "POST", "PUT", "DELETE"):
             yield method, path, b"{}" if method != "GET" else None, {}
