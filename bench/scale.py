@@ -318,6 +318,55 @@ def month(days: int, sessions_per_day: int, turns_per_session: int, retention_da
     return rows
 
 
+def rekey(url: str, bundle_name: str, lapsed: int) -> str:
+    """--reuse: a new secret for the seeded agent key (a seed prints its secret once), and
+    `lapsed` active sessions of the live version lapsed again (the sweep measured them)."""
+    import hashlib
+
+    import psycopg
+
+    secret = "pr_" + secrets.token_urlsafe(32)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE access_apikey SET prefix = %s, secret_hash = %s WHERE name = %s",
+            [secret[:10], hashlib.sha256(secret.encode()).hexdigest(), f"{bundle_name}-agent"],
+        )
+        conn.execute(
+            """UPDATE sessions_app_session SET expires_at = now() - interval '1 minute' WHERE id = ANY(ARRAY(
+                   SELECT s.id FROM sessions_app_session s JOIN registry_bundleversion v ON v.id = s.version_id
+                   WHERE s.status = 'active' AND v.state = 'live' AND s.expires_at > now() + interval '1 minute'
+                   ORDER BY s.id LIMIT %s))""",
+            [lapsed],
+        )
+    return secret
+
+
+def print_table(
+    ns: Any,
+    sizes: dict[str, int],
+    seed_seconds: float,
+    active: str,
+    lapsed: int,
+    empty: dict[str, dict[str, float]],
+    large: dict[str, dict[str, float]],
+) -> None:
+    print(
+        f"\nlarge database ({sizes['large'] / 2**30:.1f} GiB): {ns.versions} versions, {ns.ended} ended sessions"
+        f" with {ns.turns_per_session} turns and one file read each, {ns.deliveries} deliveries, {active} active,"
+        f" {lapsed} lapsed sessions, seeded in {seed_seconds:.0f} s. {ns.calls} timed calls per operation and"
+        f" round, {ns.rounds} interleaved rounds, in process; p50 (p90) ms; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(f"{'operation':<18} {'empty db':>16} {'large db':>16} {'ratio':>7}")
+    for op, small_figure in empty.items():
+        big_figure = large[op]
+        ratio = big_figure["median_ms"] / small_figure["median_ms"]
+        print(
+            f"{op:<18} {small_figure['median_ms']:>7.2f} ({small_figure['p90_ms']:>6.2f})"
+            f" {big_figure['median_ms']:>7.2f} ({big_figure['p90_ms']:>6.2f}) {ratio:>7.2f}"
+            + ("" if ratio <= 1.2 else "  > 1.2")
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--versions", type=int, default=10_000)
@@ -332,6 +381,12 @@ def main() -> int:
         "--month-sessions", type=int, default=43_000, help="sessions per simulated day (default: 1/100 of 4.3 M)"
     )
     parser.add_argument("--month-retention", type=int, default=30, help="retention days in the simulation")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the empty and large databases a previous run seeded (a new secret for the seeded key,"
+        " the lapsed sessions lapsed again) instead of seeding them again",
+    )
     ns = parser.parse_args()
 
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
@@ -339,6 +394,9 @@ def main() -> int:
     os.environ.setdefault("DJANGO_SECURE", "0")
     os.environ.setdefault("API_THROTTLE_READ", "100000000/m")
     os.environ.setdefault("API_THROTTLE_WRITE", "100000000/m")
+    # Seeding inserts millions of rows per statement: no statement timeout (and so no client-side
+    # cap after it, config.postgres) in this process and the commands it runs.
+    os.environ["DB_STATEMENT_TIMEOUT_MS"] = "0"
     handles = start_services("scale")
     django_ready = False
     lapsed = SWEEP_BATCH * (ns.calls + 1) * ns.rounds
@@ -376,11 +434,14 @@ def main() -> int:
         if not ns.month_days:
             del names["month"]
         seed_seconds = 0.0
+        fresh = {k: v for k, v in names.items() if not (ns.reuse and k != "month")}
         with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-            for name in names.values():
+            for name in fresh.values():
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 conn.execute(f'CREATE DATABASE "{name}"')
-        for which, name in names.items():
+        for which in set(names) - set(fresh):
+            secrets_of[which] = rekey(parts._replace(path=f"/{names[which]}").geturl(), which, lapsed)
+        for which, name in fresh.items():
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{name}").geturl()
             print(f"database {name}: migrating and seeding {' '.join(seed_args[which])} ...", flush=True)
             manage("migrate", "--no-input", "-v", "0")
@@ -416,6 +477,8 @@ def main() -> int:
         empty, large = median_figures(rounds["empty"]), median_figures(rounds["large"])
         use_database(names["large"])
         explained = plans("large", secrets_of["large"])
+        # The table first: the month that follows takes a while.
+        print_table(ns, sizes, seed_seconds, active, lapsed, empty, large)
         month_rows: list[dict[str, Any]] = []
         if ns.month_days:
             print(f"simulated month: {ns.month_days} days of {ns.month_sessions} sessions ...", flush=True)
@@ -428,21 +491,6 @@ def main() -> int:
             connections.close_all()
         stop_services(handles)
 
-    print(
-        f"\nlarge database ({sizes['large'] / 2**30:.1f} GiB): {ns.versions} versions, {ns.ended} ended sessions"
-        f" with {ns.turns_per_session} turns and one file read each, {ns.deliveries} deliveries, {active} active,"
-        f" {lapsed} lapsed sessions, seeded in {seed_seconds:.0f} s. {ns.calls} timed calls per operation and"
-        f" round, {ns.rounds} interleaved rounds, in process; p50 (p90) ms; load average {os.getloadavg()[0]:.1f}"
-    )
-    print(f"{'operation':<18} {'empty db':>16} {'large db':>16} {'ratio':>7}")
-    for op, small_figure in empty.items():
-        big_figure = large[op]
-        ratio = big_figure["median_ms"] / small_figure["median_ms"]
-        print(
-            f"{op:<18} {small_figure['median_ms']:>7.2f} ({small_figure['p90_ms']:>6.2f})"
-            f" {big_figure['median_ms']:>7.2f} ({big_figure['p90_ms']:>6.2f}) {ratio:>7.2f}"
-            + ("" if ratio <= 1.2 else "  > 1.2")
-        )
     if month_rows:
         print(
             f"\nsimulated {len(month_rows)} days of {ns.month_sessions} sessions a day ({ns.turns_per_session * 5}"
