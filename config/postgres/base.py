@@ -56,6 +56,15 @@ class _ServerCheck:
             self.checked_at = time.monotonic()
             return self.answers
 
+    def known_down(self, *, fresh_for: float) -> bool:
+        """The last check (or connection attempt) found the server not answering, lately."""
+        return not self.answers and time.monotonic() - self.checked_at < fresh_for
+
+    def record(self, answers: bool) -> None:
+        """What a connection attempt found."""
+        with self.lock:
+            self.answers, self.checked_at = answers, time.monotonic()
+
 
 _checks: dict[str, _ServerCheck] = {}
 _checks_lock = threading.Lock()
@@ -124,11 +133,27 @@ class DatabaseWrapper(base.DatabaseWrapper):
     Database = _Driver()  # type: ignore[assignment]  # psycopg, connecting with WatchedConnection
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        conn = super().get_new_connection(conn_params)
         watch = self.settings_dict.get("WATCH") or {}
-        if isinstance(conn, WatchedConnection) and watch.get("stall_check") is not None:
-            conn.stall_check = watch["stall_check"]
+        stall_check = watch.get("stall_check")
+        if stall_check is None:
+            return super().get_new_connection(conn_params)
+        params = {k: v for k, v in conn_params.items() if k not in _NOT_CONNINFO and v is not None}
+        conninfo = make_conninfo("", **params)
+        check = _check_for(conninfo)
+        # While the server is known not to answer (this process found so within the last
+        # half stall_check), a new connection fails at once instead of paying the connect
+        # timeout again: one request may otherwise pay it on each of its paths (a fast-lane
+        # batch, its one-by-one retry, Django). After that, an attempt finds out afresh.
+        if check.known_down(fresh_for=stall_check / 2):
+            raise errors.OperationalError("the database did not answer a moment ago; try again shortly")
+        try:
+            conn = super().get_new_connection(conn_params)
+        except errors.ConnectionTimeout:
+            check.record(False)
+            raise
+        check.record(True)
+        if isinstance(conn, WatchedConnection):
+            conn.stall_check = stall_check
             conn.connect_timeout = int(conn_params.get("connect_timeout") or 2)
-            params = {k: v for k, v in conn_params.items() if k not in _NOT_CONNINFO and v is not None}
-            conn.conninfo_for_check = make_conninfo("", **params)
+            conn.conninfo_for_check = conninfo
         return conn
