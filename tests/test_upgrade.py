@@ -31,6 +31,8 @@ from urllib.parse import quote, urlsplit
 
 import psycopg
 import pytest
+import redis
+from django.conf import settings
 from django.db import connection, migrations, models
 from django.db.migrations.loader import MigrationLoader
 
@@ -38,6 +40,9 @@ from devtools.stack import free_port
 from tests.migration_safety import ROOT, migrations_after, previous_release, unsafe_operations
 
 PY = sys.executable
+# The queues the previous release's web nodes send to (8478c51: Celery's default queue only).
+# When deploy/previous-release moves, this moves with it (docs/operations.md, the runbook).
+OLD_QUEUES = ("celery",)
 
 
 # --- the static rule ------------------------------------------------------------------------
@@ -343,6 +348,56 @@ def test_a_rolling_upgrade_from_the_previous_release_fails_no_call(scratch_datab
     assert traffic.failures == [], traffic.failures[:20]
     assert during >= 30, f"only {during} calls while migrating and after: the old code was not exercised"
     assert traffic.done["end"] >= 20 and traffic.done["label move"] >= 2, traffic.done
+
+    # 3. Roll the workers: this release's worker, consuming the previous release's queue too
+    # (the runbook's transition), runs every task either release enqueued: the old code's
+    # messages must be ones the new tasks accept.
+    broker = redis.Redis.from_url(old_env["REDIS_URL"])
+    queues = sorted({*OLD_QUEUES, settings.LIFECYCLE_QUEUE})
+    assert broker.llen("celery") > 0, "the previous release enqueued nothing: the check below would prove nothing"
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            ",".join(queues),
+            "-c",
+            "1",
+            "-l",
+            "info",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"upgrade-{uuid.uuid4().hex[:6]}@%h",
+        ],
+        cwd=ROOT,
+        env=new_env,
+        stdout=open(log, "ab"),  # noqa: SIM115 (the child's for its life)
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sum(broker.llen(queue) for queue in queues) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # the last task finishes (acks late)
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(30)
+    text = log.read_text(errors="replace")
+    assert sum(broker.llen(queue) for queue in queues) == 0, text[-3000:]
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    with psycopg.connect(scratch_database) as conn:
+        [(stuck,)] = conn.execute(
+            "SELECT count(*) FROM registry_bundleversion v WHERE v.state = 'draining' AND NOT EXISTS "
+            "(SELECT 1 FROM sessions_app_session s WHERE s.version_id = v.id AND s.status = 'active')"
+        ).fetchall()
+    assert stuck == 0, f"{stuck} versions still draining with no session: their drain tasks did not run"
 
 
 # --- lock_timeout ---------------------------------------------------------------------------
