@@ -408,9 +408,7 @@ def main() -> int:
             ),
             (
                 "two web nodes",
-                lambda: two_nodes(
-                    stack, before=3 if short else 10, after=3 if short else 10, rejoin=7 if short else 10
-                ),
+                lambda: two_nodes(stack, before=2 if short else 10, after=2 if short else 10, rejoin=10),
             ),
             (
                 "PostgreSQL stopped",

@@ -117,11 +117,12 @@ class Agents:
             return [c for c in self.calls if c.began >= at]
 
 
-def _start_node(stack: Stack, name: str, port: int) -> Proc:
+def _start_node(stack: Stack, name: str, port: int, *, wait: bool = True) -> Proc:
     command = [PY, "-m", "config.serve", "--port", str(port), "--workers", "1"]
     proc = Proc(name, command, env=stack.env, log=stack.dir / f"{name}.log").start()
     stack.procs[name] = proc
-    wait_port(port, 60)
+    if wait:
+        wait_port(port, 60)
     return proc
 
 
@@ -139,7 +140,9 @@ def two_nodes(stack: Stack, *, before: float, after: float, rejoin: float) -> li
     bundle_with_label(api, "nodes")
     api.close()
     ports = {"node-a": free_port(), "node-b": free_port()}
-    nodes = {name: _start_node(stack, name, port) for name, port in ports.items()}
+    nodes = {name: _start_node(stack, name, port, wait=False) for name, port in ports.items()}  # side by side
+    for port in ports.values():
+        wait_port(port, 60)
     listen = free_port()
     conf_dir = stack.dir / "nginx"
     (conf_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -190,7 +193,11 @@ http {{
             restarted_at = time.monotonic()
             _start_node(stack, victim, ports[victim])
             back_at = time.monotonic()
-            _wait(rejoin)
+            # nginx tries a failed node again after fail_timeout (5 s): until a call reached it.
+            deadline = back_at + rejoin
+            while time.monotonic() < deadline and not any(c.upstream == victim_addr for c in agents.since(back_at)):
+                time.sleep(0.1)
+            _wait(1)
     finally:
         for name in ("nginx", *nodes):
             stack.procs.pop(name).stop()
@@ -213,7 +220,7 @@ http {{
     lost_ends = [s for s in ended if found.get(s) != "ended"]
     during = [c for c in calls if killed_at + 0.5 <= c.began < restarted_at]
     survivor_share = sum(survivor_addr in c.upstream.split(",")[-1] for c in during if c.status < 500)
-    rejoined = sum(victim_addr == c.upstream for c in calls if c.began >= back_at + 1 and c.status < 500)
+    rejoined = sum(victim_addr == c.upstream for c in calls if c.began >= back_at and c.status < 500)
     statuses = Counter(c.status for c in calls)
     return [
         (SCENARIO, "calls through nginx, by status", ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())), None),

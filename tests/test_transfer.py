@@ -166,29 +166,55 @@ def test_an_import_with_a_bad_object_writes_nothing_and_answers_400(ops):
     assert sorted(again["labels_unchanged"]) == ["canary", "production"] and again["revoked"] == []
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"bundle": "x"},
-        {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "versions": [{"content_hash": "zz"}]}},
-        {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "versions": "many"}},
-        {"bundle": {"format": "promptreg.bundle/1", "name": "other"}},
-        {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "labels": [{"name": "p", "targets": [1]}]}},
-        {
-            "bundle": {
-                "format": "promptreg.bundle/1",
-                "name": "copy",
-                "versions": [{"content_hash": "a" * 64, "number": 1, "message": "m"}],
-            }
+MALFORMED = [
+    {"bundle": "x"},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "versions": [{"content_hash": "zz"}]}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "versions": "many"}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "other"}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "labels": [{"name": "p", "targets": [1]}]}},
+    {
+        "bundle": {
+            "format": "promptreg.bundle/1",
+            "name": "copy",
+            "versions": [{"content_hash": "a" * 64, "number": 1, "message": "m"}],
+        }
+    },
+    {"bundle": {"format": "promptreg.bundle/2", "name": "copy"}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy"}, "objects": {"a": 5}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy"}, "objects": {"not-a-hash": "{}"}},
+    {
+        "bundle": {
+            "format": "promptreg.bundle/1",
+            "name": "copy",
+            "versions": [{"content_hash": "a" * 64, "number": True, "message": "m"}],
+        }
+    },
+    {
+        "bundle": {
+            "format": "promptreg.bundle/1",
+            "name": "copy",
+            "versions": [{"content_hash": "a" * 64, "number": 1, "message": "m"}],
         },
-        {"bundle": {"format": "promptreg.bundle/2", "name": "copy"}},
-        {"bundle": {"format": "promptreg.bundle/1", "name": "copy"}, "objects": {"a": 5}},
-    ],
-)
-def test_a_malformed_import_is_a_400_in_the_error_shape(ops, body):
-    response = ops.post("/api/v1/bundles/copy/import/", body)
-    assert response.status_code == 400, response.content
-    assert set(response.json()["error"]) == {"code", "message", "details"}
+        "objects": {"a" * 64: "{}"},
+    },
+    {
+        "bundle": {
+            "format": "promptreg.bundle/1",
+            "name": "copy",
+            "labels": [{"name": "production", "targets": [{"content_hash": "b" * 64, "weight": 100}]}],
+        }
+    },
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "labels": [{"name": "Bad Name!", "targets": []}]}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy", "description": 7}},
+    {"bundle": {"format": "promptreg.bundle/1", "name": "copy"}, "surprise": 1},
+]
+
+
+def test_a_malformed_import_is_a_400_in_the_error_shape(ops):
+    for body in MALFORMED:
+        response = ops.post("/api/v1/bundles/copy/import/", body)
+        assert response.status_code == 400, (body, response.content)
+        assert set(response.json()["error"]) == {"code", "message", "details"}
     assert not Bundle.objects.filter(name="copy").exists()
 
 
