@@ -23,6 +23,7 @@ from django.utils import timezone
 from access.actors import Actor
 from core import patterns
 from core.errors import InvalidContent, NotFound
+from core.limits import normal_name
 from knowledge import paths
 from knowledge.models import FileRead, Pack, PackFile
 from knowledge.selectors import packs_reachable
@@ -215,6 +216,7 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
     if refused:
         raise InvalidContent(refused, {"pattern": [refused if pattern else "For example knowledge/**/*.md."]})
     assert isinstance(pattern, str)
+    pattern = normal_name(pattern)  # paths are stored NFC (knowledge.paths): match them as such
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise InvalidContent(
             "Absolute patterns and '..' are not allowed.", {"pattern": ["Patterns start with knowledge/."]}

@@ -74,6 +74,8 @@ def test_the_model_paths_are_normalised_and_refuse_bidi_too(ops):
     assert listed.json()["output"] == f"knowledge/menu/{NFC}"
     grep = agent.get(f"{base}/grep", data={"pattern": "Schnitzel", "path": f"knowledge/menu/{NFD}"})
     assert grep.status_code == 200 and "Schnitzel" in grep.json()["output"]
+    glob = agent.get(f"{base}/glob", data={"pattern": "knowledge/menu/" + unicodedata.normalize("NFD", "café/*.md")})
+    assert glob.json()["output"] == f"knowledge/menu/{NFC}"
     bidi = agent.get(f"{base}/read", data={"path": "knowledge/menu/caf\u202eé/menü.md"})
     assert bidi.status_code == 400 and "U+202E" in " ".join(bidi.json()["error"]["details"]["path"])
 
