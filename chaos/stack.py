@@ -117,6 +117,7 @@ class Stack:
             "WEBHOOK_ALLOW_PRIVATE_URLS": "1",
             "WEBHOOK_ATTEMPT_DEADLINE": "5",
             "LOG_LEVEL": "INFO",
+            "LOG_PERIODIC_TASKS": "1",  # two_beats counts the sweep's results from the worker's lines
             # As in make run and the image: every process's counters in one place, so that a
             # scrape sees all of them whichever web process answers it.
             "PROMETHEUS_MULTIPROC_DIR": str(self.dir / "prometheus"),
