@@ -11,6 +11,7 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from registry.canonical import CONTENT_FIELDS
 from registry.contracts import tool_renames
 
 # Words and the whitespace/punctuation between them, so a changed word is marked whole.
@@ -135,7 +136,10 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-OTHER_FIELDS = ("guardrails", "output_schema", "model", "metadata", "variables", "knowledge")
+# Every content field but the prompt and the tools (shown above them), from the content schema:
+# a field added later shows up in the diff instead of changing unseen.
+_SHOWN_FIRST = ("guardrails", "output_schema", "model", "metadata", "variables", "knowledge")
+OTHER_FIELDS = (*_SHOWN_FIRST, *sorted(CONTENT_FIELDS - {"system_prompt", "tools", *_SHOWN_FIRST}))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from django import forms
 
 from core import limits
 from core.errors import DomainError, InvalidContent
-from registry.canonical import DEFAULTS
+from registry.canonical import CONTENT_FIELDS, DEFAULTS
 
 # data-editor: adminui/static/adminui/editor.js puts a code editor over the textarea ("json":
 # with JSON highlighting); the textarea stays the form field, so the form works without it.
@@ -19,6 +19,9 @@ CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
 OPTIONAL_JSON_FIELDS = ("variables", "knowledge")
 JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata", *OPTIONAL_JSON_FIELDS)
 ABSENT: Any = object()
+# The content fields this form has no box for (skills, compaction, any field added later): derived
+# from the content schema, carried from the version the form starts from, unchanged.
+CARRIED_FIELDS = tuple(sorted(CONTENT_FIELDS - {"system_prompt", *JSON_FIELDS}))
 
 
 def add_domain_error(
@@ -130,6 +133,8 @@ class VersionForm(forms.Form):
         default=ABSENT,
         help_text='Optional: the knowledge packs its sessions may explore, e.g. ["ops"]. Empty: none.',
     )
+    # The fields without a box, as JSON: {field: value} of the source version (CARRIED_FIELDS).
+    carried = forms.CharField(required=False, strip=False, widget=forms.HiddenInput)
     message = forms.CharField(
         label="Change message",
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -143,7 +148,31 @@ class VersionForm(forms.Form):
         for name in JSON_FIELDS:
             if name in content or name not in OPTIONAL_JSON_FIELDS:
                 initial[name] = pretty_json(content.get(name, DEFAULTS.get(name)))
+        initial["carried"] = json.dumps({k: content[k] for k in CARRIED_FIELDS if k in content}, ensure_ascii=False)
         return initial
+
+    def clean_carried(self) -> dict[str, Any]:
+        text = self.cleaned_data.get("carried") or ""
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The fields carried from the source version were damaged; load it again.")
+        # Only the fields without a box: the carried part never overrides what was typed.
+        return {k: v for k, v in value.items() if k in CARRIED_FIELDS}
+
+    @property
+    def carried_names(self) -> list[str]:
+        """The fields carried unchanged, for the note on the form."""
+        value = self.cleaned_data.get("carried") if hasattr(self, "cleaned_data") else None
+        if not isinstance(value, dict):
+            raw = self["carried"].value() or ""
+            try:
+                value = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError:
+                value = {}
+        return sorted(value) if isinstance(value, dict) else []
 
     def content(self) -> dict[str, Any]:
         """The content document from the fields that parsed (call after is_valid())."""
@@ -151,6 +180,9 @@ class VersionForm(forms.Form):
         for name in JSON_FIELDS:
             if name in self.cleaned_data and self.cleaned_data[name] is not ABSENT:
                 doc[name] = self.cleaned_data[name]
+        carried = self.cleaned_data.get("carried")
+        if isinstance(carried, dict):
+            doc.update(carried)
         return doc
 
 

@@ -30,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
 # the bytes and hash it had before they existed. Their rules live in skills/content.py.
 OPTIONAL_FIELDS = {"skills", "compaction"}
 FIELDS = {"system_prompt", *DEFAULTS, *OPTIONAL_FIELDS}
+# Every top-level field a content document may hold: what an editor must carry when it does not
+# show a field (adminui.forms.VersionForm), so a field added later is never dropped.
+CONTENT_FIELDS = frozenset(FIELDS | variables.FIELDS)
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -50,7 +53,7 @@ def normalise_content(content: Any) -> dict[str, Any]:
     def err(path: str, message: str) -> None:
         errors.setdefault(path, []).append(message)
 
-    known = FIELDS | variables.FIELDS  # optional fields, in the document only when given
+    known = CONTENT_FIELDS  # optional fields, in the document only when given
     for key in sorted(set(content) - known):
         err(f"content.{key}", f"Unknown field; allowed fields are {', '.join(sorted(known))}.")
 

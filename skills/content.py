@@ -16,7 +16,7 @@ from core.compaction import policy_errors
 from core.tokens import estimate_tokens
 from skills.text import content_words
 
-__all__ = ["content_errors", "content_warnings", "l1_tokens", "render_card"]
+__all__ = ["COMPATIBILITY_RULES", "content_errors", "content_warnings", "diff", "l1_tokens", "render_card"]
 
 SKILL_KEYS = {"name", "summary", "description", "keywords", "category", "examples", "level"}
 OPTIONAL_SKILL_KEYS = {"exclusive_group", "triggers"}
@@ -213,3 +213,54 @@ def content_warnings(content: dict[str, Any]) -> list[tuple[str, str]]:
                     )
                 )
     return warnings
+
+
+# How a change of skills or of the compaction policy is classified (registry.contracts takes these
+# rows into its COMPATIBILITY_RULES table and diff_contents calls `diff`).
+COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
+    (
+        "skill_changed",
+        "patch",
+        "A skill card's wording, keywords, examples, category, level, triggers or group changed.",
+    ),
+    ("skills_reordered", "patch", "The same skill cards are listed in another order."),
+    (
+        "compaction_changed",
+        "patch",
+        "The compaction policy changed: how long sessions are summarised, not the contract.",
+    ),
+    ("skill_added", "minor", "A new skill card: every card an agent could load before is still there."),
+    (
+        "skill_removed",
+        "major",
+        "A skill card was removed: routing no longer offers it and loading it by name fails.",
+    ),
+]
+
+
+def _cards(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, list):
+        return {}
+    return {c["name"]: c for c in value if isinstance(c, dict) and isinstance(c.get("name"), str)}
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(kind, path, message) for each change of skill cards (matched by name) and of the
+    compaction policy from old to new."""
+    changes: list[tuple[str, str, str]] = []
+    before, after = _cards(old.get("skills")), _cards(new.get("skills"))
+    for name in before:
+        if name not in after:
+            changes.append(("skill_removed", f"skills[{name}]", f"Skill `{name}` was removed."))
+    for name, card in after.items():
+        if name not in before:
+            changes.append(("skill_added", f"skills[{name}]", f"Skill `{name}` was added."))
+        elif before[name] != card:
+            keys = sorted(k for k in set(before[name]) | set(card) if before[name].get(k) != card.get(k))
+            changes.append(("skill_changed", f"skills[{name}]", f"Skill `{name}` changed: {', '.join(keys)}."))
+    common = [n for n in before if n in after]
+    if common != [n for n in after if n in before]:
+        changes.append(("skills_reordered", "skills", "The skill cards are listed in another order."))
+    if old.get("compaction") != new.get("compaction"):
+        changes.append(("compaction_changed", "compaction", "The compaction policy changed."))
+    return changes

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from jsonschema import Draft202012Validator
 
 from registry import variables
+from skills import content as skills_content
 
 LEVELS = ("patch", "minor", "major")  # ordered
 
@@ -137,6 +138,7 @@ COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
     ("model_parameter_changed", "patch", "Another model setting (temperature, max_tokens, ...) changed."),
     ("metadata_changed", "patch", "metadata changed: neither the model nor the agent sees it."),
     *variables.COMPATIBILITY_RULES,  # variables and knowledge packs (issue 11)
+    *skills_content.COMPATIBILITY_RULES,  # skill cards and the compaction policy
 ]
 _LEVEL_OF = {kind: level for kind, level, _ in COMPATIBILITY_RULES}
 

@@ -25,6 +25,7 @@ from registry.contracts.base import (
 from registry.contracts.schema import (
     _SchemaDiff,
 )
+from skills import content as skills_content
 
 # diff_contents ----------------------------------------------------------------------------------------
 
@@ -40,6 +41,7 @@ def diff_contents(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         *_diff_settings("model", old.get("model"), new.get("model")),
         *_diff_settings("metadata", old.get("metadata"), new.get("metadata")),
         *(_change(kind, path, message) for kind, path, message in variables.diff(old, new)),
+        *(_change(kind, path, message) for kind, path, message in skills_content.diff(old, new)),
     ]
     level = max((c.level for c in changes), key=LEVELS.index, default="patch")
     return Diff(level=level, changes=changes)
