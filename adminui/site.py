@@ -12,7 +12,9 @@ from django.contrib.admin import AdminSite
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
+from adminui.dashboard import home
 from adminui.groups import may_use_admin
 
 
@@ -44,3 +46,7 @@ class RegistryAdminSite(AdminSite):
 
     def has_permission(self, request: HttpRequest) -> bool:
         return may_use_admin(request.user)
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
+        # The dashboard first; Django's app list for those who may not read bundles.
+        return home(self, request, extra_context) or super().index(request, extra_context)

@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from access.actors import Actor, actor_for_user
 from access.models import Role
-from adminui.diffing import content_diff, pretty
+from adminui.diffing import OTHER_FIELDS, content_diff, pretty
 from adminui.forms import (
     JSON_FIELDS,
     SPLIT_ROWS,
@@ -43,9 +43,12 @@ from adminui.forms import (
     set_choices,
 )
 from adminui.moves import classify, movable_labels
+from adminui.selectors import label_targets
+from adminui.workbench import check_against
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from metrics.selectors import version_usage
 from registry import services as registry_services
+from registry.canonical import DEFAULTS
 from registry.lifecycle import (
     label_is_protected,
     label_move_preview,
@@ -172,43 +175,6 @@ def _active_by_version(version_ids: set[int]) -> dict[int, int]:
         .values_list("version_id")
     )
     return dict(rows.annotate(n=Count("id")))
-
-
-def _active_by_label_target(labels: list[Label], version_ids: set[int]) -> dict[tuple[int, str], int]:
-    """Active sessions per (version id, label name): the sessions a label sent to each of its
-    targets, not every session of the version through any label."""
-    rows = (
-        Session.objects.active()
-        .filter(version_id__in=version_ids, label__in={label.name for label in labels})
-        .exclude(version__state=VersionState.REVOKED)
-        .order_by()
-        .values_list("version_id", "label")
-    )
-    return {(vid, name): n for vid, name, n in rows.annotate(n=Count("id"))}
-
-
-def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
-    """Per label id, its targets as the pages show them: version number, weight, state and the
-    active sessions the label pinned to that version (one query for the states, one for the
-    counts)."""
-    ids = {t["version_id"] for label in labels for t in label.targets} | {label.version_id for label in labels}
-    states = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "state"))
-    numbers = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
-    active = _active_by_label_target(labels, ids)
-    out: dict[int, list[dict[str, Any]]] = {}
-    for label in labels:
-        pairs = [(t["version_id"], t["weight"]) for t in label.targets] or [(label.version_id, 100)]
-        out[label.pk] = [
-            {
-                "number": numbers[vid],
-                "weight": weight,
-                "split": bool(label.targets),
-                "state": states[vid],
-                "active": active.get((vid, label.name), 0),
-            }
-            for vid, weight in pairs
-        ]
-    return out
 
 
 def _labels_by_version(labels: Any) -> dict[int, list[str]]:
@@ -412,7 +378,20 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     source = _version(bundle, request.GET["from"]) if request.GET.get("from") else latest
     status = 200
     identical = None
-    if request.method == "POST":
+    verdict = None
+    if request.method == "POST" and "check" in request.POST:
+        # "Check against vN": the verdict without publishing; a missing message does not stop it.
+        form = VersionForm(request.POST)
+        form.is_valid()
+        if set(form.errors) <= {"message"}:
+            form.errors.pop("message", None)
+            try:
+                verdict = check_against(bundle=bundle, content=form.content(), against=source)
+            except DomainError as exc:
+                add_domain_error(form, exc)
+        else:
+            _precheck(form, bundle)
+    elif request.method == "POST":
         form = VersionForm(request.POST)
         if form.is_valid():
             try:
@@ -457,6 +436,7 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
         form=form,
         source=source,
         identical=identical,
+        verdict=verdict,
         version_choices=_version_choices(bundle, exclude_revoked=False),
     )
 
@@ -496,8 +476,8 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         content=content,
         json_fields=[
             (key, pretty(content.get(key)))
-            for key in ("tools", "guardrails", "output_schema", "model", "metadata", "variables", "knowledge")
-            if key in content or key not in ("variables", "knowledge")  # optional: shown when present
+            for key in ("tools", *OTHER_FIELDS)
+            if key in content or key in DEFAULTS  # optional fields: shown when present
         ],
         previous=previous,
         changes=changes,

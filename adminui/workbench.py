@@ -1,0 +1,102 @@
+""" "Check against vN" on the new-version form: what saving would be told and what moving each
+label to the result would meet, computed without publishing by the services the API uses
+(registry.lifecycle.version_publish_check, registry.contracts' classification, the label's
+compatibility policy as registry.lifecycle.compatibility_check applies it, and the render's
+prefix from knowledge.render)."""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.tokens import estimate_tokens
+from knowledge.render import prefix_for
+from registry.canonical import canonicalise
+from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
+from registry.lifecycle import contract_check
+from registry.models import Bundle, BundleVersion, Compatibility, Label
+
+
+@dataclass(frozen=True)
+class LabelVerdict:
+    name: str
+    targets: str  # what it targets now: v3, or v3 90% · v4 10%
+    level: str  # the change against its targets, the most severe of them
+    policy: str  # its compatibility policy (none, backward)
+    refused: bool  # a move to the new version would be refused without allow_breaking
+    breaking: list[Change] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    against: BundleVersion | None
+    errors: dict[str, list[str]]
+    warnings: list[dict[str, str]]
+    level: str | None  # against `against`; None when the bundle has no version yet
+    changes: list[Change]
+    labels: list[LabelVerdict]
+    prefix_bytes: int
+    prefix_tokens: int
+    identical: BundleVersion | None  # saving would write no new version: this one has the content
+
+
+def _content(version: BundleVersion) -> dict[str, Any]:
+    return json.loads(bytes(version.canonical))
+
+
+def check_against(*, bundle: Bundle, content: dict[str, Any], against: BundleVersion | None) -> Verdict:
+    """Raises InvalidContent when `content` is not a content document (the form shows it)."""
+    doc, _, content_hash = canonicalise(content)
+    latest = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
+    check = contract_check(doc, previous=_content(latest) if latest else None)  # what version_publish applies
+    diff = by_severity(diff_contents(_content(against), doc)) if against else None
+    labels: list[LabelVerdict] = []
+    cache: dict[int, dict[str, Any]] = {}
+    for label in Label.objects.filter(bundle=bundle).select_related("version").order_by("name"):
+        pairs = [(t["version_id"], t["number"], t["weight"]) for t in label.targets] or [
+            (label.version_id, label.version.number, 100)
+        ]
+        changes: list[Change] = []
+        for version_id, _, _ in pairs:
+            if version_id not in cache:
+                cache[version_id] = _content(BundleVersion.objects.get(pk=version_id))
+            changes += diff_contents(cache[version_id], doc).changes
+        ordered = by_severity(_merge(changes))
+        breaking = [c for c in ordered.changes if c.level == "major"]
+        labels.append(
+            LabelVerdict(
+                name=label.name,
+                targets=" · ".join(f"v{n} {w}%" for _, n, w in pairs) if label.targets else f"v{pairs[0][1]}",
+                level=ordered.level,
+                policy=label.compatibility,
+                refused=label.compatibility == Compatibility.BACKWARD and bool(breaking),
+                breaking=breaking,
+            )
+        )
+    session_values = {
+        name: spec["default"]
+        for name, spec in (doc.get("variables") or {}).items()
+        if isinstance(spec, dict) and "default" in spec
+    }
+    prefix = prefix_for(
+        content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
+    )
+    return Verdict(
+        against=against,
+        errors=check.errors,
+        warnings=check.warnings,
+        level=diff.level if diff else None,
+        changes=diff.changes if diff else [],
+        labels=labels,
+        prefix_bytes=len(prefix.body),
+        prefix_tokens=estimate_tokens(prefix.body.decode()),
+        identical=BundleVersion.objects.filter(bundle=bundle, content_hash=content_hash).defer("canonical").first(),
+    )
+
+
+def _merge(changes: list[Change]) -> Diff:
+    """The changes against every target of a split, each once, at the highest level."""
+    level = max((c.level for c in changes), key=LEVELS.index, default="patch")
+    seen: dict[tuple[str, str], Change] = {}
+    for change in changes:
+        seen.setdefault((change.kind, change.path), change)
+    return Diff(level=level, changes=list(seen.values()))

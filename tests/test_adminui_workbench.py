@@ -1,0 +1,211 @@
+"""The admin's authoring workbench on real PostgreSQL (issue 23): nothing a version holds is
+dropped by the editor, a removed skill is a change the diff and the contract check report."""
+
+import copy
+import json
+
+import pytest
+
+from adminui.forms import CARRIED_FIELDS
+from registry.canonical import CONTENT_FIELDS
+from registry.contracts import diff_contents
+from registry.models import BundleVersion
+from tests.conftest import content
+from tests.test_adminui_views import client_for, make_user, u, words
+
+SKILLS = [
+    {
+        "name": "refund_order",
+        "summary": "Use when the customer wants money back",
+        "description": "Refund an order that was paid; not for exchanges.",
+        "keywords": ["refund", "money back", "return"],
+        "category": "billing",
+        "examples": ["I want my money back", "refund my order"],
+        "level": "L2",
+        "exclusive_group": "money",
+        "triggers": ["\\brefund\\b"],
+    },
+    {
+        "name": "greet_customer",
+        "summary": "Use when a conversation starts",
+        "description": "Say hello and ask what the customer needs.",
+        "keywords": ["hello", "greeting", "start"],
+        "category": "general",
+        "examples": ["hi there", "good morning"],
+        "level": "L1",
+    },
+]
+
+
+def full_content() -> dict:
+    """A document with every content field set (the test fails when a field is added to the
+    schema and not here, so the round trip below always covers all of them)."""
+    doc = content(
+        "Line one.\nYou are a refund agent. Call `process_refund` after checking the order.\nLine three.",
+        guardrails={"default": "allow", "rules": [{"tool": "process_refund", "effect": "confirm", "reason": "money"}]},
+        output_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        metadata={"team": "billing", "ünïcode": "ça va", "n": 1.5},
+        variables={"customer": {"type": "string", "scope": "session", "default": "friend"}},
+        knowledge=["ops"],
+        skills=copy.deepcopy(SKILLS),
+        compaction={"keep_tool_results": 3, "max_tool_result_chars": 2000, "placeholder": "[cut]"},
+    )
+    doc["system_prompt"] += "\nHello {{customer}}."
+    assert set(doc) == CONTENT_FIELDS, "full_content() must set every content field"
+    return doc
+
+
+@pytest.fixture
+def engineer_client(db):
+    from adminui.groups import PROMPT_ENGINEERS
+
+    return client_for(make_user("pat", PROMPT_ENGINEERS))
+
+
+def test_the_editor_carries_every_field_it_has_no_box_for(engineer_client, bundle, ops):
+    response = ops.post(f"/api/v1/bundles/{bundle.name}/versions/", {"content": full_content(), "message": "all"})
+    assert response.status_code == 201, response.content
+    source = BundleVersion.objects.get(bundle=bundle, number=response.json()["number"])
+    assert {"skills", "compaction"} <= set(CARRIED_FIELDS)
+
+    page = engineer_client.get(u("adminui_version_new", bundle.name, query=f"from={source.number}"))
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields}
+    assert "Carried unchanged from v1" in words(page) and "compaction, skills" in words(page)
+    # The one-line prompt change a person makes, everything else as the form shows it.
+    data["system_prompt"] = data["system_prompt"].replace("Line three.", "Line 3.")
+    data["message"] = "one line"
+    saved = engineer_client.post(u("adminui_version_new", bundle.name), data)
+    assert saved.status_code == 302, words(saved)
+
+    old = json.loads(bytes(source.canonical))
+    new = json.loads(bytes(BundleVersion.objects.get(bundle=bundle, number=source.number + 1).canonical))
+    assert set(new) == set(old)
+    for name in sorted(CONTENT_FIELDS - {"system_prompt"}):
+        assert json.dumps(new[name], sort_keys=True) == json.dumps(old[name], sort_keys=True), name
+    assert new["system_prompt"] == old["system_prompt"].replace("Line three.", "Line 3.")
+
+
+def test_a_damaged_carried_field_is_refused_and_cannot_override_the_prompt(engineer_client, bundle, v1):
+    page = engineer_client.get(u("adminui_version_new", bundle.name))
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"message": "m"}
+    refused = engineer_client.post(u("adminui_version_new", bundle.name), data | {"carried": "[1]"})
+    assert refused.status_code == 200 and "damaged" in words(refused)
+    forged = json.dumps({"system_prompt": "forged", "compaction": {"keep_tool_results": 1}})
+    saved = engineer_client.post(u("adminui_version_new", bundle.name), data | {"carried": forged})
+    assert saved.status_code == 302
+    doc = json.loads(bytes(BundleVersion.objects.get(bundle=bundle, number=2).canonical))
+    assert doc["system_prompt"] == json.loads(bytes(v1.canonical))["system_prompt"]
+    assert doc["compaction"] == {"keep_tool_results": 1}
+
+
+def test_a_removed_skill_is_a_breaking_change_and_an_edited_one_a_patch():
+    old = full_content()
+    removed = full_content() | {"skills": SKILLS[1:]}
+    diff = diff_contents(old, removed)
+    assert [(c.kind, c.level, c.path) for c in diff.changes] == [("skill_removed", "major", "skills[refund_order]")]
+    assert diff.level == "major"
+    edited = full_content()
+    edited["skills"][1] = edited["skills"][1] | {"summary": "Use when someone says hello"}
+    assert [(c.kind, c.level) for c in diff_contents(old, edited).changes] == [("skill_changed", "patch")]
+    assert diff_contents(removed, old).level == "minor"  # added back
+    policy = full_content() | {"compaction": {"keep_tool_results": 1}}
+    assert [c.kind for c in diff_contents(old, policy).changes] == ["compaction_changed"]
+
+
+def test_the_diff_page_shows_a_removed_skill(engineer_client, bundle, ops):
+    for doc, message in ((full_content(), "with"), (full_content() | {"skills": SKILLS[1:]}, "without")):
+        assert (
+            ops.post(f"/api/v1/bundles/{bundle.name}/versions/", {"content": doc, "message": message}).status_code
+            == 201
+        )
+    page = engineer_client.get(u("adminui_diff", bundle.name, query="old=1&new=2"))
+    assert page.status_code == 200
+    assert "Skill `refund_order` was removed" in words(page) and "major" in words(page)
+    assert "skills" in page.context["diff"].fields
+
+
+def test_check_against_the_source_gives_the_verdict_without_publishing(engineer_client, bundle, v1, production):
+    from knowledge.render import build_prefix
+
+    page = engineer_client.get(u("adminui_version_new", bundle.name))
+    assert 'value="Check against v1"' in page.content.decode()
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"message": ""}
+    data["tools"] = "[]"  # the tool is gone: major against v1
+    data["system_prompt"] = "You are a refund agent."
+    checked = engineer_client.post(u("adminui_version_new", bundle.name), data | {"check": "Check against v1"})
+    assert checked.status_code == 200
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1  # nothing published
+    said = words(checked)
+    assert "Check against v1: nothing was saved" in said
+    assert "Contract check against v1: major change" in said and "Tool `process_refund` was removed" in said
+    verdict = checked.context["verdict"]
+    assert [(lv.name, lv.level, lv.refused) for lv in verdict.labels] == [("production", "major", True)]
+    assert "refused without allow_breaking" in said
+    expected = build_prefix({"system_prompt": "You are a refund agent.", "tools": []}, {}, {})
+    assert verdict.prefix_bytes == len(expected.body)
+    assert f"Rendered prefix: {len(expected.body)} bytes" in said
+    assert not checked.context["form"].errors  # no change message needed to check
+
+
+def test_check_shows_content_errors_without_publishing(engineer_client, bundle, v1):
+    page = engineer_client.get(u("adminui_version_new", bundle.name))
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"message": "", "tools": "[1"}
+    checked = engineer_client.post(u("adminui_version_new", bundle.name), data | {"check": "Check"})
+    assert checked.status_code == 200 and "not valid JSON" in words(checked)
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def _sessions(bundle, agent, label, n):
+    for _ in range(n):
+        assert agent.post("/api/v1/sessions/", {"bundle": bundle.name, "label": label}).status_code == 201
+
+
+def test_pages_count_sessions_per_label_target_and_a_revoked_version_shows_none(
+    engineer_client, bundle, v1, production, agent, ops
+):
+    import re
+
+    from registry.lifecycle import version_revoke
+    from registry.services import label_move, version_publish
+
+    label_move(bundle=bundle, name="staging", version=v1, actor=ops.actor, reason="r")
+    _sessions(bundle, agent, "production", 2)
+    _sessions(bundle, agent, "staging", 1)
+    for page in (u("adminui_bundle", bundle.name), "/admin/"):
+        html = engineer_client.get(page).content.decode()
+        rows = dict(re.findall(r'<tr data-label="(\w+)">(.*?)</tr>', html, re.S))
+        count = lambda row: re.search(r'class="target-sessions">(.*?)</span>', row, re.S).group(1)  # noqa: E731
+        assert re.search(r">2</a>$", count(rows["production"])), page
+        assert re.search(r">1</a>$", count(rows["staging"])), page
+    v2 = version_publish(bundle=bundle, content=content("Other."), message="v2", actor=ops.actor).version
+    for name in ("production", "staging"):
+        label_move(bundle=bundle, name=name, version=v2, actor=ops.actor, reason="r", allow_breaking=True)
+    version_revoke(version=BundleVersion.objects.get(pk=v1.pk), reason="bad", actor=ops.actor)  # noqa
+    overview = engineer_client.get(u("adminui_bundle", bundle.name)).content.decode()
+    row = re.search(r'<tr data-version="1">(.*?)</tr>', overview, re.S).group(1)
+    assert '<td data-th="Active sessions">0</td>' in row
+    assert "0 sessions active" in words(engineer_client.get(u("adminui_version", bundle.name, 1))) or (
+        "0 active" in words(engineer_client.get(u("adminui_version", bundle.name, 1)))
+    )
+
+
+def test_the_home_page_is_the_ops_dashboard(engineer_client, bundle, v1, production, agent, ops):
+    from registry.services import label_move, version_publish
+    from webhooks.models import Delivery, Endpoint
+
+    _sessions(bundle, agent, "production", 1)
+    v2 = version_publish(bundle=bundle, content=content("Second."), message="v2", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2", allow_breaking=True)
+    hook = Endpoint.objects.create(url="https://hooks.example/x", events=["label.moved"], created_by="t")
+    Delivery.objects.create(endpoint=hook, event="label.moved", message_id="m1", payload={}, attempts=2)
+    home = engineer_client.get("/admin/")
+    said = words(home)
+    assert home.templates[0].name == "adminui/home.html"
+    assert "Draining: v1 since" in said and "1 active" in said
+    assert "ship v2" in said  # the reason of the last change, with who made it
+    assert "https://hooks.example/x: 1 delivery retrying" in said
+    assert "Site administration" not in said and "Recent actions" not in said
