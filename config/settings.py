@@ -363,7 +363,7 @@ RETENTION_DELIVERIES_DAYS = env_int("RETENTION_DELIVERIES_DAYS", 30)
 RETENTION_USAGE_ROLLUP_DAYS = env_int("RETENTION_USAGE_ROLLUP_DAYS", 365)
 RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 365)
 # Rows per prune batch to start with (the size then adapts so that a batch takes 20-50 ms).
-PRUNE_BATCH = env_int("PRUNE_BATCH", 1000)
+PRUNE_BATCH = env_int("PRUNE_BATCH", 200)
 # Webhook deliveries (webhooks/services.py, docs/operations.md): the wall-clock deadline of one
 # whole attempt (resolve, connect, TLS, send, status line and headers), how many attempts one
 # endpoint may have in flight at once (the rest wait, due, until a slot is free), and how long a
