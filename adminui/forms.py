@@ -224,7 +224,7 @@ class MoveForm(forms.Form):
     ) -> None:
         """`labels`: (name, text shown) of the labels offered."""
         super().__init__(*args, **kwargs)
-        self.fields["label"].widget.choices = [("", "(a new label, named below)"), *labels]
+        self.fields["label"].widget.choices = [("", "(another new label, named below)"), *labels]
         set_choices(self, "version", [("", "(split below)"), *versions])
         for row in range(1, SPLIT_ROWS + 1):
             self.fields[f"split_version_{row}"] = forms.TypedChoiceField(

@@ -6,7 +6,7 @@ from typing import Any
 
 from access.actors import Actor
 from registry.contracts import Diff, by_severity, diff_contents
-from registry.lifecycle import may_move
+from registry.lifecycle import may_move, new_label_policy
 from registry.models import Bundle, Label
 
 
@@ -22,3 +22,19 @@ def movable_labels(actor: Actor, bundle: Bundle) -> list[Label]:
         for label in Label.objects.filter(bundle=bundle).order_by("name")
         if may_move(actor, protected=label.protected)
     ]
+
+
+# The names most bundles use, offered on the move page until the bundle has them.
+USUAL_LABELS = ("production", "staging")
+
+
+def suggested_labels(actor: Actor, bundle: Bundle) -> list[tuple[str, str]]:
+    """(name, text) of the usual labels `bundle` lacks that `actor` may create, with the policy
+    they would be created with (registry.lifecycle.new_label_policy)."""
+    existing = set(Label.objects.filter(bundle=bundle).values_list("name", flat=True))
+    out = []
+    for name in USUAL_LABELS:
+        policy = new_label_policy(name)
+        if name not in existing and may_move(actor, protected=policy.protected):
+            out.append((name, f"{name} (new label; compatibility: {policy.compatibility})"))
+    return out

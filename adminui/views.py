@@ -42,7 +42,7 @@ from adminui.forms import (
     add_domain_error,
     set_choices,
 )
-from adminui.moves import classify, movable_labels
+from adminui.moves import classify, movable_labels, suggested_labels
 from adminui.selectors import label_targets
 from adminui.workbench import check_against
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
@@ -97,6 +97,7 @@ def _render(
 ) -> TemplateResponse:
     ctx = {
         **model_admin.admin_site.each_context(request),
+        "is_nav_sidebar_enabled": False,  # the top navigation has these pages; the sidebar squeezed tables
         "opts": model_admin.model._meta,
         "title": title,
         "actor": actor_for_user(request.user),
@@ -748,13 +749,14 @@ def label_move(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Http
     actor = _need_view(request, model_admin)
     bundle = _bundle(name)
     offered = movable_labels(actor, bundle)
-    choices = [(label.name, f"{label.name} (compatibility: {label.compatibility})") for label in offered]
+    suggested = suggested_labels(actor, bundle)
+    choices = [(label.name, f"{label.name} (compatibility: {label.compatibility})") for label in offered] + suggested
     versions = _version_choices(bundle)
     if request.method != "POST":
         _need_role(actor, Role.PUBLISHER, "Moving a label")
         initial: dict[str, Any] = {"label": request.GET.get("label", ""), "version": request.GET.get("version", "")}
         chosen = next((label for label in offered if label.name == initial["label"]), None)
-        if initial["label"] and chosen is None:
+        if initial["label"] and chosen is None and initial["label"] not in dict(suggested):
             raise PermissionDenied(f"You may not move the label {initial['label']!r}: it is protected (Ops only).")
         if chosen is not None and chosen.targets and not initial["version"]:
             # A split label: start from its weights (a ramp is usually a change of them).

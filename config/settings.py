@@ -218,6 +218,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# config/formats/en: ISO dates with the time zone everywhere (the locale default is "Dec. 1, 2026, 9:15 p.m.").
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

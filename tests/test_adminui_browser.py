@@ -348,10 +348,9 @@ def test_an_admin_adds_a_teammate_to_a_group_in_the_admin_and_the_teammate_signs
     page.fill("#id_password1", "a-long-teammate-password")
     page.fill("#id_password2", "a-long-teammate-password")
     shot(page, "add-user")
+    expect(page.get_by_text("Staff status")).to_have_count(0)  # roles, not Django's flags
     page.click("input[name=_continue]")
-    expect(page.locator("#id_is_staff")).not_to_be_checked()
-    page.select_option("#id_groups_from", label=PROMPT_ENGINEERS)
-    page.click("#id_groups_add")
+    page.get_by_label(PROMPT_ENGINEERS).check()
     shot(page, "user-in-group")
     page.click("input[name=_save]")
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
@@ -507,3 +506,32 @@ def test_an_ops_user_ramps_production_to_ten_percent(page: Page, base_url: str, 
     expect(page.locator("#labels tr[data-label=production]")).to_contain_text("v1 90% · v2 10%")
     label = Label.objects.get(bundle=refunds, name="production")
     assert [(t["number"], t["weight"]) for t in label.targets] == [(1, 90), (2, 10)]
+
+
+def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    """No sidebar beside the custom pages: the tables fit, "Roll back" is whole; the home page
+    is the dashboard; "Check against v1" answers on the form, nothing saved."""
+    person("olga", OPS)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, base_url, "olga")
+    for path, step in [("/admin/", "home-1280"), ("/admin/registry/bundle/refunds/versions/", "bundle-1280")]:
+        page.goto(base_url + path)
+        expect(page.locator("#nav-sidebar")).to_have_count(0)
+        shot(page, step)
+        wide = page.evaluate(
+            "() => [...document.querySelectorAll('#content-main *')].filter(e => e.getBoundingClientRect().right"
+            " > document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className).slice(0, 5)"
+        )
+        assert not wide, (path, wide)
+    expect(page.locator(".adminui-home-bundle, #labels").first).to_be_visible()
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    set_editor(page, "tools", "[]")
+    set_editor(page, "system_prompt", "You are a refund agent.")
+    page.click("#check-version")
+    expect(page.locator("#verdict")).to_contain_text("Contract check against v1: major change")
+    expect(page.locator("#verdict-labels")).to_contain_text("refused without allow_breaking")
+    expect(page.locator("#verdict-prefix")).to_contain_text("bytes")
+    shot(page, "check-against-v1")
+    assert BundleVersion.objects.filter(bundle=refunds).count() == 1

@@ -209,3 +209,64 @@ def test_the_home_page_is_the_ops_dashboard(engineer_client, bundle, v1, product
     assert "ship v2" in said  # the reason of the last change, with who made it
     assert "https://hooks.example/x: 1 delivery retrying" in said
     assert "Site administration" not in said and "Recent actions" not in said
+
+
+def test_custom_pages_have_no_model_sidebar_and_the_top_navigation_lists_knowledge_packs(engineer_client, bundle, v1):
+    for page in ("/admin/", u("adminui_bundle", bundle.name), u("adminui_version", bundle.name, 1)):
+        html = engineer_client.get(page).content.decode()
+        assert 'id="nav-sidebar"' not in html, page
+        assert ">Knowledge packs</a>" in html.split('aria-label="Main pages"')[1].split("</nav>")[0], page
+
+
+def test_dates_are_iso_with_the_time_zone_on_custom_and_stock_pages(db, bundle, v1, production):
+    import re
+
+    from django.contrib.auth.models import User
+
+    root = client_for(User.objects.create_superuser("root", "r@example.com", "pw"))
+    iso = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    for page in (
+        u("adminui_bundle", bundle.name),
+        u("audit_auditevent_changelist"),
+        u("adminui_version", bundle.name, 1),
+    ):
+        said = words(root.get(page))
+        assert iso.search(said), page
+        assert not re.search(r"\b(a\.m\.|p\.m\.)", said), page
+
+
+def test_label_creation_suggests_the_usual_names(engineer_client, db, bundle, v1):
+    from adminui.groups import OPS
+
+    ops_client = client_for(make_user("olga", OPS))
+    offered = lambda client: [  # noqa: E731
+        value for value, _ in client.get(u("adminui_move", bundle.name)).context["form"].fields["label"].widget.choices
+    ]
+    assert offered(ops_client)[1:] == ["production", "staging"]
+    assert offered(engineer_client)[1:] == ["staging"]  # production is created protected: Ops only
+    page = ops_client.get(u("adminui_move", bundle.name, query="label=production"))
+    assert page.status_code == 200
+
+
+def test_the_user_form_shows_roles_not_staff_flags_or_raw_permissions(db):
+    from django.contrib.auth.models import User
+
+    root = client_for(User.objects.create_superuser("root", "r@example.com", "pw"))
+    add = words(root.get(u("auth_user_add")))
+    assert "Roles" in add and "Prompt engineers" in add and "Ops" in add
+    assert "Staff status" not in add and "User permissions" not in add
+    mate = make_user("sam")
+    change = root.get(u("auth_user_change", mate.pk)).content.decode()
+    assert 'name="groups"' in change and 'type="checkbox"' in change
+    assert 'name="user_permissions"' not in change
+    created = root.post(
+        u("auth_user_add"),
+        {
+            "username": "newbie",
+            "password1": "a long pw 12345",
+            "password2": "a long pw 12345",
+            "groups": [__import__("django.contrib.auth.models", fromlist=["Group"]).Group.objects.get(name="Ops").pk],
+        },
+    )
+    assert created.status_code == 302, words(created)
+    assert list(User.objects.get(username="newbie").groups.values_list("name", flat=True)) == ["Ops"]
