@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -29,6 +29,14 @@ run: $(VENV)/.client-installed
 
 test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)
+
+# The TypeScript client's OpenAPI document and the types generated from it (both committed;
+# tests/test_typescript_client.py fails when either is stale).
+ts-types: $(VENV)/.client-installed
+	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
+	DATABASE_URL=$${DATABASE_URL:-postgres://x@127.0.0.1:9/x} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} \
+		DJANGO_SETTINGS_MODULE=config.test_settings $(PY) manage.py spectacular --format openapi-json --file clients/typescript/openapi.json
+	cd clients/typescript && npm run --silent generate
 
 # schemathesis against the OpenAPI document, as every role; FUZZ_EXAMPLES per operation.
 fuzz: $(VENV)/.client-installed

@@ -1,0 +1,28 @@
+export { Bundle, BundleCache, Retry } from "./core.js";
+export type { Content, RetryOptions } from "./core.js";
+export {
+  Conflict,
+  IntegrityError,
+  InvalidRequest,
+  NotAuthenticated,
+  NotFound,
+  PermissionDenied,
+  RegistryError,
+  SessionEnded,
+  Throttled,
+  Unavailable,
+  VersionRevoked,
+} from "./errors.js";
+export { PinnedSession, Registry } from "./registry.js";
+export type {
+  CallOptions,
+  CompactResult,
+  Message,
+  RegistryOptions,
+  RenderResult,
+  RequestOptions,
+  RouteResult,
+  SessionInfo,
+  StartOptions,
+} from "./registry.js";
+export type { components, paths } from "./openapi.js";

@@ -1,0 +1,348 @@
+/** `Registry` and the `PinnedSession` it starts: the same promise as the Python client. */
+
+import { API, Bundle, BundleCache, Retry, USER_AGENT, attemptSignal, newExternalId, sessionPath, sleep } from "./core.js";
+import type { RetryOptions } from "./core.js";
+import { RegistryError, Unavailable, errorFromResponse } from "./errors.js";
+import type { components } from "./openapi.js";
+import { Snapshots, warnOffline } from "./snapshots.js";
+
+type Schemas = components["schemas"];
+/** A session resource, as the OpenAPI document describes it. */
+export type SessionInfo = Schemas["SessionOut"];
+export type RenderResult = Schemas["RenderOut"];
+export type RouteResult = Schemas["RouteOut"];
+export type CompactResult = Schemas["CompactOut"];
+export type Message = Record<string, unknown>;
+
+/** Per call: an AbortSignal, and a deadline (seconds) that replaces the registry's for this call. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  deadline?: number;
+}
+
+export interface RegistryOptions {
+  retry?: RetryOptions;
+  /** A fetch implementation (default the platform's `fetch`): for proxies, tests, or tracing. */
+  fetch?: typeof fetch;
+  /** A directory for offline snapshots per (bundle, label), where the runtime has a file system. */
+  snapshotDir?: string;
+  /** Called on every retry, with what failed and the wait in seconds. */
+  onRetry?: (info: { method: string; path: string; error: RegistryError; wait: number }) => void;
+}
+
+export interface StartOptions extends CallOptions {
+  label?: string;
+  version?: number;
+  routingKey?: string;
+  externalId?: string;
+  variables?: Record<string, unknown>;
+  ttlSeconds?: number;
+  keepAlive?: boolean;
+}
+
+export interface RequestOptions extends CallOptions {
+  json?: unknown;
+  headers?: Record<string, string>;
+  query?: Record<string, string | number>;
+}
+
+/** A connection to one registry with one API key. `baseUrl` is the service root
+ * (`http://127.0.0.1:8000`). */
+export class Registry {
+  readonly url: string;
+  readonly retry: Retry;
+  readonly bundles = new BundleCache();
+  readonly snapshots: Snapshots | null;
+  private readonly apiKey: string;
+  private readonly fetchImpl: typeof fetch;
+  private readonly onRetry: RegistryOptions["onRetry"];
+
+  constructor(baseUrl: string, apiKey: string, options: RegistryOptions = {}) {
+    this.url = baseUrl.replace(/\/+$/, "");
+    this.apiKey = apiKey;
+    this.retry = new Retry(options.retry);
+    this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.snapshots = options.snapshotDir ? new Snapshots(options.snapshotDir) : null;
+    this.onRetry = options.onRetry;
+  }
+
+  /** Send one request, retrying as `retry` says; a 2xx or 304 is returned, any other answer
+   * throws its typed error. An aborted signal rejects at once with the signal's reason. */
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    const retry = options.deadline === undefined ? this.retry : this.retry.with({ deadline: options.deadline });
+    const began = performance.now();
+    const elapsed = () => (performance.now() - began) / 1000;
+    let url = path.startsWith("http") ? path : `${this.url}${path}`;
+    if (options.query) url += `?${new URLSearchParams(Object.entries(options.query).map(([k, v]) => [k, String(v)]))}`;
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.apiKey}`,
+      "User-Agent": USER_AGENT,
+      Accept: "application/json",
+      ...options.headers,
+    };
+    let body: string | undefined;
+    if (options.json !== undefined) {
+      body = JSON.stringify(options.json);
+      headers["Content-Type"] = "application/json";
+    }
+    for (let attempt = 0; ; attempt++) {
+      options.signal?.throwIfAborted();
+      const guard = attemptSignal(retry.attemptTimeout(elapsed()), options.signal);
+      let error: RegistryError;
+      try {
+        const response = await this.fetchImpl(url, { method, headers, body, signal: guard.signal });
+        if (response.status < 400) return response;
+        error = await errorFromResponse(response);
+      } catch (exc) {
+        if (options.signal?.aborted) throw options.signal.reason;
+        if (exc instanceof RegistryError) throw exc;
+        const why = guard.timedOut() ? "timed out" : describe(exc);
+        error = new Unavailable(`Cannot reach the registry at ${this.url}: ${why}`);
+      } finally {
+        guard.done();
+      }
+      const wait = retry.wait(error, attempt, elapsed());
+      if (wait === null) throw error;
+      this.onRetry?.({ method, path, error, wait });
+      await sleep(wait, options.signal);
+    }
+  }
+
+  async json<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const response = await this.request(method, path, options);
+    return (await response.json()) as T;
+  }
+
+  /** Pin a session to what `label` (default production) targets now, or to `version`, and
+   * fetch its bundle. `await using session = await registry.startSession(...)` ends it when the
+   * block is left, also on an exception. */
+  async startSession(bundle: string, options: StartOptions = {}): Promise<PinnedSession> {
+    if (options.label !== undefined && options.version !== undefined) {
+      throw new TypeError("Give label or version, not both.");
+    }
+    const body: Record<string, unknown> = { bundle, external_id: options.externalId ?? newExternalId() };
+    if (options.label !== undefined) body["label"] = options.label;
+    if (options.version !== undefined) body["version"] = options.version;
+    if (options.routingKey !== undefined) body["routing_key"] = options.routingKey;
+    if (options.variables !== undefined) body["variables"] = options.variables;
+    if (options.ttlSeconds !== undefined) body["ttl_seconds"] = options.ttlSeconds;
+    const call = { signal: options.signal, deadline: options.deadline };
+    let session: PinnedSession;
+    let pinned: Bundle;
+    try {
+      const info = await this.json<SessionInfo>("POST", `${API}/sessions/`, { ...call, json: body });
+      session = new PinnedSession(this, info);
+      pinned = await session.bundle(call);
+    } catch (exc) {
+      const offline = exc instanceof Unavailable && this.snapshots ? await this.snapshots.load(bundle, options.label, options.version) : null;
+      if (offline === null) throw exc;
+      warnOffline(offline, options.label, exc as Unavailable);
+      return PinnedSession.offlineFrom(this, offline, options.label ?? null);
+    }
+    if (this.snapshots) await this.snapshots.save(pinned, options.label, options.version);
+    if (options.keepAlive) session.keepAlive();
+    return session;
+  }
+
+  /** An existing session (e.g. one an earlier process started), by id. */
+  async session(id: string, options: CallOptions = {}): Promise<PinnedSession> {
+    return new PinnedSession(this, await this.json<SessionInfo>("GET", sessionPath(id), options));
+  }
+
+  /** What this key may start sessions on, every page. */
+  async catalog(options: CallOptions = {}): Promise<Schemas["CatalogEntryOut"][]> {
+    const results: Schemas["CatalogEntryOut"][] = [];
+    let next: string | null | undefined = `${API}/catalog/`;
+    while (next) {
+      const page: { results: Schemas["CatalogEntryOut"][]; next?: string | null } = await this.json("GET", next, options);
+      results.push(...page.results);
+      next = page.next;
+    }
+    return results;
+  }
+}
+
+function describe(exc: unknown): string {
+  if (exc instanceof Error) {
+    const cause = (exc as Error & { cause?: unknown }).cause;
+    const detail = cause instanceof Error ? `: ${cause.message}` : "";
+    return `${exc.name}: ${exc.message}${detail}`;
+  }
+  return String(exc);
+}
+
+function leaseSeconds(info: SessionInfo): number {
+  const seen = Date.parse(String(info.last_seen_at ?? ""));
+  const expires = Date.parse(String(info.expires_at ?? ""));
+  return Number.isFinite(seen) && Number.isFinite(expires) ? Math.max(1, (expires - seen) / 1000) : 1800;
+}
+
+/** A session pinned to one immutable version. Its bundle is fetched once and kept for the
+ * session's life (by content hash, revalidated with If-None-Match, never a TTL). */
+export class PinnedSession implements AsyncDisposable {
+  readonly id: string;
+  readonly bundleName: string;
+  readonly version: number;
+  readonly contentHash: string;
+  readonly label: string | null;
+  readonly leaseSeconds: number;
+  readonly offline: boolean;
+  info: SessionInfo;
+  ended = false;
+  /** Why the keep-alive stopped before the session ended, if it did. */
+  keepAliveError: RegistryError | null = null;
+  private pinned: Bundle | null = null;
+  private keeper: ReturnType<typeof setTimeout> | null = null;
+  private keeping = false;
+  private beat: Promise<void> | null = null;
+  private stopKeeper = new AbortController();
+
+  constructor(
+    readonly registry: Registry,
+    info: SessionInfo,
+    options: { offline?: boolean } = {},
+  ) {
+    this.info = info;
+    this.id = info.id;
+    this.bundleName = info.bundle;
+    this.version = info.version;
+    this.contentHash = info.content_hash;
+    this.label = info.label ?? null;
+    this.leaseSeconds = leaseSeconds(info);
+    this.offline = options.offline ?? false;
+  }
+
+  static offlineFrom(registry: Registry, pinned: Bundle, label: string | null): PinnedSession {
+    const info = { id: "", bundle: pinned.name, version: pinned.version, content_hash: pinned.contentHash, label } as SessionInfo;
+    const session = new PinnedSession(registry, info, { offline: true });
+    session.pinned = pinned;
+    return session;
+  }
+
+  /** The pinned bundle: fetched on first use (a 304 when this registry already holds the same
+   * content hash from another session), then served from memory. */
+  async bundle(options: CallOptions = {}): Promise<Bundle> {
+    if (this.pinned === null) this.pinned = await this.fetchBundle(options);
+    return this.pinned;
+  }
+
+  /** Ask the registry whether the session still stands (renewing its lease); throws
+   * SessionEnded or VersionRevoked. The bytes come back only if never fetched: a 304. */
+  async refresh(options: CallOptions = {}): Promise<Bundle> {
+    if (this.offline) return this.bundle(options);
+    this.pinned = await this.fetchBundle(options);
+    return this.pinned;
+  }
+
+  private async fetchBundle(options: CallOptions): Promise<Bundle> {
+    const known = this.pinned ?? this.registry.bundles.get(this.contentHash);
+    const headers: Record<string, string> = known ? { "If-None-Match": `"${this.contentHash}"` } : {};
+    const response = await this.registry.request("GET", sessionPath(this.id, "bundle/"), { ...options, headers });
+    if (response.status === 304 && known) return known;
+    const pinned = await Bundle.fromBody(new Uint8Array(await response.arrayBuffer()));
+    this.registry.bundles.put(pinned);
+    return pinned;
+  }
+
+  /** Renew the lease; throws SessionEnded once the session is over. */
+  async heartbeat(options: CallOptions = {}): Promise<SessionInfo> {
+    if (this.offline) return this.info;
+    this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "heartbeat/"), options);
+    return this.info;
+  }
+
+  /** Heartbeat every `interval` seconds (default a third of the lease, so two can fail before it
+   * lapses) until the session ends. Timers are unref'd: they never keep a process alive. A
+   * failure the retries cannot fix within the lease stops it and is kept in `keepAliveError`. */
+  keepAlive(interval?: number): this {
+    if (this.offline || this.keeping || this.ended) return this;
+    this.keeping = true;
+    const every = interval ?? Math.max(0.5, this.leaseSeconds / 3);
+    const schedule = () => {
+      this.keeper = setTimeout(() => {
+        this.beat = (async () => {
+          try {
+            // Retrying longer than the lease is pointless: the session would be gone.
+            this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "heartbeat/"), {
+              deadline: Math.max(1, this.leaseSeconds - every),
+              signal: this.stopKeeper.signal,
+            });
+            if (this.keeping) schedule();
+          } catch (exc) {
+            if (this.stopKeeper.signal.aborted) return;
+            this.keeping = false;
+            this.keepAliveError = exc instanceof RegistryError ? exc : new RegistryError(String(exc));
+            console.warn(`promptreg: keep-alive of session ${this.id} stopped: ${this.keepAliveError.message}`);
+          }
+        })();
+      }, every * 1000);
+      (this.keeper as { unref?: () => void }).unref?.();
+    };
+    schedule();
+    return this;
+  }
+
+  /** Whether the keep-alive is running. */
+  get keepingAlive(): boolean {
+    return this.keeping;
+  }
+
+  private async stopKeepAlive(): Promise<void> {
+    this.keeping = false;
+    if (this.keeper !== null) clearTimeout(this.keeper);
+    this.keeper = null;
+    this.stopKeeper.abort();
+    await this.beat?.catch(() => undefined);
+  }
+
+  /** End the session (idempotent) and stop the keep-alive. */
+  async end(options: CallOptions = {}): Promise<void> {
+    await this.stopKeepAlive();
+    if (this.offline || this.ended) return;
+    this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "end/"), options);
+    this.ended = true;
+  }
+
+  /** `await using`: ends the session when the block is left. When the block threw, a failure
+   * to end is only logged, never masking that error (the lease ends the session anyway). The
+   * language does not tell a disposer whether the block threw, so here an end that fails is
+   * always logged and never thrown. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.end();
+    } catch (exc) {
+      console.warn(`promptreg: could not end session ${this.id} on exit: ${exc instanceof Error ? exc.message : exc}`);
+    }
+  }
+
+  private online(what: string): void {
+    if (this.offline) throw new Unavailable(`${what} needs the registry; this session is offline (from a snapshot).`);
+  }
+
+  /** The prompt for this turn: a byte-stable `prefix` (cacheable by `prefix_sha256`) and a
+   * volatile `tail`. */
+  async render(variables?: Record<string, unknown>, options: CallOptions = {}): Promise<RenderResult> {
+    this.online("render");
+    const json = variables === undefined ? {} : { variables };
+    return this.registry.json<RenderResult>("POST", sessionPath(this.id, "render/"), { ...options, json });
+  }
+
+  /** The skills to show this turn: resident, routed (with scores and why) and session ones. */
+  async route(messages: Message[], options: CallOptions & { k?: number } = {}): Promise<RouteResult> {
+    this.online("route");
+    const { k = 5, ...call } = options;
+    return this.registry.json<RouteResult>("POST", sessionPath(this.id, "route/"), { ...call, json: { messages, k } });
+  }
+
+  /** Tell the registry which skills the model actually called in `turn`. */
+  async reportTurn(turn: number, invoked: string[], options: CallOptions = {}): Promise<Record<string, unknown>> {
+    this.online("reportTurn");
+    return this.registry.json("POST", sessionPath(this.id, "turns/"), { ...options, json: { turn, invoked } });
+  }
+
+  /** Tier-1 micro-compaction of old tool results under the pinned policy, by the registry. */
+  async compact(messages: Message[], options: CallOptions = {}): Promise<CompactResult> {
+    this.online("compact");
+    return this.registry.json<CompactResult>("POST", sessionPath(this.id, "compact/"), { ...options, json: { messages } });
+  }
+}

@@ -1,0 +1,261 @@
+/** The TypeScript client against a real registry server. tests/test_typescript_client.py starts
+ * the servers, creates the keys and the bundle "refunds" (production -> v1, and an unlabelled
+ * v2), and runs this file with node's test runner; tests run in order, on shared data. */
+
+import assert from "node:assert/strict";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+
+import {
+  Bundle,
+  IntegrityError,
+  NotAuthenticated,
+  NotFound,
+  PermissionDenied,
+  Registry,
+  Retry,
+  SessionEnded,
+  Throttled,
+  Unavailable,
+  VersionRevoked,
+} from "../src/index.js";
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run this through tests/test_typescript_client.py`);
+  return value;
+}
+
+const URL_ = env("PROMPTREG_URL");
+const AGENT = env("PROMPTREG_AGENT_KEY");
+const OPS = env("PROMPTREG_OPS_KEY");
+const THROTTLED_URL = env("PROMPTREG_THROTTLED_URL");
+const THROTTLED_KEY = env("PROMPTREG_THROTTLED_KEY");
+const CLOSED_URL = env("PROMPTREG_CLOSED_URL"); // a port nothing listens on
+const V1_BODY = env("PROMPTREG_V1_BODY"); // the exact bytes of v1's pinned bundle
+
+const BUNDLE_ROUTE = "api/v1/sessions/<uuid:session_id>/bundle/";
+
+/** A fetch that remembers (method, path, status) of each exchange, and counts attempts. */
+function recorder() {
+  const seen: [string, string, number][] = [];
+  let attempts = 0;
+  const impl: typeof fetch = async (input, init) => {
+    attempts++;
+    const response = await fetch(input, init);
+    seen.push([init?.method ?? "GET", new URL(String(input)).pathname, response.status]);
+    return response;
+  };
+  return { seen, impl, attempts: () => attempts };
+}
+
+/** Pinned-bundle answers the server counted, by status (its Prometheus counter). */
+async function served(): Promise<Record<string, number>> {
+  const text = await (await fetch(`${URL_}/metrics`)).text();
+  const counts: Record<string, number> = { "200": 0, "304": 0 };
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("registry_http_requests_total{") || !line.includes(`route="${BUNDLE_ROUTE}"`)) continue;
+    const status = /status="(\d+)"/.exec(line)?.[1];
+    if (status) counts[status] = (counts[status] ?? 0) + Number(line.trim().split(" ").pop());
+  }
+  return counts;
+}
+
+async function sessionStatus(registry: Registry, id: string): Promise<string> {
+  return (await registry.json<{ status: string }>("GET", `/api/v1/sessions/${id}/`)).status;
+}
+
+describe("promptreg (TypeScript) against a live registry", () => {
+  test("it starts a pinned session and keeps its bundle; one body per session", async () => {
+    const wire = recorder();
+    const registry = new Registry(URL_, AGENT, { fetch: wire.impl });
+    const before = await served();
+    let id = "";
+    {
+      await using session = await registry.startSession("refunds");
+      id = session.id;
+      assert.deepEqual([session.bundleName, session.version, session.label], ["refunds", 1, "production"]);
+      const pinned = await session.bundle();
+      assert.equal(new TextDecoder().decode(pinned.raw), V1_BODY); // the exact bytes served
+      assert.equal(pinned.contentHash, session.contentHash);
+      assert.equal((pinned.tools[0] as { name: string }).name, "process_refund");
+      assert.equal(await session.bundle(), pinned); // fetched once, kept for the session's life
+      assert.equal(await sessionStatus(registry, id), "active");
+    }
+    assert.equal(await sessionStatus(registry, id), "ended"); // `await using` ended it
+    assert.deepEqual(wire.seen.filter(([, p]) => p.endsWith("/bundle/")).map(([, , s]) => s), [200]);
+    const after = await served();
+    assert.equal(after["200"] - before["200"], 1);
+  });
+
+  test("a second session on the same hash revalidates with a 304, counted on the server", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const before = await served();
+    const first = await registry.startSession("refunds");
+    const second = await registry.startSession("refunds");
+    assert.equal(await second.bundle(), await first.bundle()); // the same object, by hash
+    assert.equal(await first.refresh(), await first.bundle()); // and a refresh costs no body
+    const after = await served();
+    assert.deepEqual([after["200"] - before["200"], after["304"] - before["304"]], [1, 2]);
+    await first.end();
+    await second.end();
+    await second.end(); // idempotent
+  });
+
+  test("await using ends the session on an exception too; then SessionEnded", async () => {
+    const registry = new Registry(URL_, AGENT);
+    let kept: import("../src/index.js").PinnedSession | undefined;
+    await assert.rejects(async () => {
+      await using session = await registry.startSession("refunds");
+      kept = session;
+      throw new RangeError("boom");
+    }, RangeError);
+    assert.ok(kept?.ended);
+    await assert.rejects(kept!.refresh(), SessionEnded);
+    await assert.rejects(kept!.heartbeat(), (e: unknown) => e instanceof SessionEnded && e.status === 410);
+  });
+
+  test("typed errors, and no retry on other 4xx", async () => {
+    const wire = recorder();
+    const registry = new Registry(URL_, AGENT, { fetch: wire.impl });
+    await assert.rejects(registry.startSession("no-such-bundle"), NotFound);
+    assert.equal(wire.attempts(), 1); // a 404 is never retried
+    await assert.rejects(
+      registry.json("POST", "/api/v1/bundles/", { json: { name: "nope" } }),
+      (e: unknown) => e instanceof PermissionDenied && e.status === 403,
+    );
+    await assert.rejects(new Registry(URL_, "pr_" + "x".repeat(43)).catalog(), NotAuthenticated);
+    await assert.rejects(registry.startSession("refunds", { label: "production", version: 1 }), TypeError);
+  });
+
+  test("a retried start (same external id) returns the same session", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const first = await registry.startSession("refunds", { externalId: "conversation-ts-42" });
+    const again = await registry.startSession("refunds", { externalId: "conversation-ts-42" });
+    assert.equal(again.id, first.id);
+    await first.end();
+  });
+
+  test("render, route and compact go through the session", async () => {
+    const registry = new Registry(URL_, AGENT);
+    await using session = await registry.startSession("refunds");
+    const rendered = await session.render();
+    assert.equal(rendered.content_hash, session.contentHash);
+    assert.equal(typeof rendered.prefix_sha256, "string");
+    const routed = await session.route([{ role: "user", content: "refund my order" }], { k: 3 });
+    assert.equal(typeof routed.turn, "number");
+    const compacted = await session.compact([{ role: "user", content: "hi" }]);
+    assert.ok(Array.isArray(compacted.messages));
+  });
+
+  test("a revoked version raises VersionRevoked with the labels to start anew on", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const session = await registry.startSession("refunds", { version: 2 });
+    assert.equal(session.version, 2);
+    const ops = new Registry(URL_, OPS);
+    await ops.json("POST", "/api/v1/bundles/refunds/versions/2/revoke/", { json: { reason: "leaks data" } });
+    await assert.rejects(session.refresh(), (e: unknown) => {
+      assert.ok(e instanceof VersionRevoked);
+      assert.deepEqual(e.labels, { production: 1 });
+      assert.equal(e.code, "version_revoked");
+      return true;
+    });
+    await assert.rejects(session.heartbeat(), VersionRevoked);
+  });
+
+  test("throttled carries retryAfter and is not waited past the deadline", async () => {
+    const wire = recorder();
+    const registry = new Registry(THROTTLED_URL, THROTTLED_KEY, { fetch: wire.impl, retry: { deadline: 2 } });
+    for (let i = 0; i < 3; i++) await registry.catalog();
+    await assert.rejects(registry.catalog(), (e: unknown) => {
+      assert.ok(e instanceof Throttled);
+      assert.ok(e.retryAfter !== null && e.retryAfter > 2, `retryAfter ${e.retryAfter}`);
+      return true;
+    });
+    assert.deepEqual(wire.seen.map(([, , s]) => s), [200, 200, 200, 429]);
+  });
+
+  test("it gives up at the deadline with Unavailable, having retried", async () => {
+    const wire = recorder();
+    const registry = new Registry(CLOSED_URL, AGENT, { fetch: wire.impl, retry: { deadline: 1 } });
+    const began = performance.now();
+    await assert.rejects(registry.catalog(), Unavailable);
+    assert.ok(wire.attempts() >= 2, `attempts ${wire.attempts()}`);
+    assert.ok(performance.now() - began < 3000); // slack for a loaded machine
+  });
+
+  test("an AbortSignal stops a call at once, retries and waits included", async () => {
+    const wire = recorder();
+    const registry = new Registry(CLOSED_URL, AGENT, { fetch: wire.impl, retry: { deadline: 60 } });
+    const controller = new AbortController();
+    const began = performance.now();
+    setTimeout(() => controller.abort(new Error("caller gave up")), 300);
+    await assert.rejects(registry.catalog({ signal: controller.signal }), /caller gave up/);
+    assert.ok(performance.now() - began < 2000);
+    const attempts = wire.attempts();
+    await assert.rejects(registry.catalog({ signal: AbortSignal.abort(new Error("already")) }), /already/);
+    assert.equal(wire.attempts(), attempts); // nothing was sent
+  });
+
+  test("keep-alive holds the lease and stops at the end", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const kept = await registry.startSession("refunds", { ttlSeconds: 3, keepAlive: true });
+    const lapsed = await registry.startSession("refunds", { ttlSeconds: 3 });
+    assert.ok(kept.keepingAlive && Math.abs(kept.leaseSeconds - 3) < 0.5);
+    await new Promise((resolve) => setTimeout(resolve, 4500)); // a heartbeat every second
+    assert.equal(await sessionStatus(registry, kept.id), "active");
+    assert.equal(await sessionStatus(registry, lapsed.id), "expired");
+    assert.equal(kept.keepAliveError, null);
+    await kept.end();
+    assert.ok(!kept.keepingAlive);
+    assert.equal(await sessionStatus(registry, kept.id), "ended");
+  });
+
+  test("the offline snapshot is used only when unreachable, and never silently", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "promptreg-ts-"));
+    const online = new Registry(URL_, AGENT, { snapshotDir: dir });
+    const started = await online.startSession("refunds");
+    await started.end();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on("warning", onWarning);
+    try {
+      const offline = new Registry(CLOSED_URL, AGENT, { snapshotDir: dir, retry: { deadline: 0.5 } });
+      const session = await offline.startSession("refunds");
+      assert.ok(session.offline);
+      assert.equal(session.version, 1);
+      assert.equal(new TextDecoder().decode((await session.bundle()).raw), V1_BODY);
+      await session.heartbeat(); // nothing to renew
+      await assert.rejects(session.render(), Unavailable);
+      await session.end();
+      await assert.rejects(offline.startSession("refunds", { label: "staging" }), Unavailable); // no snapshot
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0], /OFFLINE/);
+      // A refusal is never an outage: no fallback.
+      await assert.rejects(new Registry(URL_, AGENT, { snapshotDir: dir }).startSession("no-such-bundle"), NotFound);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+});
+
+describe("the pieces without a server", () => {
+  test("a body that does not hash to its content_hash is refused", async () => {
+    const tampered = V1_BODY.replace("process_refund", "process_refunX");
+    await assert.rejects(Bundle.fromBody(new TextEncoder().encode(tampered)), IntegrityError);
+    const good = await Bundle.fromBody(new TextEncoder().encode(V1_BODY));
+    assert.equal(good.version, 1);
+  });
+
+  test("the retry schedule: full jitter, Retry-After as a floor, the deadline as a ceiling", () => {
+    const retry = new Retry({ deadline: 10, initial: 0.2, maximum: 5 });
+    assert.equal(retry.wait(new NotFound("x", { status: 404 }), 0, 0), null);
+    assert.equal(retry.wait(new Unavailable("x"), 3, 0, () => 1), 1.6);
+    assert.equal(retry.wait(new Unavailable("x"), 10, 0, () => 1), 5);
+    assert.equal(retry.wait(new Throttled("x", { retryAfter: 4 }), 0, 0, () => 0.5), 4);
+    assert.equal(retry.wait(new Throttled("x", { retryAfter: 4 }), 0, 7, () => 0.5), null);
+  });
+});

@@ -1,0 +1,150 @@
+"""The TypeScript client (clients/typescript, npm package `promptreg`) against the real
+service: its node tests run on a live server process (tests/live.py) with keys and data made
+here; its request and response types must match the service's OpenAPI document; and the
+packed tarball must install into an empty project and work there."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from config.redis_client import redis_client
+from registry.services import bundle_create, label_move, version_publish
+from tests.conftest import content, make_api, pinned_body
+from tests.live import ROOT, WebServer, registry_server  # noqa: F401 (fixture)
+
+PACKAGE = ROOT / "clients" / "typescript"
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None or NPM is None, reason="node and npm are not installed (Node >= 20 needed)"),
+]
+
+
+def _run(args: list[str], *, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None):
+    result = subprocess.run(
+        args, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """node_modules from the lockfile (npm ci, when missing or older than the lockfile; a fresh
+    clone in CI installs itself), then the package and its tests compiled with tsc."""
+    marker = PACKAGE / "node_modules" / ".package-lock.json"
+    lock = PACKAGE / "package-lock.json"
+    if not marker.exists() or marker.stat().st_mtime < lock.stat().st_mtime:
+        _run([NPM, "ci", "--no-audit", "--no-fund"], cwd=PACKAGE)
+    _run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE)
+    return PACKAGE / "build"
+
+
+def test_the_committed_openapi_document_is_the_services():
+    """clients/typescript/openapi.json is what the service describes now (`make ts-types`
+    regenerates it and the types)."""
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.renderers import OpenApiJsonRenderer
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    now = json.loads(OpenApiJsonRenderer().render(schema, renderer_context={}))
+    committed = json.loads((PACKAGE / "openapi.json").read_text())
+    assert committed == now, "the OpenAPI document changed: run `make ts-types` and commit the result"
+
+
+def test_the_generated_types_are_those_of_the_committed_document(built, tmp_path):
+    fresh = tmp_path / "openapi.ts"
+    _run([NODE, "node_modules/openapi-typescript/bin/cli.js", "openapi.json", "-o", str(fresh)], cwd=PACKAGE)
+    committed = (PACKAGE / "src" / "openapi.ts").read_text()
+    assert fresh.read_text() == committed, "src/openapi.ts is stale: run `make ts-types` and commit the result"
+
+
+@pytest.fixture(scope="module")
+def throttled_server(django_db_setup, django_db_blocker) -> Iterator[WebServer]:
+    server = WebServer(env={"API_THROTTLE_READ": "3/d"})  # a day: no window boundary mid-test
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def data(ops):
+    bundle = bundle_create(name="refunds", description="Refund agent", actor=ops.actor)
+    v1 = version_publish(bundle=bundle, content=content(), message="v1", actor=ops.actor).version
+    version_publish(bundle=bundle, content=content("Version two."), message="v2", actor=ops.actor)
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="first release")
+    return v1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_node_suite_against_a_live_registry(built, registry_server, throttled_server, agent, ops, data):  # noqa: F811
+    throttled = make_api("agent", name="ts-throttled")
+    store = redis_client(settings.REDIS_URL)  # key ids repeat across test databases
+    for name in store.scan_iter(f"registry:rl:*:{throttled.actor.api_key_id}:*"):
+        store.delete(name)
+    env = {
+        "PROMPTREG_URL": registry_server.url,
+        "PROMPTREG_AGENT_KEY": agent.secret,
+        "PROMPTREG_OPS_KEY": ops.secret,
+        "PROMPTREG_THROTTLED_URL": throttled_server.url,
+        "PROMPTREG_THROTTLED_KEY": throttled.secret,
+        "PROMPTREG_CLOSED_URL": WebServer().url,  # a free port nothing listens on
+        "PROMPTREG_V1_BODY": pinned_body(data).decode(),
+    }
+    tests = sorted(str(p) for p in (built / "test").glob("*.test.js"))
+    result = subprocess.run(
+        [NODE, "--test", "--test-reporter=spec", *tests],
+        cwd=PACKAGE,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-4000:]
+    summary = dict(re.findall(r"^ℹ (tests|pass|fail|skipped|todo|cancelled) (\d+)$", result.stdout, re.M))
+    assert int(summary["tests"]) >= 14 and summary["tests"] == summary["pass"], result.stdout[-4000:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_packed_tarball_installs_into_an_empty_project_and_works(built, registry_server, agent, data):  # noqa: F811
+    with tempfile.TemporaryDirectory() as work:
+        packed = _run([NPM, "pack", "--json", "--pack-destination", work], cwd=PACKAGE)
+        tarball = Path(work) / json.loads(packed.stdout)[0]["filename"]
+        files = {entry["path"] for entry in json.loads(packed.stdout)[0]["files"]}
+        assert "build/src/index.d.ts" in files and not any(f.startswith(("test/", "build/test/")) for f in files)
+        project = Path(work) / "agent"
+        project.mkdir()
+        (project / "package.json").write_text(json.dumps({"name": "agent", "private": True, "type": "module"}))
+        # No runtime dependencies: installing the tarball needs no registry.
+        _run([NPM, "install", "--offline", "--no-audit", "--no-fund", str(tarball)], cwd=project)
+        (project / "agent.mjs").write_text(
+            "import { Registry, NotFound } from 'promptreg';\n"
+            "const registry = new Registry(process.env.URL, process.env.KEY);\n"
+            "await using session = await registry.startSession('refunds');\n"
+            "const bundle = await session.bundle();\n"
+            "console.log(JSON.stringify({ version: session.version, hash: bundle.contentHash,"
+            " notFound: NotFound.name }));\n"
+        )
+        # `await using` in plain JavaScript is newer than Node 20: a compiled caller's syntax, so
+        # the script uses the explicit form when the runtime lacks it.
+        script = project / "agent.mjs"
+        text = script.read_text()
+        probe = subprocess.run([NODE, "--check", str(script)], capture_output=True, text=True)
+        if probe.returncode != 0:
+            text = text.replace("await using session", "const session") + "await session.end();\n"
+            script.write_text(text)
+        out = _run([NODE, str(script)], cwd=project, env={"URL": registry_server.url, "KEY": agent.secret})
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+            "version": 1,
+            "hash": data.content_hash,
+            "notFound": "NotFound",
+        }
