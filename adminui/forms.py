@@ -16,7 +16,7 @@ from registry.canonical import CONTENT_FIELDS, DEFAULTS
 CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
 # Optional content fields (docs/rendering.md): left out of the document when their box is empty,
 # so a version written here keeps them exactly when its author does.
-OPTIONAL_JSON_FIELDS = ("variables", "knowledge")
+OPTIONAL_JSON_FIELDS = ("variables", "knowledge", "skills", "compaction")
 JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata", *OPTIONAL_JSON_FIELDS)
 ABSENT: Any = object()
 # The content fields this form has no box for (skills, compaction, any field added later): derived
@@ -132,6 +132,27 @@ class VersionForm(forms.Form):
     knowledge = JsonField(
         default=ABSENT,
         help_text='Optional: the knowledge packs its sessions may explore, e.g. ["ops"]. Empty: none.',
+    )
+    skills = JsonField(
+        default=ABSENT,
+        help_text='Optional: a JSON list of skill cards {"name" (snake_case), "summary" (at most 60 characters, '
+        'saying when: "Use when ..."), "description" (at most 4,000), "keywords" (3 to 10), "category", "examples" '
+        '(2 to 3), "level" ("L1": always loaded, at most 8 cards and 1,500 tokens; "L2": routed), optional '
+        '"exclusive_group" and "triggers" (up to 10 RE2 patterns)}. Empty: no skills. See docs/skills.md.',
+        widget=forms.Textarea(attrs={**CODE, "rows": 12, "data-editor": "json"}),
+    )
+    compaction = JsonField(
+        default=ABSENT,
+        help_text='Optional: {"keep_tool_results": n, "max_tool_result_chars": n, "placeholder": "..."}, how long '
+        "sessions drop old tool results. Empty: the default policy.",
+    )
+    # Not content: a message to try the skills' routing on, for "Check against vN" only.
+    route_message = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="Try a message (routing preview)",
+        help_text="With Check: which skill cards would load for this user message (the route service's index).",
+        widget=forms.Textarea(attrs={"rows": 2}),
     )
     # The fields without a box, as JSON: {field: value} of the source version (CARRIED_FIELDS).
     carried = forms.CharField(required=False, strip=False, widget=forms.HiddenInput)

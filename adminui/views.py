@@ -387,7 +387,12 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
         if set(form.errors) <= {"message"}:
             form.errors.pop("message", None)
             try:
-                verdict = check_against(bundle=bundle, content=form.content(), against=source)
+                verdict = check_against(
+                    bundle=bundle,
+                    content=form.content(),
+                    against=source,
+                    message=form.cleaned_data.get("route_message") or "",
+                )
             except DomainError as exc:
                 add_domain_error(form, exc)
         else:

@@ -14,6 +14,7 @@ from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility, Label
+from skills.router import index_for
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,19 @@ class Verdict:
     prefix_bytes: int
     prefix_tokens: int
     identical: BundleVersion | None  # saving would write no new version: this one has the content
+    # For the message tried: the L1 cards always loaded and the L2 cards routed ({name, score, why}).
+    resident: list[str] = field(default_factory=list)
+    routed: list[dict[str, Any]] = field(default_factory=list)
+    tried: str = ""
 
 
 def _content(version: BundleVersion) -> dict[str, Any]:
     return json.loads(bytes(version.canonical))
 
 
-def check_against(*, bundle: Bundle, content: dict[str, Any], against: BundleVersion | None) -> Verdict:
+def check_against(
+    *, bundle: Bundle, content: dict[str, Any], against: BundleVersion | None, message: str = ""
+) -> Verdict:
     """Raises InvalidContent when `content` is not a content document (the form shows it)."""
     doc, _, content_hash = canonicalise(content)
     latest = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
@@ -80,7 +87,16 @@ def check_against(*, bundle: Bundle, content: dict[str, Any], against: BundleVer
     prefix = prefix_for(
         content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
     )
+    resident: list[str] = []
+    routed: list[dict[str, Any]] = []
+    if message.strip() and doc.get("skills"):
+        # The index a session of this content would route with (skills.services.skill_route).
+        result = index_for(content_hash, doc["skills"]).route([{"role": "user", "content": message}], k=5)
+        resident, routed = result.resident, result.routed
     return Verdict(
+        resident=resident,
+        routed=routed,
+        tried=message.strip(),
         against=against,
         errors=check.errors,
         warnings=check.warnings,
