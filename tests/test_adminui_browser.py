@@ -469,9 +469,12 @@ def test_the_bundle_page_fits_a_390_px_phone_without_sideways_scrolling(
         for path, step in [
             ("/admin/registry/bundle/refunds/versions/", "bundle-390"),
             ("/admin/registry/bundle/", "bundles-390"),
+            ("/admin/registry/bundle/refunds/diff/", "diff-390"),  # stacked, not side by side
+            ("/admin/registry/bundle/refunds/versions/new/", "editor-390"),
+            ("/admin/", "home-390"),
         ]:
             page.goto(base_url + path)
-            expect(page.locator("#labels, #bundles").first).to_be_visible()
+            expect(page.locator("#content-main").first).to_be_visible()
             widths = page.evaluate(
                 "() => ({doc: document.documentElement.scrollWidth, body: document.body.scrollWidth,"
                 " view: window.innerWidth})"
