@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,3 +149,55 @@ def test_the_packed_tarball_installs_into_an_empty_project_and_works(built, regi
             "hash": data.content_hash,
             "notFound": "NotFound",
         }
+
+
+RESTART_SCRIPT = """
+import { Registry } from "./src/index.js";
+import { createInterface } from "node:readline";
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const registry = new Registry(process.env.URL, process.env.KEY, { retry: { deadline: 60, maximum: 0.5 } });
+const session = await registry.startSession("refunds");
+const pinned = await session.bundle();
+console.log("started");
+await lines.next(); // the server is down now
+const began = performance.now();
+await session.heartbeat(); // refused until the server is back, then it works
+const waited = (performance.now() - began) / 1000;
+const again = await session.refresh(); // a 304: the bytes are still those pinned
+await session.end();
+console.log(JSON.stringify({ waited, same: again === pinned, ended: session.ended }));
+process.exit(0);
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_retries_across_a_server_restart(built, agent, data):
+    server = WebServer()
+    server.start()
+    script = PACKAGE / "build" / "restart-check.mjs"
+    script.write_text(RESTART_SCRIPT)
+    proc = subprocess.Popen(
+        [NODE, str(script)],
+        cwd=PACKAGE,
+        env={**os.environ, "URL": server.url, "KEY": agent.secret},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "started", proc.stderr.read() if proc.stderr else ""
+        server.stop()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        time.sleep(1.0)
+        server.start()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        result = json.loads(out.strip().splitlines()[-1])
+        assert result["waited"] >= 0.9 and result["same"] and result["ended"], result
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.stop()
