@@ -114,6 +114,20 @@ class LabelIn(StrictInput):
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
 
 
+class LabelPolicyIn(StrictInput):
+    """PATCH of a label's policy: any of the four fields, and a reason."""
+
+    protected = StrictBooleanField(required=False)
+    compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
+    required_approvals = StrictIntegerField(required=False, min_value=0, max_value=limits.REQUIRED_APPROVALS_MAX)
+    required_checks = serializers.ListField(
+        child=StrictCharField(max_length=limits.CHECK_NAME_MAX),
+        required=False,
+        max_length=limits.REQUIRED_CHECKS_MAX,
+    )
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
 class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
@@ -258,6 +272,10 @@ class LabelOut(serializers.Serializer):
         return label_targets_out(label)
 
     compatibility = serializers.CharField()
+    required_checks = serializers.ListField(
+        child=serializers.CharField(), help_text="Checks a new target's content must have passed."
+    )
+    required_approvals = serializers.IntegerField()
     updated_at = serializers.DateTimeField()
     updated_by = serializers.CharField()
 
@@ -275,6 +293,11 @@ class LabelMoveOut(serializers.Serializer):
     reason = serializers.CharField(source="history_change_reason", allow_null=True)
     at = serializers.DateTimeField(source="history_date")
     note = serializers.CharField(source="move_note")
+    kind = serializers.CharField(source="change_kind", help_text='"move", or "policy" for a change of its policy.')
+    protected = serializers.BooleanField()
+    compatibility = serializers.CharField()
+    required_checks = serializers.ListField(child=serializers.CharField())
+    required_approvals = serializers.IntegerField()
 
 
 class SessionOut(serializers.Serializer):

@@ -25,6 +25,7 @@ from api.serializers import (
     LabelIn,
     LabelMoveOut,
     LabelOut,
+    LabelPolicyIn,
     PublishOut,
     RevokeIn,
     RollbackIn,
@@ -310,7 +311,7 @@ class LabelListApi(BaseApi):
 
 
 class LabelDetailApi(BaseApi):
-    roles = {"PUT": Role.PUBLISHER}
+    roles = {"PUT": Role.PUBLISHER, "PATCH": Role.OPS}
 
     @extend_schema(
         summary="Get a label",
@@ -348,6 +349,31 @@ class LabelDetailApi(BaseApi):
             expected_revision=_if_match(request),
         )
         return _label_answer(moved, status=201 if created else 200)
+
+    @extend_schema(
+        summary="Change a label's policy",
+        description=(
+            "Ops role. Sets any of `protected`, `compatibility`, `required_approvals` (0 only, for now) and "
+            "`required_checks` (check names a new target's content hash must have passed), with a required "
+            "reason and the usual If-Match. Recorded in the label's history as a `policy` change; the label's "
+            "targets do not change."
+        ),
+        request=LabelPolicyIn,
+        responses=LabelOut,
+    )
+    def patch(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        data = _valid(LabelPolicyIn, request)
+        reason = data.pop("reason")
+        changed = registry_services.label_policy_set(
+            bundle=bundle,
+            name=label,
+            changes=data,
+            actor=actor_of(request),
+            reason=reason,
+            expected_revision=_if_match(request),
+        )
+        return _label_answer(registry_selectors.label_get(bundle=bundle, name=changed.name))
 
 
 class LabelHistoryApi(BaseApi):

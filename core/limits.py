@@ -47,6 +47,14 @@ VERSION_PAGE_SIZE = 20
 MAX_SPLIT_TARGETS = 10
 RELEASE_MAX_MOVES = 50
 
+# Label policies (PATCH .../labels/{label}/) and the checks CI reports for a version's content.
+CHECK_NAME_MAX = 64
+CHECK_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+CHECK_SUMMARY_MAX = 2_000
+CHECK_DETAILS_URL_MAX = 2_000
+REQUIRED_CHECKS_MAX = 20
+REQUIRED_APPROVALS_MAX = 10
+
 
 def is_bundle_name(value: object) -> bool:
     """Whether `value` can name a bundle (BUNDLE_NAME_RE): anything else names none."""

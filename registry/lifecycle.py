@@ -74,6 +74,8 @@ VERSION_DRAIN_TASK = "sessions_app.tasks.version_drain_task"
 
 # Labels created with these names are protected (only ops may move them) and require backward
 # compatibility (see registry.contracts). Other new labels are neither, unless the move says so.
+# That is the only place a name matters: afterwards every rule reads the label's own policy
+# (protected, compatibility, required_checks), which ops change with label_policy_set.
 PROTECTED_ON_CREATE = frozenset({"production"})
 COMPATIBLE_ON_CREATE = frozenset({"production"})
 

@@ -99,6 +99,14 @@ class Label(models.Model):
     # What the compatibility policy made of the latest move (passed, overridden, not applied);
     # tracked by the history like every other field, so each move keeps its own note.
     move_note = models.TextField(blank=True, default="")
+    # Set by ops (registry.services.label_policy_set): check names whose latest result for a
+    # target's content hash must be `success` before the label may move to it, and how many
+    # approvals a move needs. Database defaults: the previous release still inserts labels.
+    required_checks = models.JSONField(default=list, blank=True, db_default=[])
+    required_approvals = models.PositiveSmallIntegerField(default=0, db_default=0)
+    # What the latest change of the label was ("move" or "policy"), so that its history tells a
+    # policy change (same target, new rules) from a move.
+    change_kind = models.CharField(max_length=16, default="move", db_default="move")
     # A percentage rollout: [{"version_id", "number", "weight"}, ...] ordered by number, weights
     # summing to 100 (a weight may be 0: still a target, so it does not drain). Empty for the
     # usual single target, which is `version` (always the largest weight, ties to the newest).

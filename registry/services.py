@@ -14,7 +14,16 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
-from core.limits import BUNDLE_NAME_RE, LABEL_NAME_RE, MAX_SPLIT_TARGETS, TEXT_MAX_CHARS, is_bundle_name
+from core.limits import (
+    BUNDLE_NAME_RE,
+    CHECK_NAME_RE,
+    LABEL_NAME_RE,
+    MAX_SPLIT_TARGETS,
+    REQUIRED_APPROVALS_MAX,
+    REQUIRED_CHECKS_MAX,
+    TEXT_MAX_CHARS,
+    is_bundle_name,
+)
 from registry import events, lifecycle
 from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, Compatibility, Label
@@ -200,6 +209,7 @@ def _change_locked(
         lifecycle.version_make_live(version=locked[version.pk])
     primary = max(targets, key=lambda t: (t[1], t[0].number))[0]
     label.move_note = "; ".join(notes)
+    label.change_kind = "move"
     label.previous_version_id = old_primary
     label.version = locked[primary.pk]
     label.targets = (
@@ -314,6 +324,94 @@ def label_move(
             if attempt == 1:
                 raise
     raise AssertionError("unreachable")
+
+
+# What PATCH .../labels/{label}/ may change, and how each field is checked.
+POLICY_FIELDS = ("protected", "compatibility", "required_approvals", "required_checks")
+
+
+def _valid_policy(changes: dict[str, Any]) -> dict[str, Any]:
+    errors: dict[str, list[str]] = {}
+    unknown = sorted(set(changes) - set(POLICY_FIELDS))
+    for name in unknown:
+        errors[name] = ["Unknown field."]
+    if "protected" in changes and not isinstance(changes["protected"], bool):
+        errors["protected"] = ["true or false."]
+    if "compatibility" in changes and changes["compatibility"] not in Compatibility.values:
+        errors["compatibility"] = [f"One of {', '.join(Compatibility.values)}."]
+    if "required_approvals" in changes:
+        value = changes["required_approvals"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= REQUIRED_APPROVALS_MAX:
+            errors["required_approvals"] = [f"An integer from 0 to {REQUIRED_APPROVALS_MAX}."]
+        elif value > 0:
+            # Approvals (change requests) are not implemented yet: a policy that nothing enforces
+            # would look like a gate and be none.
+            errors["required_approvals"] = ["Approvals are not supported yet; only 0."]
+    if "required_checks" in changes:
+        value = changes["required_checks"]
+        if not isinstance(value, list) or len(value) > REQUIRED_CHECKS_MAX:
+            errors["required_checks"] = [f"A list of at most {REQUIRED_CHECKS_MAX} check names."]
+        else:
+            bad = [n for n in value if not isinstance(n, str) or not re.fullmatch(CHECK_NAME_RE, n)]
+            if bad:
+                errors["required_checks"] = [f"Check names must match {CHECK_NAME_RE}."]
+            elif len(set(value)) != len(value):
+                errors["required_checks"] = ["Each check name at most once."]
+    if errors:
+        raise InvalidContent("The label policy is not valid; see details.", errors)
+    if "required_checks" in changes:
+        changes = {**changes, "required_checks": sorted(changes["required_checks"])}
+    return changes
+
+
+def label_policy(label: Label) -> dict[str, Any]:
+    return {name: getattr(label, name) for name in POLICY_FIELDS}
+
+
+def label_policy_set(
+    *,
+    bundle: Bundle,
+    name: str,
+    changes: dict[str, Any],
+    actor: Actor,
+    reason: str,
+    expected_revision: int | None = None,
+) -> Label:
+    """Change a label's policy (ops): whether it is protected, its compatibility rule, the
+    checks a target must have passed. Recorded in the label's history (kind "policy", with who
+    and why) and the audit log; the revision (ETag) moves. Setting what is already set changes
+    nothing."""
+    reason = lifecycle.require_text("reason", reason)
+    require_role(actor, Role.OPS, "Changing a label's policy")
+    require_bundle_scope(actor, bundle.name)
+    changes = _valid_policy(dict(changes))
+    with transaction.atomic():
+        label = lifecycle.label_lock(bundle=bundle, name=name)
+        if label is None:
+            raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
+        _check_revision(label, expected_revision)
+        before = label_policy(label)
+        changed = {k: v for k, v in changes.items() if before[k] != v}
+        if not changed:
+            return label
+        for key, value in changed.items():
+            setattr(label, key, value)
+        label.change_kind = "policy"
+        label.move_note = "policy: " + "; ".join(f"{k} {before[k]!r} -> {v!r}" for k, v in changed.items())
+        label.revision += 1
+        label.updated_at = timezone.now()
+        label.updated_by = actor.name
+        label._change_reason = reason  # recorded by django-simple-history
+        label.save()
+        audit_record(
+            actor=actor,
+            action="label.policy_changed",
+            target_type="label",
+            target=f"{bundle.name}:{label.name}",
+            reason=reason,
+            data={"from": {k: before[k] for k in changed}, "to": changed},
+        )
+        return label
 
 
 def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason: str) -> None:

@@ -32,8 +32,9 @@ VERSION_FIELDS = {
     "active_sessions",
     "drained_at",
 }
-LABEL_FIELDS = {"name", "version", "targets", "revision", "protected", "compatibility", "updated_at", "updated_by"}
-MOVE_FIELDS = {"from_version", "to_version", "targets", "release", "by", "reason", "at", "note"}
+POLICY_FIELDS = {"protected", "compatibility", "required_checks", "required_approvals"}
+LABEL_FIELDS = {"name", "version", "targets", "revision", "updated_at", "updated_by"} | POLICY_FIELDS
+MOVE_FIELDS = {"from_version", "to_version", "targets", "release", "by", "reason", "at", "note", "kind"} | POLICY_FIELDS
 SESSION_FIELDS = {
     "id",
     "bundle",
@@ -294,7 +295,12 @@ def test_it_lists_labels_with_their_fields(agent, publisher, bundle, v1, v2, pro
     assert data["next"] is None
     assert all(set(label) == LABEL_FIELDS for label in data["results"])
     assert [
-        {k: v for k, v in label.items() if k not in ("updated_at", "targets", "revision")} for label in data["results"]
+        {
+            k: v
+            for k, v in label.items()
+            if k not in ("updated_at", "targets", "revision", "required_checks", "required_approvals")
+        }
+        for label in data["results"]
     ] == [
         {
             "name": "production",
@@ -320,7 +326,11 @@ def test_it_creates_a_label_with_201_and_moves_it_with_200(publisher, bundle, v1
     assert created.status_code == 201
     data = body(created)
     assert set(data) == LABEL_FIELDS
-    assert {k: v for k, v in data.items() if k not in ("updated_at", "targets", "revision")} == {
+    assert {
+        k: v
+        for k, v in data.items()
+        if k not in ("updated_at", "targets", "revision", "required_checks", "required_approvals")
+    } == {
         "name": "staging",
         "version": 1,
         "protected": False,
@@ -382,7 +392,11 @@ def test_it_lets_ops_move_production(ops, v2, production):
 def test_it_shows_one_label(agent, production):
     response = agent.get("/api/v1/bundles/refunds/labels/production/")
     assert response.status_code == 200
-    assert {k: v for k, v in body(response).items() if k not in ("updated_at", "targets", "revision")} == {
+    assert {
+        k: v
+        for k, v in body(response).items()
+        if k not in ("updated_at", "targets", "revision", "required_checks", "required_approvals")
+    } == {
         "name": "production",
         "version": 1,
         "protected": True,
@@ -401,7 +415,10 @@ def test_it_lists_label_history_newest_first(agent, ops, bundle, v1, v2, product
     assert data["next"] is None
     moves = data["results"]
     assert all(set(move) == MOVE_FIELDS for move in moves)
-    assert [{k: v for k, v in move.items() if k not in ("at", "note", "targets", "release")} for move in moves] == [
+    assert [
+        {k: v for k, v in move.items() if k not in ("at", "note", "targets", "release", "kind", *POLICY_FIELDS)}
+        for move in moves
+    ] == [
         {"from_version": 2, "to_version": 1, "by": "key:test-ops", "reason": "v2 is broken"},
         {"from_version": 1, "to_version": 2, "by": "key:test-ops", "reason": "ship v2"},
         {"from_version": None, "to_version": 1, "by": "key:test-ops", "reason": "first release"},
