@@ -26,3 +26,5 @@ export type {
   StartOptions,
 } from "./registry.js";
 export type { components, paths } from "./openapi.js";
+export { anthropicRequest, openaiRequest } from "./providers.js";
+export type { AnthropicMessage, AnthropicParams, OpenAIMessage, OpenAIParams } from "./providers.js";

@@ -20,6 +20,8 @@ import {
   Throttled,
   Unavailable,
   VersionRevoked,
+  anthropicRequest,
+  openaiRequest,
 } from "../src/index.js";
 
 function env(name: string): string {
@@ -148,6 +150,29 @@ describe("promptreg (TypeScript) against a live registry", () => {
     assert.equal(typeof routed.turn, "number");
     const compacted = await session.compact([{ role: "user", content: "hi" }]);
     assert.ok(Array.isArray(compacted.messages));
+  });
+
+  test("a render goes to the Anthropic and OpenAI SDK params unchanged", async () => {
+    const registry = new Registry(URL_, AGENT);
+    await using session = await registry.startSession("refunds");
+    const rendered = await session.render();
+    assert.ok(rendered.tail.length > 0);
+    const history = [{ role: "user" as const, content: "refund order 7" }];
+    const anthropic = anthropicRequest(rendered, history, { model: "m", maxTokens: 100 });
+    assert.equal(anthropic.system[0].text, rendered.prefix.system);
+    assert.deepEqual(anthropic.tools, rendered.prefix.tools); // the registry's tools are Anthropic's shape
+    assert.deepEqual(anthropic.messages[0].content, [
+      { type: "text", text: "refund order 7" },
+      { type: "text", text: rendered.tail },
+    ]);
+    assert.equal(history[0].content, "refund order 7"); // the caller's messages are not touched
+    const openai = openaiRequest(rendered, history, { model: "m" });
+    assert.deepEqual(openai.messages[0], { role: "system", content: rendered.prefix.system });
+    assert.equal(openai.messages[1].content, `refund order 7\n\n${rendered.tail}`);
+    assert.equal(openai.prompt_cache_key, rendered.prefix_sha256);
+    const tool = rendered.prefix.tools[0] as { name: string; input_schema: unknown };
+    assert.deepEqual(openai.tools?.[0].function.parameters, tool.input_schema);
+    assert.equal(openai.tools?.[0].function.name, tool.name);
   });
 
   test("a revoked version raises VersionRevoked with the labels to start anew on", async () => {

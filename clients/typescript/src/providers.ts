@@ -1,0 +1,86 @@
+/** Hand a render to the official SDKs (`@anthropic-ai/sdk`, `openai`) without copying fields
+ * by hand. Pure functions with no import of either SDK: the objects they return have the
+ * shape of `client.messages.create(...)` / `client.chat.completions.create(...)` params.
+ *
+ * The rules are those of docs/rendering.md: the prefix (tools, then system) goes unchanged so
+ * that the provider's prompt cache holds; the volatile tail is appended to the newest user
+ * message (or sent as one more user message when the last message is not the user's). */
+
+import type { RenderResult } from "./registry.js";
+
+type Json = Record<string, unknown>;
+
+export interface AnthropicMessage {
+  role: "user" | "assistant";
+  content: string | Json[];
+}
+
+export interface AnthropicParams {
+  model: string;
+  max_tokens: number;
+  system: { type: "text"; text: string; cache_control: { type: "ephemeral" } }[];
+  tools: Json[];
+  messages: AnthropicMessage[];
+}
+
+/** Params for `anthropic.messages.create(...)`: the tools as the registry serves them (its
+ * tool shape is Anthropic's: name, description, input_schema), the system text as one block
+ * with a cache breakpoint, so tools + system are read from the cache on every later turn. */
+export function anthropicRequest(
+  rendered: RenderResult,
+  messages: AnthropicMessage[],
+  options: { model: string; maxTokens: number },
+): AnthropicParams {
+  const out = messages.map((m) => ({ ...m }));
+  const last = out[out.length - 1];
+  if (rendered.tail) {
+    if (last?.role === "user") {
+      const blocks = typeof last.content === "string" ? [{ type: "text", text: last.content }] : [...last.content];
+      last.content = [...blocks, { type: "text", text: rendered.tail }];
+    } else {
+      out.push({ role: "user", content: rendered.tail });
+    }
+  }
+  return {
+    model: options.model,
+    max_tokens: options.maxTokens,
+    system: [{ type: "text", text: rendered.prefix.system, cache_control: { type: "ephemeral" } }],
+    tools: rendered.prefix.tools,
+    messages: out,
+  };
+}
+
+export interface OpenAIMessage {
+  role: string;
+  content: string | Json[] | null;
+  [key: string]: unknown;
+}
+
+export interface OpenAIParams {
+  model: string;
+  messages: OpenAIMessage[];
+  tools?: { type: "function"; function: { name: string; description?: string; parameters: Json } }[];
+  prompt_cache_key: string;
+}
+
+/** Params for `openai.chat.completions.create(...)`: the system text first, each tool as a
+ * function (input_schema as parameters), and `prompt_cache_key` = `prefix_sha256`, so turns
+ * with the same prefix land on the same cache. */
+export function openaiRequest(rendered: RenderResult, messages: OpenAIMessage[], options: { model: string }): OpenAIParams {
+  const out: OpenAIMessage[] = [{ role: "system", content: rendered.prefix.system }, ...messages.map((m) => ({ ...m }))];
+  const last = out[out.length - 1];
+  if (rendered.tail) {
+    if (last.role === "user" && typeof last.content === "string") last.content = `${last.content}\n\n${rendered.tail}`;
+    else if (last.role === "user" && Array.isArray(last.content)) last.content = [...last.content, { type: "text", text: rendered.tail }];
+    else out.push({ role: "user", content: rendered.tail });
+  }
+  const tools = rendered.prefix.tools.map((tool) => ({
+    type: "function" as const,
+    function: {
+      name: String(tool["name"]),
+      ...(tool["description"] !== undefined ? { description: String(tool["description"]) } : {}),
+      parameters: (tool["input_schema"] as Json | undefined) ?? { type: "object", properties: {} },
+    },
+  }));
+  return { model: options.model, messages: out, ...(tools.length ? { tools } : {}), prompt_cache_key: rendered.prefix_sha256 };
+}
