@@ -151,6 +151,7 @@ def test_the_service_ingress_budget_and_autoscaler_point_at_the_web_pods(tree):
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": web["metadata"]["name"]}
     assert hpa["spec"]["scaleTargetRef"] == target
     assert hpa["spec"]["minReplicas"] >= pdb["spec"]["minAvailable"] + 1, "a drain must leave one pod serving"
+    assert "replicas" not in web["spec"], "the autoscaler owns web's replica count (apply would reset it)"
     # The allowed host includes the Ingress's (Django refuses any other Host).
     allowed = _objects(tree, "ConfigMap")["prompt-registry"]["data"]["DJANGO_ALLOWED_HOSTS"].split(",")
     assert ingress["spec"]["rules"][0]["host"] in allowed
