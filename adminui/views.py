@@ -44,6 +44,7 @@ from adminui.forms import (
 )
 from adminui.moves import classify, movable_labels, suggested_labels
 from adminui.selectors import label_targets
+from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.workbench import check_against
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from metrics.selectors import version_usage
@@ -480,8 +481,9 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         bundle=bundle,
         version=version,
         content=content,
+        tool_cards=tool_cards(content.get("tools")),
         json_fields=[
-            (key, pretty(content.get(key)))
+            (key, HEADINGS.get(key, key), pretty(content.get(key)))
             for key in ("tools", *OTHER_FIELDS)
             if key in content or key in DEFAULTS  # optional fields: shown when present
         ],

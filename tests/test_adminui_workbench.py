@@ -307,3 +307,24 @@ def test_skills_and_compaction_have_boxes_and_check_previews_the_routing(enginee
     checked = engineer_client.post(u("adminui_version_new", bundle.name), data | {"check": "Check"})
     assert "Skill `refund_order` was removed" in words(checked)
     assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
+def test_the_version_page_shows_tools_as_cards_with_a_parameter_table_and_the_json_a_click_away(
+    engineer_client, bundle, v1
+):
+    import re
+
+    html = engineer_client.get(u("adminui_version", bundle.name, 1)).content.decode()
+    card = re.search(
+        r'<section class="adminui-tool-card" data-tool="process_refund">(.*?)</section>', html, re.S
+    ).group(1)
+    rows = re.findall(
+        r'<tr><td data-th="Parameter"><code>(\w+)</code></td>'
+        r'<td data-th="Type">(\w+)</td><td data-th="Required">(\w+)</td>',
+        card,
+    )
+    # Canonical bytes sort keys: the stored version no longer knows the order the author typed.
+    assert rows == [("amount", "number", "optional"), ("order_id", "string", "required")]
+    assert "Refund an order." in card
+    assert re.search(r'<details class="adminui-json">\s*<summary><h2>Tools as JSON</h2></summary>', html)
+    assert re.search(r'<details class="adminui-json" open>\s*<summary><h2>Output schema</h2>', html)
