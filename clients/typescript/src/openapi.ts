@@ -149,7 +149,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a label's policy
+         * @description Ops role. Sets any of `protected`, `compatibility`, `required_approvals` (0 only, for now) and `required_checks` (check names a new target's content hash must have passed), with a required reason and the usual If-Match. Recorded in the label's history as a `policy` change; the label's targets do not change.
+         */
+        patch: operations["v1_bundles_labels_partial_update"];
         trace?: never;
     };
     "/api/v1/bundles/{name}/labels/{label}/history/": {
@@ -1106,6 +1110,12 @@ export interface components {
             /** Format: date-time */
             at: string;
             note: string;
+            /** @description "move", or "policy" for a change of its policy. */
+            kind: string;
+            protected: boolean;
+            compatibility: string;
+            required_checks: string[];
+            required_approvals: number;
         };
         LabelOut: {
             name: string;
@@ -1119,6 +1129,9 @@ export interface components {
             revision: number;
             protected: boolean;
             compatibility: string;
+            /** @description Checks a new target's content must have passed. */
+            required_checks: string[];
+            required_approvals: number;
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
@@ -1229,6 +1242,14 @@ export interface components {
             results: components["schemas"]["WebhookOut"][];
             /** Format: uri */
             next: string | null;
+        };
+        /** @description PATCH of a label's policy: any of the four fields, and a reason. */
+        PatchedLabelPolicyInRequest: {
+            protected?: boolean;
+            compatibility?: components["schemas"]["CompatibilityEnum"];
+            required_approvals?: number;
+            required_checks?: string[];
+            reason?: string;
         };
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
@@ -2579,6 +2600,131 @@ export interface operations {
                 };
             };
             201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LabelOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_bundles_labels_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                label: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedLabelPolicyInRequest"];
+            };
+        };
+        responses: {
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
