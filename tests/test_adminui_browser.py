@@ -79,6 +79,9 @@ DOCS_SHOTS = {
     "history": "history.png",
     "editor-error-line": "editor.png",
     "bundle-390": "bundle-phone.png",
+    "home-1280": "home.png",
+    "check-against-v1": "check.png",
+    "diff-390": "diff-phone.png",
 }
 
 
