@@ -40,7 +40,7 @@ RESULTS_LOG = ROOT / "bench" / "results.jsonl"
 
 def manage(*args: str) -> str:
     done = subprocess.run(
-        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=3600
+        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600
     )
     if done.returncode != 0:
         raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
@@ -332,6 +332,9 @@ def rekey(url: str, bundle_name: str, lapsed: int) -> str:
             "UPDATE access_apikey SET prefix = %s, secret_hash = %s WHERE name = %s",
             [secret[:10], hashlib.sha256(secret.encode()).hexdigest(), f"{bundle_name}-agent"],
         )
+        conn.execute("SET statement_timeout = 0")
+        # The seed's leases ran out meanwhile: renew them all, then lapse `lapsed` again.
+        conn.execute("UPDATE sessions_app_session SET expires_at = now() + interval '2 hours' WHERE status = 'active'")
         conn.execute(
             """UPDATE sessions_app_session SET expires_at = now() - interval '1 minute' WHERE id = ANY(ARRAY(
                    SELECT s.id FROM sessions_app_session s JOIN registry_bundleversion v ON v.id = s.version_id
@@ -339,6 +342,7 @@ def rekey(url: str, bundle_name: str, lapsed: int) -> str:
                    ORDER BY s.id LIMIT %s))""",
             [lapsed],
         )
+        conn.execute("ANALYZE")  # a seed cut short may not have reached its own ANALYZE
     return secret
 
 
@@ -448,6 +452,8 @@ def main() -> int:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 conn.execute(f'CREATE DATABASE "{name}"')
         for which in set(names) - set(fresh):
+            os.environ["DATABASE_URL"] = parts._replace(path=f"/{names[which]}").geturl()
+            manage("migrate", "--no-input", "-v", "0")  # what landed since the seed
             secrets_of[which] = rekey(parts._replace(path=f"/{names[which]}").geturl(), which, lapsed)
         for which, name in fresh.items():
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{name}").geturl()
