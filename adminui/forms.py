@@ -120,8 +120,18 @@ class VersionForm(forms.Form):
         help_text='A JSON list of {"name", "description", "input_schema"} objects.',
         widget=forms.Textarea(attrs={**CODE, "rows": 14, "data-editor": "json"}),
     )
-    guardrails = JsonField(default=DEFAULTS["guardrails"], help_text="A JSON object.")
-    output_schema = JsonField(default=DEFAULTS["output_schema"], help_text="A JSON Schema object, or null.")
+    guardrails = JsonField(
+        default=DEFAULTS["guardrails"],
+        help_text='{"default": "allow" | "confirm" | "deny", "rules": [{"tool": "name", "effect": "allow" | "confirm" '
+        '| "deny", "reason": "..."}]}: at most one rule per tool, naming tools of this version; a tool\'s effect is '
+        'its rule\'s, else the default ("allow" when absent). {} allows every tool. Tightening an effect '
+        "(allow < confirm < deny) is a breaking change.",
+    )
+    output_schema = JsonField(
+        default=DEFAULTS["output_schema"],
+        help_text='A JSON Schema (Draft 2020-12) the answer must validate against, e.g. {"type": "object", '
+        '"properties": {"answer": {"type": "string"}}, "required": ["answer"]}; null: free text.',
+    )
     model = JsonField(default=DEFAULTS["model"], help_text="A JSON object: model name, temperature, ...")
     metadata = JsonField(default=DEFAULTS["metadata"], help_text="A JSON object.")
     variables = JsonField(

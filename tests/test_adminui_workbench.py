@@ -328,3 +328,9 @@ def test_the_version_page_shows_tools_as_cards_with_a_parameter_table_and_the_js
     assert "Refund an order." in card
     assert re.search(r'<details class="adminui-json">\s*<summary><h2>Tools as JSON</h2></summary>', html)
     assert re.search(r'<details class="adminui-json" open>\s*<summary><h2>Output schema</h2>', html)
+
+
+def test_the_form_explains_the_guardrails_and_output_schema_formats(engineer_client, bundle, v1):
+    said = words(engineer_client.get(u("adminui_version_new", bundle.name)))
+    assert '{"default": "allow" | "confirm" | "deny", "rules": [{"tool": "name"' in said
+    assert "JSON Schema (Draft 2020-12)" in said
