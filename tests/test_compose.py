@@ -394,7 +394,7 @@ def _run_redis(argv: list[str], tmp_path: Path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
-    client = redis.Redis(port=port, password=GIVEN["REDIS_PASSWORD"], socket_timeout=5, retry_on_timeout=False)
+    client = redis.Redis(port=port, password=GIVEN["REDIS_PASSWORD"], socket_timeout=5)
     for _ in range(200):
         assert proc.poll() is None, f"redis-server {argv} exited with {proc.returncode}"
         try:
