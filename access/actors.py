@@ -37,8 +37,10 @@ class Actor:
         return self.lineage_id or self.api_key_id
 
     def owns(self, owner_key_id: int | None) -> bool:
-        """Whether a session stored with `owner_key_id` (Session.api_key_id) is this key's."""
-        return self.api_key_id is not None and owner_key_id is not None and owner_key_id == self.owner_key_id
+        """Whether a session stored with `owner_key_id` (Session.api_key_id) is this key's: stored
+        under its lineage (what this release writes), or under the key itself (what the previous
+        release writes, also during a rolling upgrade; a rotation moves those to the lineage)."""
+        return owner_key_id is not None and owner_key_id in (self.api_key_id, self.owner_key_id)
 
     def has_role(self, role: str) -> bool:
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]

@@ -43,7 +43,7 @@ def rest_methods(body: bytes) -> list[str]:
     one per message (a batch counts each); a body that is not JSON-RPC counts as one read."""
     try:
         parsed = json.loads(body) if body else None
-    except ValueError:  # the SDK answers it with a parse error
+    except (ValueError, RecursionError):  # the SDK answers it with a parse error; deep nesting too
         return ["GET"]
     messages = parsed if isinstance(parsed, list) else [parsed]
     methods = []

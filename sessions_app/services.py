@@ -228,7 +228,8 @@ def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
 
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:
-    existing = Session.objects.filter(api_key_id=actor.owner_key_id, external_id=external_id).first()
+    owners = {actor.api_key_id, actor.owner_key_id}  # as Actor.owns: the lineage, or the key itself
+    existing = Session.objects.filter(api_key_id__in=owners, external_id=external_id).first()
     if existing is not None and existing.bundle_id != bundle.pk:
         raise Conflict(
             "This external_id already names a session on another bundle.",

