@@ -10,6 +10,10 @@ class Role(models.TextChoices):
     PUBLISHER = "publisher"
     OPS = "ops"
     ADMIN = "admin"
+    # Outside the ladder: a CI pipeline's key, which may only report checks of versions (and
+    # read them). Ranked below agent, so every other role check refuses it; the check services
+    # name it explicitly (registry.services.check_report).
+    CI = "ci"
 
 
-ROLE_RANK = {Role.AGENT: 0, Role.PUBLISHER: 1, Role.OPS: 2, Role.ADMIN: 3}
+ROLE_RANK = {Role.CI: -1, Role.AGENT: 0, Role.PUBLISHER: 1, Role.OPS: 2, Role.ADMIN: 3}

@@ -636,6 +636,7 @@ def _confirm_page(
         bundle=bundle,
         consequence=consequence,
         check=check,
+        checks_list=[preview.checks.out()] if preview.checks and preview.checks.required else [],
         classification=check.diff,
         # The checkbox is offered to whoever may make this move: for a protected label, ops.
         can_allow_breaking=preview.allowed,
@@ -712,6 +713,7 @@ def _split_confirm_page(
         backward=label.compatibility == "backward",
         needs_override=needs_override,
         any_check=bool(checks),
+        required_checks=impact["checks"],
         can_allow_breaking=needs_override and impact["allowed"],
         refusal=refusal.message if refusal else "",
         refused_changes=_changes_in_words(refusal.details.get("changes")) if refusal else [],

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from core import limits
 from registry.contracts import LEVELS
-from registry.models import BundleVersion, Compatibility
+from registry.models import BundleVersion, CheckStatus, Compatibility
 from registry.selectors import bundle_label_map, label_targets_out
 from sessions_app.models import SessionStatus
 
@@ -126,6 +126,29 @@ class LabelPolicyIn(StrictInput):
         max_length=limits.REQUIRED_CHECKS_MAX,
     )
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class CheckIn(StrictInput):
+    """A check result from CI (type checks; the service checks names and URLs)."""
+
+    name = StrictCharField(max_length=limits.CHECK_NAME_MAX)
+    status = serializers.ChoiceField(choices=CheckStatus.choices)
+    summary = StrictCharField(required=False, allow_blank=True, max_length=limits.CHECK_SUMMARY_MAX, default="")
+    details_url = StrictCharField(required=False, allow_blank=True, max_length=limits.CHECK_DETAILS_URL_MAX, default="")
+
+
+class CheckOut(serializers.Serializer):
+    name = serializers.CharField()
+    status = serializers.CharField()
+    summary = serializers.CharField()
+    details_url = serializers.CharField()
+    content_hash = serializers.CharField(help_text="The content the result is about (not the version number).")
+    version = serializers.SerializerMethodField()
+    reported_by = serializers.CharField()
+    reported_at = serializers.DateTimeField()
+
+    def get_version(self, check) -> int:
+        return self.context["version"]
 
 
 class RollbackIn(StrictInput):

@@ -14,6 +14,7 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/diff/", views.VersionDiffApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/revoke/", views.VersionRevokeApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
     path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),

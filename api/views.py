@@ -20,6 +20,8 @@ from api.serializers import (
     BundleIn,
     BundleOut,
     CatalogEntryOut,
+    CheckIn,
+    CheckOut,
     DiffOut,
     DiffQuery,
     LabelIn,
@@ -253,6 +255,44 @@ class VersionRevokeApi(BaseApi):
         data = _valid(RevokeIn, request)
         registry_services.version_revoke(version=version, actor=actor_of(request), reason=data["reason"])
         return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
+
+
+class VersionCheckListApi(BaseApi):
+    # ci is below agent: reading and reporting checks are what a ci key may do. The service
+    # decides who may report (ci, ops, admin: not a publisher).
+    roles = {"GET": Role.CI, "POST": Role.CI}
+
+    @extend_schema(
+        summary="List a version's checks",
+        description=(
+            "The latest report of each check name for the version's content hash, by name (not paged: a "
+            "content hash has few checks)."
+        ),
+        operation_id="version_checks_list",
+        responses=CheckOut(many=True),
+    )
+    def get(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        checks = registry_selectors.checks_latest(bundle_id=bundle.pk, content_hash=version.content_hash)
+        return Response({"results": CheckOut(checks, many=True, context={"version": number}).data})
+
+    @extend_schema(
+        summary="Report a check",
+        description=(
+            "ci role (or ops). Records `{name, status, summary?, details_url?}` for the version's content hash: "
+            "201 with the check. The latest report per name counts; a label with `required_checks` moves only "
+            "to content whose every required check's latest report is `success`."
+        ),
+        request=CheckIn,
+        responses={201: CheckOut},
+    )
+    def post(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        data = _valid(CheckIn, request)
+        check = registry_services.check_report(version=version, actor=actor_of(request), **data)
+        return Response(CheckOut(check, context={"version": number}).data, status=201)
 
 
 _ETAG = re.compile(r'^(?:W/)?"rev-([1-9][0-9]{0,9})"$')

@@ -36,6 +36,14 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class ChecksRequired(Conflict):
+    """A label's required checks have not all succeeded for the target's content hash;
+    details: `version`, `content_hash`, `missing` (names never reported) and `failing`
+    ([{name, status}] whose latest report is not a success)."""
+
+    code = "checks_required"
+
+
 class SessionEnded(DomainError):
     status = 410
     code = "session_ended"

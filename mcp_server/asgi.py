@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
 from access.ratelimit import api_throttle_waits, auth_failure_wait
+from access.roles import Role
 from access.services import api_key_authenticate
 from audit.context import scope_client_ip
 from config.dispatch import Receive
@@ -171,6 +172,10 @@ class McpApp:
             await _error(
                 send, 429, "throttled", f"Too many requests; retry in {wait} s.", [(b"retry-after", str(wait).encode())]
             )
+            return
+        if actor is not None and not actor.has_role(Role.AGENT):
+            # A ci key may only report checks (REST): no sessions, no catalog through MCP.
+            await _error(send, 403, "permission_denied", "This key's role does not allow MCP.", [])
             return
         await self.start()
         scope[SCOPE_KEY] = actor

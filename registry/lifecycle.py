@@ -58,14 +58,14 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
 from core import enqueue
-from core.errors import Conflict, Forbidden, InvalidContent, NotFound, VersionRevoked
+from core.errors import ChecksRequired, Conflict, Forbidden, InvalidContent, NotFound, VersionRevoked
 from core.limits import DEFAULT_LABEL, TEXT_MAX_CHARS
 from metrics import instruments
 from registry import bundle_cache, events
 from registry.canonical import normalise_content
 from registry.contracts import Change, Diff, by_severity, check_content, diff_contents
 from registry.models import Bundle, BundleVersion, Compatibility, Label, VersionState
-from registry.selectors import label_targets
+from registry.selectors import checks_latest, label_targets
 from sessions_app.models import Session
 
 # The Celery task that drains a version (sessions_app.tasks); sent by name so that no service
@@ -282,6 +282,64 @@ def compatibility_note(*, label: Label, current: BundleVersion, target: BundleVe
     return f"breaking change allowed (allow_breaking): {len(breaking)} major change(s) against version {current.number}"
 
 
+@dataclass(frozen=True)
+class ChecksVerdict:
+    """What a label's required checks make of `target`: the names it requires, those never
+    reported for the target's content hash, those whose latest report is not a success. A
+    version the label targeted before passes whatever its checks say (a rollback must never
+    wait for CI)."""
+
+    version: int
+    content_hash: str
+    required: list[str]
+    missing: list[str]
+    failing: list[dict[str, str]]
+    rollback: bool
+
+    @property
+    def passes(self) -> bool:
+        return self.rollback or not (self.missing or self.failing)
+
+    def out(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "required": self.required,
+            "missing": self.missing,
+            "failing": self.failing,
+            "rollback": self.rollback,
+            "passes": self.passes,
+        }
+
+
+def checks_verdict(*, label: Label, target: BundleVersion) -> ChecksVerdict:
+    required = list(label.required_checks or [])
+    if not required:
+        return ChecksVerdict(target.number, target.content_hash, [], [], [], False)
+    rollback = label.history.filter(version_id=target.pk).exists()
+    latest = {c.name: c.status for c in checks_latest(bundle_id=target.bundle_id, content_hash=target.content_hash)}
+    missing = [name for name in required if name not in latest]
+    failing = [{"name": n, "status": latest[n]} for n in required if n in latest and latest[n] != "success"]
+    return ChecksVerdict(target.number, target.content_hash, required, missing, failing, rollback)
+
+
+def require_checks(*, label: Label, target: BundleVersion) -> None:
+    """ChecksRequired (409 checks_required) unless `target` passes the label's required checks."""
+    verdict = checks_verdict(label=label, target=target)
+    if verdict.passes:
+        return
+    parts = [f"never reported: {', '.join(verdict.missing)}"] if verdict.missing else []
+    parts += [f"{f['name']} is {f['status']}" for f in verdict.failing]
+    raise ChecksRequired(
+        f"Version {target.number} has not passed the checks {label.name!r} requires ({'; '.join(parts)}).",
+        {
+            "version": target.number,
+            "content_hash": target.content_hash,
+            "missing": verdict.missing,
+            "failing": verdict.failing,
+        },
+    )
+
+
 # --- previews (read-only, unlocked: the state as it is now) ------------------------------------
 
 
@@ -314,6 +372,7 @@ class MovePreview:
     consequence: MoveConsequence
     check: CompatibilityCheck
     refusal: str | None  # why the actor may not make this move (None: it may)
+    checks: ChecksVerdict | None = None  # the label's required checks (None: a new label)
 
     @property
     def allowed(self) -> bool:
@@ -352,6 +411,11 @@ def label_move_preview(*, bundle: Bundle, label_name: str, target: BundleVersion
         consequence=consequence,
         check=compatibility_check(label=label, current=current, target=target, classify=True),
         refusal=move_refusal(actor, label_name=label_name, protected=policy.protected),
+        checks=(
+            checks_verdict(label=label, target=target)
+            if label is not None and target.pk not in label_target_ids(label)
+            else None
+        ),
     )
 
 

@@ -134,6 +134,34 @@ class Label(models.Model):
         return f"{self.bundle_id}:{self.name}"
 
 
+class CheckStatus(models.TextChoices):
+    PENDING = "pending"
+    SUCCESS = "success"
+    FAILURE = "failure"
+
+
+class VersionCheck(models.Model):
+    """One report of a check (an evaluation, a test run) on a bundle's content. Bound to the
+    content hash, not the version number: the result is about those bytes. Append-only; the
+    latest report per name is the check's state."""
+
+    bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="+")
+    content_hash = models.CharField(max_length=64)
+    name = models.CharField(max_length=limits.CHECK_NAME_MAX)
+    status = models.CharField(max_length=16, choices=CheckStatus.choices)
+    summary = models.TextField(blank=True, default="")
+    details_url = models.CharField(max_length=limits.CHECK_DETAILS_URL_MAX, blank=True, default="")
+    reported_by = models.CharField(max_length=200)
+    reported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["bundle", "content_hash", "name", "-id"], name="check_latest_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.status} ({self.content_hash[:12]})"
+
+
 class Release(models.Model):
     """Label changes across bundles applied together, all or none (registry.releases).
     `items` keeps each label's state before and after, so the release can be rolled back as

@@ -104,6 +104,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
             )
         current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
         checks = []
+        gates = []
         for version, _ in move.targets:
             if version.pk in old_ids:  # already a target: judged when it joined (as _change_locked)
                 continue
@@ -117,6 +118,8 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
                     "breaking": [c.message for c in check.breaking],
                 }
             )
+            if label.required_checks:
+                gates.append(lifecycle.checks_verdict(label=label, target=version))
         refusal = lifecycle.move_refusal(actor, label_name=label.name, protected=label.protected)
         stale = move.expected_revision is not None and move.expected_revision not in (0, label.revision)
         impact.append(
@@ -128,8 +131,14 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
                 "unchanged": _same_targets(label, move.targets),
                 "leaving": draining,
                 "compatibility": checks,
-                "allowed": refusal is None and not stale,
-                "refusal": refusal or ("If-Match does not match the label's current state." if stale else None),
+                "checks": [gate.out() for gate in gates],
+                "allowed": refusal is None and not stale and all(gate.passes for gate in gates),
+                "refusal": refusal
+                or ("If-Match does not match the label's current state." if stale else None)
+                or next(
+                    (f"Version {g.version} has not passed the label's required checks." for g in gates if not g.passes),
+                    None,
+                ),
             }
         )
     return impact

@@ -9,7 +9,7 @@ from django.db.models import Max, Prefetch, QuerySet
 from access.actors import Actor
 from core.errors import NotFound
 from registry.contracts import Diff, diff_contents
-from registry.models import Bundle, BundleVersion, Label, Release
+from registry.models import Bundle, BundleVersion, Label, Release, VersionCheck
 from sessions_app.models import active_sessions_annotation
 
 
@@ -112,3 +112,12 @@ def release_get(*, release_id: Any, actor: Actor) -> Release:
     if release is None or not all(actor.may_see_bundle(item["bundle"]) for item in release.items):
         raise NotFound(f"No release {release_id}.")
     return release
+
+
+def checks_latest(*, bundle_id: int, content_hash: str) -> QuerySet[VersionCheck]:
+    """The latest report of each check name for this content of the bundle, by name."""
+    return (
+        VersionCheck.objects.filter(bundle_id=bundle_id, content_hash=content_hash)
+        .order_by("name", "-id")
+        .distinct("name")
+    )

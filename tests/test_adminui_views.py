@@ -1462,3 +1462,19 @@ def test_a_confirm_to_create_a_label_that_someone_created_meanwhile_asks_again(
     assert "The label moved since you reviewed it: canary now targets v1 (revision 1" in words(response)
     assert "canary moves from v1 to v2" in words(response)
     assert Label.objects.get(bundle=bundle, name="canary").version_id == v1.pk
+
+
+def test_the_confirm_page_shows_the_labels_required_checks(ops_user, ops, bundle, v1, v2_compatible, production):
+    from registry.services import check_report, label_policy_set
+
+    label_policy_set(
+        bundle=bundle, name="production", changes={"required_checks": ["evals"]}, actor=ops.actor, reason="g"
+    )
+    form = {"label": "production", "version": "2", "reason": "ship"}
+    page = words(ops_user.post(u("adminui_move", "refunds"), form))
+    assert "Required checks v2: the move will be refused: never reported: evals" in page
+    check_report(version=v2_compatible, name="evals", status="success", actor=ops.actor)
+    page = words(ops_user.post(u("adminui_move", "refunds"), form))
+    assert "every required check (evals) succeeded" in page
+    overview = words(ops_user.get(u("adminui_bundle", "refunds")))
+    assert "checks required: evals" in overview

@@ -810,6 +810,7 @@ CONTRACT_PATHS = {
     "/api/v1/audit/": {"get"},
     # Issue 14: usage per version, webhooks.
     "/api/v1/bundles/{name}/versions/{number}/usage/": {"get"},
+    "/api/v1/bundles/{name}/versions/{number}/checks/": {"get", "post"},
     "/api/v1/releases/": {"post"},
     "/api/v1/releases/{release_id}/": {"get"},
     "/api/v1/releases/{release_id}/rollback/": {"post"},

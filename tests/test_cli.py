@@ -176,3 +176,33 @@ def test_the_installed_command_reads_the_registry_from_the_environment(registry_
     missing = {k: v for k, v in env.items() if not k.startswith("REGISTRY_")}
     done = subprocess.run([command, "catalog"], env=missing, capture_output=True, text=True)
     assert done.returncode == 2 and "REGISTRY_URL" in done.stderr
+
+
+def test_check_report_records_a_check_with_a_ci_key(cli, tmp_path):
+    source = write_bundle(tmp_path / "refunds")
+    assert cli("push", str(source), "--bundle", "refunds", "--message", "first")[0] == 0
+    ci = make_api(Role.CI, name="cli-ci")
+    status, out, _ = cli(
+        "--json",
+        "check",
+        "report",
+        "refunds",
+        "1",
+        "--name",
+        "evals",
+        "--status",
+        "success",
+        "--summary",
+        "0.93",
+        "--details-url",
+        "https://ci.example/run/1",
+        key=ci.secret,
+    )
+    doc = json.loads(out)
+    assert status == 0 and (doc["name"], doc["status"], doc["summary"]) == ("evals", "success", "0.93")
+    version = BundleVersion.objects.get(bundle__name="refunds", number=1)
+    assert doc["content_hash"] == version.content_hash
+    status, _, err = cli("check", "report", "refunds", "1", "--name", "Bad Name", "--status", "success", key=ci.secret)
+    assert status == 1 and "error" in err
+    status, _, err = cli("check", "report", "refunds", "9", "--name", "evals", "--status", "success", key=ci.secret)
+    assert status == 1

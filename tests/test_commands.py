@@ -42,7 +42,9 @@ def test_seed_demo_is_idempotent_and_leaves_one_live_key_per_role(db, tmp_path):
 
     assert Bundle.objects.filter(name="support-agent").count() == 1
     assert Label.objects.get(bundle__name="support-agent", name="production").version.number == 1
-    assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 4
+    assert (
+        ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 5
+    )  # one per role, ci included
     secrets = [line.split("=", 1)[1] for line in env.read_text().splitlines()]
     assert all(api_key_authenticate(secret=s) is not None for s in secrets)
 
@@ -63,7 +65,7 @@ def test_seed_demo_keeps_working_keys_and_the_password_across_runs_until_asked_f
     assert env.read_text() == first and password_file.read_text().strip() == password
     assert "kept from the last run" in out.getvalue()
     assert get_user_model().objects.get(username="admin").check_password(password)
-    assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 4
+    assert ApiKey.objects.filter(name__startswith="demo-", revoked_at__isnull=True).count() == 5
 
     # One key revoked meanwhile: that one is replaced, the others kept.
     agent_secret = re.search(r"AGENT_KEY=(\S+)", first).group(1)
@@ -149,14 +151,14 @@ def test_bootstrap_creates_the_first_admin_and_a_key_per_role_once(db):
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.is_staff and admin.check_password(password)
     keys = dict(re.findall(r"^([A-Z]+)_KEY=(\S+)$", text, re.M))
-    assert set(keys) == {"AGENT", "PUBLISHER", "OPS", "ADMIN"}
+    assert set(keys) == {"AGENT", "PUBLISHER", "OPS", "ADMIN", "CI"}
     for role, secret in keys.items():
         assert api_key_authenticate(secret=secret).role == role.lower()
 
     again = StringIO()
     call_command("bootstrap", stdout=again)
     assert "Already bootstrapped" in again.getvalue() and "_KEY=" not in again.getvalue()
-    assert ApiKey.objects.count() == 4 and get_user_model().objects.get(username="admin").check_password(password)
+    assert ApiKey.objects.count() == 5 and get_user_model().objects.get(username="admin").check_password(password)
 
     # A key revoked and deleted meanwhile is made again; the admin is left alone.
     ApiKey.objects.filter(name="bootstrap-agent").delete()

@@ -299,6 +299,14 @@ def test_mcp_over_http_refuses_requests_without_a_working_key(debug_server):
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
 
 
+def test_mcp_over_http_refuses_a_ci_key(debug_server):
+    # A ci key may report checks and nothing else: no catalog, no sessions through MCP.
+    _, secret = _key(Role.CI, name="mcp-ci")
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    answer = httpx.post(f"{debug_server.url}/mcp", json=ping, headers={"Authorization": f"Bearer {secret}"})
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "permission_denied"
+
+
 def test_mcp_over_http_initialises_lists_and_calls_every_tool(debug_server, bundles):
     _, everything = _key(name="http-all")
     support_key, support_only = _key(name="http-support", scopes=["support-*"])

@@ -39,8 +39,9 @@ BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.worker
 
 # Blocks a reader does not paste into the walkthrough's shell: starting the stack (the test starts
-# it), the suite, an agent host's JSON file, and the Docker deployment (tests/test_compose.py).
-NOT_IN_SESSION = {"make run", "make-test-external", "mcp-json", "compose"}
+# it), the suite, an agent host's JSON file, the Docker deployment (tests/test_compose.py), and a CI
+# job's script (it needs a CI system's variables; tests/test_checks.py covers what it calls).
+NOT_IN_SESSION = {"make run", "make-test-external", "mcp-json", "compose", "ci-job"}
 
 
 @dataclass

@@ -10,6 +10,8 @@ class Event(models.TextChoices):
     VERSION_DRAINED = "version.drained"
     VERSION_REVOKED = "version.revoked"
     RELEASE_APPLIED = "release.applied"
+    # A check of a version's content reported `success` or `failure` (not `pending`).
+    CHECK_COMPLETED = "check.completed"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

@@ -4,6 +4,8 @@
     promptreg pull NAME [--version N | --label L] DIR
     promptreg diff NAME A B
     promptreg catalog
+    promptreg check report NAME VERSION --name CHECK --status pending|success|failure
+                   [--summary S] [--details-url URL]   (for CI: what a label's required checks read)
     promptreg export DIR [--bundle NAME ...]        (every version's canonical bytes by hash, labels as data)
     promptreg import-bundles DIR [--allow-breaking] (the same hashes come out; idempotent)
     promptreg mcp-stdio            (a stdio MCP server forwarding to the registry; needs the mcp extra)
@@ -256,6 +258,23 @@ def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     return {}
 
 
+def check_report(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    registry = _registry(args)
+    try:
+        check = registry.report_check(
+            args.bundle,
+            args.version,
+            check=args.name,
+            status=args.status,
+            summary=args.summary or "",
+            details_url=args.details_url or "",
+        )
+    except NotFound as exc:
+        raise Failure(f"error: {exc}", doc={"error": exc.message, "code": exc.code}) from None
+    out.say(f"{args.bundle}@{args.version} ({check['content_hash'][:12]}): {check['name']} {check['status']}")
+    return check
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: accepted before or after the command, and a subcommand's absent option must not
@@ -292,6 +311,17 @@ def parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("catalog", parents=[common], help="what this key may start sessions on")
     p.set_defaults(run=catalog)
+
+    p = commands.add_parser("check", parents=[common], help="checks of a version (CI evaluations)")
+    check_commands = p.add_subparsers(dest="check_command", required=True)
+    p = check_commands.add_parser("report", parents=[common], help="record a check result for a version")
+    p.add_argument("bundle")
+    p.add_argument("version", type=int)
+    p.add_argument("--name", required=True, help="the check's name, as a label's required_checks names it")
+    p.add_argument("--status", required=True, choices=["pending", "success", "failure"])
+    p.add_argument("--summary", help="one line for people (at most 2000 characters)")
+    p.add_argument("--details-url", help="where the run's details are (http or https)")
+    p.set_defaults(run=check_report)
 
     p = commands.add_parser("export", parents=[common], help="write bundles as a content-addressed export")
     p.add_argument("dir")

@@ -189,6 +189,24 @@ class Registry:
         body = {"version": version, "reason": reason, "allow_breaking": allow_breaking}
         return self.json("PUT", f"{API}/bundles/{name}/labels/{label}/", json=body)
 
+    def report_check(
+        self,
+        name: str,
+        version: int,
+        *,
+        check: str,
+        status: str,
+        summary: str = "",
+        details_url: str = "",
+    ) -> dict[str, Any]:
+        """Record a check (an evaluation run by CI) for a version's content hash."""
+        body: dict[str, Any] = {"name": check, "status": status}
+        if summary:
+            body["summary"] = summary
+        if details_url:
+            body["details_url"] = details_url
+        return self.json("POST", f"{API}/bundles/{name}/versions/{version}/checks/", json=body)
+
     # --- export and import (content-addressed; promptreg.transfer) --------------------------
 
     def bundle_names(self) -> list[str]:
