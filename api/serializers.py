@@ -151,6 +151,10 @@ class CheckOut(serializers.Serializer):
         return self.context["version"]
 
 
+class CheckListOut(serializers.Serializer):
+    results = CheckOut(many=True)
+
+
 class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)

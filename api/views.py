@@ -21,6 +21,7 @@ from api.serializers import (
     BundleOut,
     CatalogEntryOut,
     CheckIn,
+    CheckListOut,
     CheckOut,
     DiffOut,
     DiffQuery,
@@ -269,7 +270,7 @@ class VersionCheckListApi(BaseApi):
             "content hash has few checks)."
         ),
         operation_id="version_checks_list",
-        responses=CheckOut(many=True),
+        responses=CheckListOut,
     )
     def get(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
