@@ -559,7 +559,7 @@ def test_it_answers_an_invalid_or_forged_cursor_with_400(agent, v2, production, 
         ("get", "/api/v1/bundles/refunds/versions/1/revoke/"),
         ("post", "/api/v1/bundles/refunds/labels/"),
         ("delete", "/api/v1/bundles/refunds/labels/production/"),
-        ("patch", "/api/v1/bundles/refunds/labels/production/"),
+        ("patch", "/api/v1/bundles/refunds/labels/production/history/"),  # PATCH on the label itself sets its policy
         ("post", "/api/v1/bundles/refunds/labels/production/history/"),
         ("get", "/api/v1/bundles/refunds/labels/production/rollback/"),
         ("get", "/api/v1/sessions/"),

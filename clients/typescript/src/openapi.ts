@@ -260,6 +260,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/bundles/{name}/versions/{number}/checks/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a version's checks
+         * @description The latest report of each check name for the version's content hash, by name (not paged: a content hash has few checks).
+         */
+        get: operations["version_checks_list"];
+        put?: never;
+        /**
+         * Report a check
+         * @description ci role (or ops). Records `{name, status, summary?, details_url?}` for the version's content hash: 201 with the check. The latest report per name counts; a label with `required_checks` moves only to content whose every required check's latest report is `success`.
+         */
+        post: operations["v1_bundles_versions_checks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/bundles/{name}/versions/{number}/diff/": {
         parameters: {
             query?: never;
@@ -961,6 +985,37 @@ export interface components {
             /** @description Text, or a list of content parts/blocks. */
             content: unknown;
         };
+        /** @description A check result from CI (type checks; the service checks names and URLs). */
+        CheckInRequest: {
+            name: string;
+            status: components["schemas"]["CheckInStatusEnum"];
+            /** @default  */
+            summary: string;
+            /** @default  */
+            details_url: string;
+        };
+        /**
+         * @description * `pending` - Pending
+         *     * `success` - Success
+         *     * `failure` - Failure
+         * @enum {string}
+         */
+        CheckInStatusEnum: "pending" | "success" | "failure";
+        CheckListOut: {
+            results: components["schemas"]["CheckOut"][];
+        };
+        CheckOut: {
+            name: string;
+            status: string;
+            summary: string;
+            details_url: string;
+            /** @description The content the result is about (not the version number). */
+            content_hash: string;
+            readonly version: number;
+            reported_by: string;
+            /** Format: date-time */
+            reported_at: string;
+        };
         CompactInRequest: {
             /** @description OpenAI or Anthropic chat shape. */
             messages: unknown[];
@@ -984,7 +1039,7 @@ export interface components {
             event: string;
             message_id: string;
             payload: unknown;
-            status?: components["schemas"]["StatusEnum"];
+            status?: components["schemas"]["DeliveryOutStatusEnum"];
             attempts?: number;
             response_status?: number | null;
             latency_ms?: number | null;
@@ -998,6 +1053,14 @@ export interface components {
             /** Format: date-time */
             delivered_at?: string | null;
         };
+        /**
+         * @description * `pending` - Pending
+         *     * `succeeded` - Succeeded
+         *     * `failed` - Failed
+         *     * `skipped` - Skipped
+         * @enum {string}
+         */
+        DeliveryOutStatusEnum: "pending" | "succeeded" | "failed" | "skipped";
         DiffOut: {
             bundle: string;
             from_version: number;
@@ -1012,10 +1075,11 @@ export interface components {
          *     * `version.drained` - version.drained
          *     * `version.revoked` - version.revoked
          *     * `release.applied` - release.applied
+         *     * `check.completed` - check.completed
          *     * `session.expired` - session.expired
          * @enum {string}
          */
-        EventsEnum: "version.published" | "label.moved" | "version.draining" | "version.drained" | "version.revoked" | "release.applied" | "session.expired";
+        EventsEnum: "version.published" | "label.moved" | "version.draining" | "version.drained" | "version.revoked" | "release.applied" | "check.completed" | "session.expired";
         ExportLabelOut: {
             name: string;
             targets: components["schemas"]["ExportTargetOut"][];
@@ -1478,14 +1542,6 @@ export interface components {
             registered_turn: number;
             last_invoked_turn: number | null;
         };
-        /**
-         * @description * `pending` - Pending
-         *     * `succeeded` - Succeeded
-         *     * `failed` - Failed
-         *     * `skipped` - Skipped
-         * @enum {string}
-         */
-        StatusEnum: "pending" | "succeeded" | "failed" | "skipped";
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
          *
@@ -3487,6 +3543,252 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    version_checks_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                number: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckListOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_bundles_versions_checks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                number: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CheckInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckOut"];
+                };
             };
             /** @description malformed_json or validation_error */
             400: {
