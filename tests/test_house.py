@@ -1,0 +1,116 @@
+"""The house limits on application code: no file over 600 lines, no function above cyclomatic
+complexity 20 (radon's measure, the one `radon cc` prints). Application code is every Python
+file of the repository except tests/, bench/, chaos/, eval/, clients/ and migrations.
+
+A file or function over a limit is split (phases become functions, subjects become modules).
+The allowlists below name the few that other work in progress still owns; each entry says who.
+An entry that no longer exceeds its limit fails the test too, so the lists only shrink.
+
+Reproduce the figures: `radon cc -n D -s <package>` and `wc -l`.
+"""
+
+from pathlib import Path
+
+from radon.complexity import cc_visit
+from radon.visitors import Function
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MAX_LINES = 600
+MAX_COMPLEXITY = 20
+
+# Not application code: tools, tests, generated or third-party trees.
+EXCLUDED_DIRS = {"tests", "bench", "chaos", "eval", "clients", "migrations", "node_modules", "build"}
+
+# path -> owner. Files over MAX_LINES that another change in progress is splitting.
+LONG_FILES: dict[str, str] = {
+    "api/fastlane.py": "r19-edge: the per-turn edge becomes one route table (issue 19)",
+    "adminui/views.py": "r19-admin: becomes adminui/views/ by subject (issue 19)",
+    "registry/lifecycle.py": "r19-admin: becomes registry/lifecycle/ (issue 19)",
+}
+
+# "path:qualified name" -> owner. Functions above MAX_COMPLEXITY that another change owns.
+COMPLEX_FUNCTIONS: dict[str, str] = {
+    "api/fastlane.py:application": "r19-edge: the per-turn edge (issue 19)",
+    "api/fastlane.py:_start": "r19-edge: the per-turn edge (issue 19)",
+    "skills/router.py:Index.route": "i22-routing: the router's phases become functions",
+    # r19-admin, issue 19: each is being split into phases.
+    "skills/content.py:_skill_errors": "r19-admin (issue 19)",
+    "skills/content.py:content_errors": "r19-admin (issue 19)",
+    "registry/services.py:_valid_policy": "r19-admin (issue 19)",
+    "registry/variables.py:_check_declarations": "r19-admin (issue 19)",
+    "registry/variables.py:resolve": "r19-admin (issue 19)",
+    "registry/canonical.py:normalise_content": "r19-admin (issue 19)",
+    "registry/transfer.py:_parse": "r19-admin (issue 19)",
+    "registry/transfer.py:bundle_import": "r19-admin (issue 19)",
+    "registry/management/commands/seed_demo.py:Command.handle": "r19-admin (issue 19)",
+    "adminui/workbench.py:check_against": "r19-admin (issue 19)",
+    "adminui/views.py:label_move": "r19-admin (issue 19)",
+    "knowledge/tools.py:glob": "r19-admin (issue 19)",
+    "core/patterns.py:_scan": "r19-admin (issue 19)",
+    "mcp_server/asgi.py:McpApp.__call__": "r19-admin (issue 19)",
+}
+
+
+def application_files() -> list[Path]:
+    files = []
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if any(part in EXCLUDED_DIRS or part.startswith(".") for part in parts[:-1]):
+            continue
+        files.append(path)
+    return sorted(files)
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def long_files() -> dict[str, int]:
+    found = {}
+    for path in application_files():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            found[_rel(path)] = lines
+    return found
+
+
+def complex_functions() -> dict[str, int]:
+    found = {}
+    for path in application_files():
+        for block in cc_visit(path.read_text(encoding="utf-8")):
+            if isinstance(block, Function) and block.complexity > MAX_COMPLEXITY:
+                found[f"{_rel(path)}:{block.fullname}"] = block.complexity
+    return found
+
+
+def test_it_sees_the_application_packages():
+    names = {path.parts[0] for path in (p.relative_to(ROOT) for p in application_files()) if len(path.parts) > 1}
+    assert {"registry", "sessions_app", "api", "adminui", "config", "core", "skills"} <= names
+    assert not names & {"tests", "bench", "chaos", "eval", "clients"}
+
+
+def test_no_application_file_is_over_600_lines():
+    found = long_files()
+    new = {path: lines for path, lines in found.items() if path not in LONG_FILES}
+    assert not new, f"over {MAX_LINES} lines (split by subject): {new}"
+    stale = sorted(set(LONG_FILES) - set(found))
+    assert not stale, f"within the limit now; remove from LONG_FILES: {stale}"
+
+
+def test_no_application_function_is_above_complexity_20():
+    found = complex_functions()
+    new = {name: cc for name, cc in found.items() if name not in COMPLEX_FUNCTIONS}
+    assert not new, f"cyclomatic complexity over {MAX_COMPLEXITY} (split into phases): {new}"
+    stale = sorted(set(COMPLEX_FUNCTIONS) - set(found))
+    assert not stale, f"within the limit now; remove from COMPLEX_FUNCTIONS: {stale}"
+
+
+def test_the_measure_counts_branches():
+    # The negative control: a function with 21 branches is caught, one with 19 is not.
+    def source(branches: int) -> str:
+        body = "".join(f"    if x == {i}:\n        return {i}\n" for i in range(branches))
+        return f"def f(x):\n{body}    return -1\n"
+
+    assert [b.complexity for b in cc_visit(source(21))] == [22]
+    assert [b.complexity for b in cc_visit(source(19))] == [20]
