@@ -25,9 +25,6 @@ RUN pip install --require-hashes -r requirements.txt
 # The application code only: .dockerignore keeps out tests, benchmarks, docs (and their
 # screenshots), the development stack and local state.
 COPY . .
-# The service imports the Python client's pure modules (promptreg.compaction) from its source
-# in client/: one implementation for both, nothing to build.
-ENV PYTHONPATH=/app/client
 
 # Settings read DATABASE_URL, REDIS_URL and DJANGO_SECRET_KEY at import and fail without them.
 # collectstatic connects to neither, so dummy values are given to this one step only; they

@@ -18,8 +18,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
 	@touch $@
 
-# The Python client and the `promptreg` command from this checkout (client/), editable; the
-# service imports its pure modules (promptreg.compaction) too. Not hash-locked: it is our code.
+# The Python client and the `promptreg` command from this checkout (client/), editable, for the
+# client's tests and the tools that drive a server with it (bench, chaos); the service itself
+# never imports it. Not hash-locked: it is our code.
 $(VENV)/.client-installed: $(VENV)/.installed client/pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e ./client
 	@touch $@

@@ -1,13 +1,13 @@
 """manage.py export_bundles DIR [--bundle NAME ...]: every bundle (or the ones named) as a
-content-addressed export (promptreg.transfer's layout), for import_bundles elsewhere."""
+content-addressed export (core.exportdir), for import_bundles elsewhere."""
 
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from promptreg.transfer import write_document, write_object
 
 from access.actors import SYSTEM
+from core.exportdir import write_document, write_object
 from registry import selectors, transfer
 
 

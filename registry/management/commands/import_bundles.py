@@ -8,10 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from promptreg.transfer import ExportDirError, read_export
 
 from access.actors import SYSTEM
 from core.errors import DomainError
+from core.exportdir import ExportDirError, read_export
 from registry import transfer
 
 
