@@ -153,7 +153,8 @@ def build_server() -> MCPServer:
             "Fetch the protocol of a capability for this task: pins a session (on `label`, default "
             "production) and returns its system prompt, tools, guardrails, output schema, "
             "session_id, version and content_hash. Follow it strictly; never store it. To continue "
-            "the same task later, pass its session_id instead of starting a new one."
+            "the same task later, pass its session_id instead of starting a new one. `per_turn` names "
+            "the HTTP call that takes each turn in one request."
         ),
         annotations=ToolAnnotations.model_validate(
             {"readOnlyHint": False, "idempotentHint": False, "openWorldHint": False}

@@ -37,6 +37,15 @@ class Protocol:
     output_schema: dict[str, Any] | None
     reminder: str
     started: bool
+    per_turn: str  # how an agent host takes each turn of this session in one HTTP call
+
+
+# One line for agent hosts that call HTTP too: the turn endpoint answers everything the model
+# sees this turn (prefix, tail, skills, compacted messages, a provider request) in one call.
+PER_TURN = (
+    "Each later turn in one call: POST /api/v1/sessions/{session_id}/turn/ with messages (invoked, "
+    "variables, format for a provider request ready to send, prefix_sha256 to skip an unchanged prefix)."
+)
 
 
 def _session_uuid(session_id: str) -> uuid.UUID:
@@ -90,6 +99,7 @@ def protocol_fetch(
         output_schema=content.get("output_schema"),
         reminder=rendered.tail,
         started=started,
+        per_turn=PER_TURN.format(session_id=session.pk),
     )
 
 

@@ -339,3 +339,97 @@ def test_the_per_turn_wrappers_render_route_and_report(client, ops):
         messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 30}] * 7
         assert session.compact(messages) == session.compact(messages, local=True)
         assert session.compact(messages)["elided"] == 2
+
+
+def _turn_endpoint_exists() -> bool:
+    from django.urls import Resolver404, resolve
+
+    try:
+        resolve("/api/v1/sessions/00000000-0000-0000-0000-000000000000/turn/")
+    except Resolver404:
+        return False
+    return True
+
+
+class BodyRecorder(Recorder):
+    """Also keeps each exchange's JSON request body and the size of its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[tuple[str, dict, int]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.read()
+        sent = json.loads(request.content) if request.content else {}
+        self.bodies.append((request.url.path, sent, len(response.content)))
+        return response
+
+
+def _turn_bundle(ops) -> None:
+    doc = content("Help customers, politely. " + "Always check the order first. " * 40)
+    doc["variables"] = {"note": {"type": "string", "scope": "turn", "required": False, "default": "-"}}
+    doc["skills"] = [
+        {
+            "name": "refund_order",
+            "summary": "Use when the customer wants money back",
+            "description": "Refunds an order. Inputs: order id; not for exchanges.",
+            "keywords": ["refund", "money back"],
+            "category": "billing",
+            "examples": ["I want a refund"],
+            "level": "L2",
+        }
+    ]
+    bundle = bundle_create(name="one-call", description="d", actor=ops.actor)
+    version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor)
+
+
+@pytest.mark.skipif(not _turn_endpoint_exists(), reason="the turn endpoint is not in this build")
+def test_turn_sends_the_prefix_once_per_session_and_keeps_it_by_hash(registry_server, agent, ops):  # noqa: F811
+    _turn_bundle(ops)
+    wire = BodyRecorder()
+    messages = [{"role": "user", "content": "I want my money back for order 7"}]
+    with Registry(registry_server.url, agent.secret, transport=wire) as registry:
+        with registry.start_session("one-call", version=1) as session:
+            first = session.turn(messages, variables={"note": "sunny"}, k=1)
+            second = session.turn(messages, invoked=["refund_order"], format="anthropic")
+            # Another process holding the same session starts without a prefix: it gets one.
+            other = registry.session(session.id)
+            third = other.turn(messages)
+    turns = [(sent, size) for path, sent, size in wire.bodies if path.endswith("/turn/")]
+    assert "prefix_sha256" not in turns[0][0] and "prefix_sha256" not in turns[2][0]
+    assert turns[1][0]["prefix_sha256"] == first["prefix_sha256"]
+    assert turns[1][0]["invoked"] == ["refund_order"] and turns[1][0]["format"] == "anthropic"
+    assert not first.get("prefix_unchanged") and second["prefix_unchanged"] is True
+    # The held prefix is put back: the caller always sees a whole answer.
+    assert second["prefix"] == first["prefix"] == third["prefix"]
+    assert first["prefix"]["system"].startswith("Help customers, politely.") and "sunny" in first["tail"]
+    assert (session.turn_prefix.received, other.turn_prefix.received) == (1, 1)
+    # The bytes of the prefix crossed once per session, not once per turn.
+    prefix_bytes = len(json.dumps(first["prefix"]))
+    assert turns[1][1] + prefix_bytes // 2 < turns[0][1] + len(json.dumps(second.get("request", {})))
+    assert [r["name"] for r in first["skills"]["routed"]] == ["refund_order"]
+    assert second["turn"] == first["turn"] + 1
+
+
+@pytest.mark.skipif(not _turn_endpoint_exists(), reason="the turn endpoint is not in this build")
+def test_the_async_turn_keeps_the_prefix_the_same_way(registry_server, agent, ops):  # noqa: F811
+    _turn_bundle(ops)
+    messages = [{"role": "user", "content": "refund order 7"}]
+
+    async def scenario():
+        async with AsyncRegistry(registry_server.url, agent.secret) as registry:
+            async with await registry.start_session("one-call", version=1) as session:
+                first = await session.turn(messages)
+                second = await session.turn(messages)
+                return first, second, session.turn_prefix.received
+
+    first, second, received = asyncio.run(scenario())
+    assert second["prefix_unchanged"] is True and second["prefix"] == first["prefix"] and received == 1
+    assert second["prefix_sha256"] == first["prefix_sha256"] and second["turn"] == first["turn"] + 1
+
+
+def test_turn_refuses_an_unknown_format_before_sending(client, production):
+    with client.start_session("refunds") as session:
+        with pytest.raises(ValueError, match="format must be one of"):
+            session.turn([{"role": "user", "content": "hi"}], format="claude")

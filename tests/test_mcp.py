@@ -145,6 +145,7 @@ def test_a_protocol_pins_a_session_that_continues_by_its_id(bundles):
     assert first["guardrails"] == {"default": "allow", "rules": []}
     assert first["output_schema"]["properties"] == {"refunded": {"type": "boolean"}}
     assert first["resource"] == f"bundle://refunds@sha256:{v1.content_hash}" and first["reminder"]
+    assert f"POST /api/v1/sessions/{first['session_id']}/turn/" in first["per_turn"]
     session = Session.objects.get(pk=first["session_id"])
     assert session.version_id == v1.pk and session.api_key_id == actor.api_key_id
     # The label moved, the session did not: byte-identical protocol; a new session gets v2.

@@ -215,3 +215,64 @@ def warn_offline(*, bundle: Bundle, label: str | None, reason: RegistryError) ->
 
 def session_path(session_id: str, tail: str = "") -> str:
     return f"{API}/sessions/{session_id}/{tail}"
+
+
+# Bounds the turn call's fields the client checks before sending (the server checks them too).
+TURN_FORMATS = ("anthropic", "openai-responses", "openai-chat", "bedrock-converse", "gemini")
+
+
+class TurnPrefix:
+    """The stable prefix (system text and tools) one session holds, kept by its SHA-256.
+
+    The one-call turn sends `prefix_sha256` once the session holds a prefix; the registry then
+    answers `"prefix_unchanged": true` without the prefix's bytes, and `absorb` puts the held
+    prefix back into the answer, so every answer the caller sees is complete while the bytes
+    crossed the network once per session (again only when the prefix itself changed: a
+    DUTY.md edit). A prefix whose bytes do not match the hash the registry gave is refused."""
+
+    def __init__(self) -> None:
+        self.sha256: str | None = None
+        self.prefix: dict[str, Any] | None = None
+        self.received = 0  # answers that carried the prefix's bytes (for tests and benchmarks)
+        self._lock = threading.Lock()
+
+    def body(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        invoked: list[str] | None,
+        variables: dict[str, Any] | None,
+        format: str | None,
+        k: int | None,
+    ) -> dict[str, Any]:
+        if format is not None and format not in TURN_FORMATS:
+            raise ValueError(f"format must be one of {', '.join(TURN_FORMATS)}, or None for the neutral shape.")
+        body: dict[str, Any] = {"messages": messages}
+        if invoked is not None:
+            body["invoked"] = invoked
+        if variables is not None:
+            body["variables"] = variables
+        if format is not None:
+            body["format"] = format
+        if k is not None:
+            body["k"] = k
+        with self._lock:
+            if self.sha256 is not None:
+                body["prefix_sha256"] = self.sha256
+        return body
+
+    def absorb(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The answer with its prefix: the one it carried (now held) or the one held."""
+        with self._lock:
+            if answer.get("prefix_unchanged"):
+                if self.prefix is None or answer.get("prefix_sha256") != self.sha256:
+                    raise IntegrityError("The registry said the prefix is unchanged, but this client holds another.")
+                return {**answer, "prefix": self.prefix}
+            prefix = answer.get("prefix")
+            if isinstance(prefix, dict):
+                digest = hashlib.sha256(canonical_bytes(prefix)).hexdigest()
+                if digest != answer.get("prefix_sha256"):
+                    raise IntegrityError("The turn's prefix does not match its prefix_sha256.")
+                self.sha256, self.prefix = digest, prefix
+                self.received += 1
+            return answer

@@ -21,6 +21,7 @@ from promptreg._core import (
     BundleCache,
     Retry,
     Snapshots,
+    TurnPrefix,
     session_path,
     start_body,
     transport_error,
@@ -161,6 +162,7 @@ class AsyncPinnedSession:
         self.offline = offline
         self.ended = False
         self._bundle: Bundle | None = None
+        self.turn_prefix = TurnPrefix()
         self._keeper: asyncio.Task[None] | None = None
         self.keep_alive_error: RegistryError | None = None
 
@@ -260,6 +262,21 @@ class AsyncPinnedSession:
         self._online("render")
         body = {"variables": variables} if variables is not None else {}
         return await self.registry.json("POST", session_path(self.id, "render/"), json=body)
+
+    async def turn(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        invoked: list[str] | None = None,
+        variables: dict[str, Any] | None = None,
+        format: str | None = None,
+        k: int | None = None,
+    ) -> dict[str, Any]:
+        """`PinnedSession.turn`: one call per turn, the prefix kept by its hash."""
+        self._online("turn")
+        body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
+        answer = await self.registry.json("POST", session_path(self.id, "turn/"), json=body)
+        return self.turn_prefix.absorb(answer)
 
     async def route(self, messages: list[dict[str, Any]], *, k: int = 5) -> dict[str, Any]:
         self._online("route")

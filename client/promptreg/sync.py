@@ -20,6 +20,7 @@ from promptreg._core import (
     BundleCache,
     Retry,
     Snapshots,
+    TurnPrefix,
     session_path,
     start_body,
     transport_error,
@@ -262,6 +263,7 @@ class PinnedSession:
         self.offline = offline
         self.ended = False
         self._bundle: Bundle | None = None
+        self.turn_prefix = TurnPrefix()
         self._keeper: threading.Thread | None = None
         self._stop = threading.Event()
         self.keep_alive_error: RegistryError | None = None
@@ -374,6 +376,27 @@ class PinnedSession:
         self._online("render")
         body = {"variables": variables} if variables is not None else {}
         return self.registry.json("POST", session_path(self.id, "render/"), json=body)
+
+    def turn(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        invoked: list[str] | None = None,
+        variables: dict[str, Any] | None = None,
+        format: str | None = None,
+        k: int | None = None,
+    ) -> dict[str, Any]:
+        """One call per turn: what render, route, turns and compact answer, in one request.
+
+        `messages`: the conversation so far; `invoked`: the skills the model called in the
+        previous turn; `variables`: turn-scoped variables; `format` (`anthropic`,
+        `openai-responses`, `openai-chat`, `bedrock-converse`, `gemini`): the answer's
+        `request` is then the provider request body, ready to send. The stable prefix crosses
+        the network once per session: later calls send its hash and the answer's `prefix` is
+        the one this session holds (`prefix_unchanged` tells which happened)."""
+        self._online("turn")
+        body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
+        return self.turn_prefix.absorb(self.registry.json("POST", session_path(self.id, "turn/"), json=body))
 
     def route(self, messages: list[dict[str, Any]], *, k: int = 5) -> dict[str, Any]:
         """The skills to show this turn: resident, routed (with scores and why) and session ones."""

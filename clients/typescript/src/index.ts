@@ -13,7 +13,7 @@ export {
   Unavailable,
   VersionRevoked,
 } from "./errors.js";
-export { PinnedSession, Registry } from "./registry.js";
+export { PinnedSession, Registry, TURN_FORMATS } from "./registry.js";
 export type {
   CallOptions,
   CompactResult,
@@ -24,6 +24,10 @@ export type {
   RouteResult,
   SessionInfo,
   StartOptions,
+  TurnFormat,
+  TurnOptions,
+  TurnPrefixBody,
+  TurnResult,
 } from "./registry.js";
 export type { components, paths } from "./openapi.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";

@@ -2,7 +2,7 @@
 
 import { API, Bundle, BundleCache, Retry, USER_AGENT, attemptSignal, newExternalId, sessionPath, sleep } from "./core.js";
 import type { RetryOptions } from "./core.js";
-import { RegistryError, Unavailable, errorFromResponse } from "./errors.js";
+import { IntegrityError, RegistryError, Unavailable, errorFromResponse } from "./errors.js";
 import type { components } from "./openapi.js";
 import { Snapshots, warnOffline } from "./snapshots.js";
 
@@ -13,6 +13,40 @@ export type RenderResult = Schemas["RenderOut"];
 export type RouteResult = Schemas["RouteOut"];
 export type CompactResult = Schemas["CompactOut"];
 export type Message = Record<string, unknown>;
+/** The provider shapes the one-call turn can answer `request` in. */
+export type TurnFormat = "anthropic" | "openai-responses" | "openai-chat" | "bedrock-converse" | "gemini";
+export const TURN_FORMATS: readonly TurnFormat[] = ["anthropic", "openai-responses", "openai-chat", "bedrock-converse", "gemini"];
+/** The stable prefix of a turn: the system text and the tools, byte-stable for the session. */
+export interface TurnPrefixBody {
+  system: string;
+  tools: Record<string, unknown>[];
+}
+/** The one-call turn's answer, its `prefix` always present (the held one when the registry
+ * answered `prefix_unchanged`). */
+export interface TurnResult {
+  turn: number;
+  version: number;
+  content_hash: string;
+  prefix_sha256: string;
+  prefix: TurnPrefixBody;
+  prefix_unchanged?: boolean;
+  tail: string;
+  notices: { path: string; change: string }[];
+  skills: { resident: string[]; routed: Record<string, unknown>[]; session: string[]; demoted: string[] } & Record<string, unknown>;
+  messages: Message[];
+  request?: Record<string, unknown>;
+  cache?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+export interface TurnOptions extends CallOptions {
+  /** The skills the model called in the previous turn. */
+  invoked?: string[];
+  /** Turn-scoped variables, as render takes them. */
+  variables?: Record<string, unknown>;
+  /** Answer `request` in this provider's shape, ready to send. */
+  format?: TurnFormat;
+  k?: number;
+}
 
 /** Per call: an AbortSignal, and a deadline (seconds) that replaces the registry's for this call. */
 export interface CallOptions {
@@ -192,6 +226,10 @@ export class PinnedSession implements AsyncDisposable {
   /** Why the keep-alive stopped before the session ended, if it did. */
   keepAliveError: RegistryError | null = null;
   private pinned: Bundle | null = null;
+  /** The prefix this session holds, by its hash: sent once per session. */
+  private heldPrefix: { sha256: string; prefix: TurnPrefixBody } | null = null;
+  /** Answers that carried the prefix's bytes (once per session unless the prefix changed). */
+  prefixReceived = 0;
   private keeper: ReturnType<typeof setTimeout> | null = null;
   private keeping = false;
   private beat: Promise<void> | null = null;
@@ -325,6 +363,35 @@ export class PinnedSession implements AsyncDisposable {
     this.online("render");
     const json = variables === undefined ? {} : { variables };
     return this.registry.json<RenderResult>("POST", sessionPath(this.id, "render/"), { ...options, json });
+  }
+
+  /** One call per turn: what render, route, turns and compact answer, in one request. The
+   * stable prefix crosses the network once per session: later calls send its hash, and when the
+   * registry answers `prefix_unchanged` the held prefix is put back into the answer. With
+   * `format`, `request` is the provider request body, ready to send. */
+  async turn(messages: Message[], options: TurnOptions = {}): Promise<TurnResult> {
+    this.online("turn");
+    const { invoked, variables, format, k, ...call } = options;
+    if (format !== undefined && !TURN_FORMATS.includes(format)) {
+      throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
+    }
+    const json: Record<string, unknown> = { messages };
+    if (invoked !== undefined) json["invoked"] = invoked;
+    if (variables !== undefined) json["variables"] = variables;
+    if (format !== undefined) json["format"] = format;
+    if (k !== undefined) json["k"] = k;
+    const held = this.heldPrefix;
+    if (held !== null) json["prefix_sha256"] = held.sha256;
+    const answer = await this.registry.json<TurnResult>("POST", sessionPath(this.id, "turn/"), { ...call, json });
+    if (answer.prefix_unchanged) {
+      if (held === null || answer.prefix_sha256 !== held.sha256) {
+        throw new IntegrityError("The registry said the prefix is unchanged, but this client holds another.");
+      }
+      return { ...answer, prefix: held.prefix };
+    }
+    this.heldPrefix = { sha256: answer.prefix_sha256, prefix: answer.prefix };
+    this.prefixReceived++;
+    return answer;
   }
 
   /** The skills to show this turn: resident, routed (with scores and why) and session ones. */
