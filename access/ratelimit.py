@@ -22,7 +22,7 @@ from django.conf import settings
 
 from config import breaker
 from config.redis_client import redis_client
-from metrics import instruments
+from core import instruments
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -82,7 +82,7 @@ def _wait(*, count: int, limit: int, group: str, period: int, window: int, now: 
     """None when the count is within the limit, else the seconds until the next window."""
     if count <= limit:
         return None
-    instruments.THROTTLED.labels(group=group).inc()
+    instruments.throttled(group=group)
     return max(1, (window + 1) * period - now)
 
 
@@ -243,7 +243,7 @@ def concurrency_slot(*, group: str, key: str, limit: int, hold: float) -> Slot |
     if taken:
         slot = Slot(name, token)
     if slot is None:
-        instruments.THROTTLED.labels(group=group).inc()
+        instruments.throttled(group=group)
     return slot
 
 

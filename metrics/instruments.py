@@ -9,6 +9,8 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from metrics import usage
+
 REQUESTS = Counter(
     "registry_http_requests_total",
     "HTTP requests answered, by route, method and status.",
@@ -76,3 +78,37 @@ def request_answered(*, route: str, method: str, status: int, seconds: float) ->
             _children[(route, method, status)] = pair
     pair[0].inc()
     pair[1].observe(seconds)
+
+
+class Instruments:
+    """core.instruments' implementation: the Prometheus instruments above and the usage
+    counts of metrics.usage. metrics/apps.py registers one at ready()."""
+
+    def session_event(self, *, event: str, count: int) -> None:
+        session_event(event=event, count=count)
+
+    def version_drained(self, *, bundle: str, seconds: float | None) -> None:
+        version_drained(bundle=bundle, seconds=seconds)
+
+    def cache_lookup(self, *, result: str) -> None:
+        CACHE.labels(result=result).inc()
+
+    def throttled(self, *, group: str) -> None:
+        THROTTLED.labels(group=group).inc()
+
+    def webhook_attempt(self, *, event: str, ok: bool) -> None:
+        WEBHOOK_DELIVERIES.labels(event=event, outcome="delivered" if ok else "failed").inc()
+
+    def sessions_started(self, version_ids: list[int]) -> None:
+        usage.sessions_started(version_ids)
+
+    def version_used(self, version_ids: list[int]) -> None:
+        usage.version_used(version_ids)
+
+    def turn_routed(self, version_id: int, *, number: int, latency_us: int) -> None:
+        usage.turn_routed(version_id, number=number, latency_us=latency_us)
+
+    def turn_reported(
+        self, version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+    ) -> None:
+        usage.turn_reported(version_id, loaded=loaded, routed=routed, before=before, after=after)

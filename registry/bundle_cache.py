@@ -23,7 +23,7 @@ from django.conf import settings
 
 from config import breaker
 from config.redis_client import redis_client
-from metrics import instruments
+from core import instruments
 from registry import canonical
 from registry.models import BundleVersion
 
@@ -85,7 +85,7 @@ def _key(content_hash: str) -> str:
 def content_bytes(*, version_id: int, content_hash: str) -> bytes:
     local = _local.get(content_hash)
     if local is not None:
-        instruments.CACHE.labels(result="local").inc()
+        instruments.cache_lookup(result="local")
         return local
     # Redis is an accelerator: a fetch never fails (or waits long) because of it.
     key = _key(content_hash)
@@ -98,7 +98,7 @@ def content_bytes(*, version_id: int, content_hash: str) -> bytes:
         logger.warning("bundle cache: the bytes in Redis for %s do not match their hash; dropped", content_hash)
         _breaker().call(lambda: _client().delete(key), fallback=None)
         data = None
-    instruments.CACHE.labels(result="redis" if data is not None else "database").inc()
+    instruments.cache_lookup(result="redis" if data is not None else "database")
     if data is None:
         data = bytes(BundleVersion.objects.values_list("canonical", flat=True).get(pk=version_id))
         _breaker().call(lambda: _client().set(key, data, ex=TTL_SECONDS), fallback=None)

@@ -57,11 +57,10 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
-from core import enqueue
+from core import enqueue, events, instruments
 from core.errors import ChecksRequired, Conflict, Forbidden, InvalidContent, NotFound, VersionRevoked
 from core.limits import DEFAULT_LABEL, TEXT_MAX_CHARS
-from metrics import instruments
-from registry import bundle_cache, events
+from registry import bundle_cache
 from registry.canonical import normalise_content
 from registry.contracts import Change, Diff, by_severity, check_content, diff_contents
 from registry.models import Bundle, BundleVersion, Compatibility, Label, VersionState

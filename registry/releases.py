@@ -16,9 +16,10 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_bundle_scope, require_role
 from audit.services import audit_record
+from core import events
 from core.errors import Conflict, InvalidContent, NotFound
 from core.limits import RELEASE_MAX_MOVES
-from registry import events, lifecycle
+from registry import lifecycle
 from registry.models import Bundle, BundleVersion, Label, Release
 from registry.services import (
     Targets,

@@ -13,6 +13,7 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
+from core import events
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from core.limits import (
     BUNDLE_NAME_RE,
@@ -27,7 +28,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from registry import events, lifecycle
+from registry import lifecycle
 from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, CheckStatus, Compatibility, Label, VersionCheck
 from registry.selectors import label_targets_out

@@ -19,16 +19,15 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_bundle_scope
 from audit.services import audit_record
+from core import events, instruments
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
-from metrics import instruments, usage
-from registry import events, lifecycle
+from registry import lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch
-from webhooks.services import event_subscribed
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ def session_start(
             raise
         return existing, False
     instruments.session_event(event="started")
-    usage.sessions_started([session.version_id])
+    instruments.sessions_started([session.version_id])
     return session, True
 
 
@@ -167,7 +166,7 @@ def sessions_start_on_label(
         ]
         _insert(*sessions)
     instruments.session_event(event="started", count=len(sessions))
-    usage.sessions_started([s.version_id for s in sessions])
+    instruments.sessions_started([s.version_id for s in sessions])
     return sessions
 
 
@@ -294,7 +293,7 @@ def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
         ended[str(pinned.session.pk)] = pinned.session
         if row[-1] == VersionState.DRAINING:
             draining.add(pinned.session.version_id)
-    usage.version_used([s.version_id for s in ended.values()])
+    instruments.version_used([s.version_id for s in ended.values()])
     if ended:
         with connection.cursor() as cursor:
             cursor.execute(_CARDS_SQL, [list(ended)])
@@ -398,7 +397,7 @@ def session_expire_lapsed(
     only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
     params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
     total = batches = 0
-    announce = event_subscribed("session.expired")  # opt-in: one event per session
+    announce = events.subscribed("session.expired")  # opt-in: one event per session
     while max_batches is None or batches < max_batches:
         batches += 1
         with transaction.atomic():
@@ -449,7 +448,7 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
         if not updated:
             raise lease_lost(session.pk)
         session.last_seen_at, session.expires_at = now, expires
-        usage.version_used([session.version_id])
+        instruments.version_used([session.version_id])
     return session
 
 

@@ -10,9 +10,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import instruments
 from core.errors import Conflict, InvalidContent, NotFound, SessionEnded
 from core.limits import storable
-from metrics import usage
 from sessions_app.models import Session, SessionStatus
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
@@ -101,7 +101,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
             ) + 1
     if turn is None:
         raise Conflict("Too many concurrent route calls for this session; retry.")
-    usage.turn_routed(session.version_id, number=number, latency_us=latency_us)
+    instruments.turn_routed(session.version_id, number=number, latency_us=latency_us)
     return {
         "resident": result.resident,
         "routed": result.routed,
@@ -136,7 +136,7 @@ def skill_turn_report(*, session: Session, turn: Any, invoked: Any) -> SkillTurn
     row.invoked = names
     row.reported_at = timezone.now()
     row.save(update_fields=["invoked", "reported_at"])
-    usage.turn_reported(
+    instruments.turn_reported(
         row.version_id,
         loaded={*row.resident, *row.routed, *row.session_skills},
         routed=list(row.routed),

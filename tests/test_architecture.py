@@ -28,3 +28,15 @@ def test_it_finds_a_cycle_across_packages_and_ignores_a_chain():
     edges["sessions_app.services"].add("registry.services")
     assert cycles(edges) == [["registry.services", "sessions_app.services", "sessions_app.tasks"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_apps_register_into_cores_interfaces_at_ready():
+    """The domain counts and announces through core.instruments and core.events; the metrics
+    and webhooks apps plug in at ready(). Without this, counts and deliveries would silently
+    go nowhere (the default does nothing)."""
+    from core import events, instruments
+    from metrics.instruments import Instruments
+    from webhooks.services import DELIVERIES
+
+    assert isinstance(instruments._current, Instruments)
+    assert DELIVERIES in events._subscribers

@@ -39,9 +39,8 @@ from access.actors import SYSTEM, Actor
 from access.models import Role
 from access.permissions import require_role
 from audit.services import audit_record
-from core import enqueue
+from core import enqueue, instruments
 from core.errors import Conflict, InvalidContent
-from metrics import instruments
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.sealing import reseal, seal, unseal
 from webhooks.transport import PinnedTransport
@@ -352,6 +351,19 @@ def event_emit(*, event: str, data: dict[str, Any]) -> int:
     return len(created)
 
 
+class _Deliveries:
+    """core.events' subscriber: every event becomes a delivery per subscribed endpoint."""
+
+    def subscribed(self, event: str) -> bool:
+        return event_subscribed(event)
+
+    def deliver(self, *, event: str, data: dict[str, object]) -> None:
+        event_emit(event=event, data=data)
+
+
+DELIVERIES = _Deliveries()
+
+
 def _claim(delivery_id: int) -> tuple[str, int | None]:
     """Take the next attempt of a delivery: ("claimed", endpoint id), ("busy", endpoint id)
     when its endpoint has its limit of attempts in flight (it stays due and is unmarked, so the
@@ -448,7 +460,7 @@ def _attempt(delivery_id: int) -> str:
         return DeliveryStatus.SKIPPED
     status, error, latency = _post(endpoint, delivery)
     ok = status is not None and 200 <= status < 300
-    instruments.WEBHOOK_DELIVERIES.labels(event=delivery.event, outcome="delivered" if ok else "failed").inc()
+    instruments.webhook_attempt(event=delivery.event, ok=ok)
     with transaction.atomic():
         delivery = Delivery.objects.select_for_update().get(pk=delivery_id)
         now = timezone.now()
