@@ -307,6 +307,20 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 LIFECYCLE_QUEUE = "lifecycle"
 DELIVERIES_QUEUE = "deliveries"
 CELERY_TASK_DEFAULT_QUEUE = LIFECYCLE_QUEUE
+# Skill routing's semantic path (docs/skills.md): an OpenAI-compatible embeddings endpoint
+# (POST {url}/v1/embeddings) for a team's own model; unset, the offline model in the wordllama
+# wheel is used, and it stays the fallback when the endpoint fails.
+SKILLS_EMBEDDING_URL = env_str("SKILLS_EMBEDDING_URL", "")
+SKILLS_EMBEDDING_MODEL = env_str("SKILLS_EMBEDDING_MODEL", "")
+SKILLS_EMBEDDING_KEY = env_str("SKILLS_EMBEDDING_KEY", "")
+SKILLS_EMBEDDING_TIMEOUT_MS = env_int("SKILLS_EMBEDDING_TIMEOUT_MS", 2000)
+if SKILLS_EMBEDDING_URL and not SKILLS_EMBEDDING_MODEL:
+    raise ImproperlyConfigured(
+        "SKILLS_EMBEDDING_URL needs SKILLS_EMBEDDING_MODEL (the model name the endpoint expects)."
+    )
+if not 50 <= SKILLS_EMBEDDING_TIMEOUT_MS <= 30_000:
+    raise ImproperlyConfigured("SKILLS_EMBEDDING_TIMEOUT_MS must be between 50 and 30000.")
+
 CELERY_TASK_ROUTES = {
     "webhooks.tasks.*": {"queue": DELIVERIES_QUEUE},
     "retention.tasks.*": {"queue": LIFECYCLE_QUEUE},  # the daily prune

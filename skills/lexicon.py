@@ -119,6 +119,23 @@ def _build() -> dict[str, list[str]]:
 
 
 _TABLE: dict[str, list[str]] | None = None
+_ENGLISH: dict[str, str] | None = None
+
+
+def english_of(words: list[str]) -> list[str]:
+    """The English words of the concepts that the non-English `words` belong to, once each
+    ("退款" -> "refund reimburse ..."): what the semantic path embeds for a Chinese message,
+    since its model knows English only."""
+    global _ENGLISH
+    if _ENGLISH is None:
+        lines = GROUPS.strip().splitlines()
+        _ENGLISH = {
+            f"@{n}": " ".join(t.replace("-", " ") for t in line.split() if t.isascii()) for n, line in enumerate(lines)
+        }
+    seen: dict[str, None] = {}
+    for token in concepts([w for w in words if not w.isascii()]):
+        seen.setdefault(token, None)
+    return [_ENGLISH[t] for t in seen if _ENGLISH.get(t)]
 
 
 def concepts(words: list[str]) -> list[str]:

@@ -35,8 +35,11 @@ from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
+import numpy as np
+
 from core import patterns
-from skills.lexicon import concepts
+from skills.embedding import Embedder, RemoteEmbedder, local_model
+from skills.lexicon import concepts, english_of
 from skills.text import content_words, warm_up
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
@@ -57,6 +60,18 @@ KEYWORD_BONUS_CONTEXT = 0.1
 CATEGORY_CLOSE = 0.8  # the second category is kept when its score is at least this share of the first
 CATEGORY_SECOND_SHARE = 0.3
 OTHER_CATEGORY_FACTOR = 0.75
+# The semantic path and the fusion (measured on the dev sets; docs/skills.md). "z": each score
+# z-scored over the turn's cards, negatives cut to 0, summed with the semantic one weighted;
+# "rrf": reciprocal rank fusion, 1/(RRF_K + rank) summed.
+FUSION = "z"
+SEMANTIC_WEIGHT = 1.0
+RRF_K = 60
+SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
+# Chinese words also yield the English words of their lexicon concepts for the semantic model.
+CROSS_LINGUAL = True
+# The category step falls back to the next category too when the top one's best candidate scores
+# below this (in the fused score's units: with "z", standard deviations above the turn's mean).
+CATEGORY_FLOOR = 3.0
 MAX_MESSAGE_CHARS = 4000  # text looked at per message: bounds trigger and tokenising cost
 # RE2 instructions of all the triggers of one index (skills.content.MAX_TRIGGER_PROGRAM_TOTAL at
 # publish); a version published before that bound runs the triggers that fit and skips the rest.
@@ -93,6 +108,110 @@ class _Card:
     length: float
 
 
+@dataclass
+class _Turn:
+    newest_lower: str
+    context_lower: str
+    query: dict[str, float]  # word -> weight
+    english: list[tuple[str, float]]  # (text the semantic model reads, weight), newest first
+    triggered: set[int]
+
+
+@dataclass
+class _Scored:
+    score: float
+    why: list[str]
+    candidate: bool  # shares a word with the turn, or is semantically close enough
+
+
+class _SemanticIndex:
+    """Card vectors, computed once per index (so once per content hash per process): each card's
+    vector is the mean of the vectors of its name and summary, its keywords and each example.
+    Offline vectors always; an endpoint's too when one is configured and answered."""
+
+    def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None) -> None:
+        self.texts_per_card = [_card_texts(skill) for skill in skills]
+        self.flat = [t for texts in self.texts_per_card for t in texts]
+        self.local = _pool(local_model().embed(self.flat), self.texts_per_card)
+        self.remote = embedder if isinstance(embedder, RemoteEmbedder) else None
+        self.remote_matrix: Any = None
+        self._remote_cards()
+
+    def _remote_cards(self) -> None:
+        # Card vectors from the endpoint, at build, or at the first turn after it recovers.
+        if self.remote is not None and self.remote_matrix is None and self.remote.available():
+            vectors = self.remote.embed_remote(self.flat)
+            if vectors is not None:
+                self.remote_matrix = _pool(vectors, self.texts_per_card)
+
+    def scores(self, parts: list[tuple[str, float]]) -> list[float] | None:
+        parts = [(t, w) for t, w in parts if t.strip()]
+        if not parts:
+            return None
+        texts = [t for t, _ in parts]
+        weights = np.array([w for _, w in parts], dtype=np.float32)
+        matrix, vectors = self.local, None
+        self._remote_cards()
+        if self.remote is not None and self.remote_matrix is not None:
+            vectors = self.remote.embed_remote(texts)
+            if vectors is not None:
+                matrix = self.remote_matrix
+        if vectors is None:
+            vectors = local_model().embed(texts)
+        query = weights @ vectors
+        norm = float(np.linalg.norm(query))
+        if not norm:
+            return None
+        return [float(v) for v in matrix @ (query / norm)]
+
+
+def _card_texts(skill: dict[str, Any]) -> list[str]:
+    head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
+    keywords = " ".join(skill["keywords"])
+    texts = [head, _english_part(keywords, content_words(keywords))]
+    texts += [_english_part(e, content_words(e)) for e in skill["examples"]]
+    return [t for t in texts if t.strip()] or [head]
+
+
+def _pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:
+    rows = []
+    start = 0
+    for texts in texts_per_card:
+        row = vectors[start : start + len(texts)].mean(axis=0)
+        norm = float(np.linalg.norm(row))
+        rows.append(row / norm if norm else row)
+        start += len(texts)
+    return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+
+
+def _english_part(text: str, words: list[str]) -> str:
+    """What the (English) semantic model reads of a text: the text itself when it is ASCII;
+    otherwise its ASCII words plus the English words of the lexicon concepts of its other words."""
+    if text.isascii():
+        return text
+    ascii_words = "".join(ch if ch.isascii() else " " for ch in text).split()
+    return " ".join([*ascii_words, *(english_of(words) if CROSS_LINGUAL else [])])
+
+
+def _zsum(lexical: list[float], semantic: list[float]) -> list[float]:
+    def z(values: list[float]) -> Any:
+        array = np.asarray(values, dtype=np.float64)
+        std = float(array.std()) or 1.0
+        return np.maximum(0.0, (array - array.mean()) / std)
+
+    return (z(lexical) + SEMANTIC_WEIGHT * z(semantic)).tolist()
+
+
+def _rrf(lexical: list[float], semantic: list[float]) -> list[float]:
+    out = [0.0] * len(lexical)
+    by_lex = sorted((i for i in range(len(lexical)) if lexical[i] > 0), key=lambda i: -lexical[i])
+    for rank, i in enumerate(by_lex):
+        out[i] += 1.0 / (RRF_K + rank + 1)
+    for rank, i in enumerate(sorted(range(len(semantic)), key=lambda i: -semantic[i])):
+        out[i] += SEMANTIC_WEIGHT / (RRF_K + rank + 1)
+    return [v * RRF_K for v in out]
+
+
 class _Phrase:
     """A keyword matched verbatim: on word boundaries when ASCII, as a substring otherwise.
     Compiled once per index (re's own cache holds 512 patterns: 100 skills would thrash it)."""
@@ -110,7 +229,7 @@ class _Phrase:
 
 
 class Index:
-    def __init__(self, skills: list[dict[str, Any]]) -> None:
+    def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None = None, semantic: bool = True) -> None:
         self.cards: list[_Card] = []
         self.resident: list[str] = []
         df: dict[str, int] = {}
@@ -151,6 +270,7 @@ class Index:
         self.avg_length = sum(c.length for c in self.cards) / n or 1.0
         self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
         self.by_name = {c.name: c for c in self.cards}
+        self.semantic = _SemanticIndex(skills, embedder) if semantic and skills else None
         # Postings: word -> [(card index, weighted tf)], so a query touches only the cards sharing a word.
         self.postings: dict[str, list[tuple[int, float]]] = {}
         for i, card in enumerate(self.cards):
@@ -171,79 +291,140 @@ class Index:
 
     def route(self, messages: list[dict[str, str]], k: int = 5, history: History | None = None) -> RouteResult:
         """Rank the L2 skills for the conversation `messages` (role/content, oldest first; the
-        newest user message is the one routed)."""
-        history = history or History()
+        newest user message is the one routed). Each phase is one method, in this order."""
+        turn = self._turn(messages)
+        lexical = self._lexical(turn)
+        semantic = self._semantic(turn)
+        fused = self._fuse(lexical, semantic)
+        chosen, fallback = self._categories(fused)
+        ranked = self._rank(turn, fused, chosen, fallback)
+        demoted = self._ghosts(history or History()) - self._pointed(turn.newest_lower, turn.triggered)
+        routed, dropped = self._select(ranked, demoted, k)
+        return RouteResult(resident=list(self.resident), routed=routed, categories=chosen, demoted=dropped)
+
+    def _turn(self, messages: list[dict[str, Any]]) -> "_Turn":
+        """Phase 1: the query (newest message and context, weighted) and the triggers that fire."""
         newest, context = _split(messages)
-        newest_text = newest.lower()
         query: dict[str, float] = {}
+        english: list[tuple[str, float]] = []
         for text, weight in [(newest, NEWEST), *context]:
             words = content_words(text)
             for word in words:
                 query[word] = max(query.get(word, 0.0), weight)
             for word in concepts(words):
                 query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
-        context_text = " ".join(t for t, _ in context).lower()
+            english.append((_english_part(text, words), weight))
         newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too
+        triggered = {
+            i for i, card in enumerate(self.cards) if any(t.search(newest_utf8) is not None for t in card.triggers)
+        }
+        return _Turn(
+            newest_lower=newest.lower(),
+            context_lower=" ".join(t for t, _ in context).lower(),
+            query=query,
+            english=english,
+            triggered=triggered,
+        )
 
-        raw = self._bm25(query)
+    def _lexical(self, turn: "_Turn") -> list[tuple[float, list[str]]]:
+        """Phase 2: BM25F normalised by the turn's best, plus the exact keyword bonus."""
+        raw = self._bm25(turn.query)
         best = max(raw, default=0.0) or 1.0
-        scores: list[float] = []
-        whys: list[list[str]] = []
-        triggered: set[int] = set()
+        out: list[tuple[float, list[str]]] = []
         for i, card in enumerate(self.cards):
             score = raw[i] / best
-            why = [f"bm25 {raw[i] / best:.2f}"] if raw[i] else []
-            hits = [kw.text for kw in card.keywords if kw.found_in(newest_text)]
+            why = [f"bm25 {score:.2f}"] if raw[i] else []
+            hits = [kw.text for kw in card.keywords if kw.found_in(turn.newest_lower)]
             if hits:
                 score += KEYWORD_BONUS * min(len(hits), 3)
                 why.append("keywords " + ", ".join(hits[:3]))
-            elif any(kw.found_in(context_text) for kw in card.keywords):
+            elif any(kw.found_in(turn.context_lower) for kw in card.keywords):
                 score += KEYWORD_BONUS_CONTEXT
                 why.append("keywords in context")
-            if any(t.search(newest_utf8) is not None for t in card.triggers):
-                triggered.add(i)
+            if i in turn.triggered:
                 why.append("trigger")
             if card.skipped_triggers:
                 why.append(f"{card.skipped_triggers} trigger(s) not run: RE2 cannot run them")
-            scores.append(score)
-            whys.append(why)
+            out.append((score, why))
+        return out
 
-        # Categories: best skill plus a share of the second best, over routed (L2) cards.
+    def _semantic(self, turn: "_Turn") -> list[float] | None:
+        """Phase 3: cosine of the turn's vector (newest message and context, weighted) with each
+        card's; None when the semantic path is off or the turn has no English text to embed."""
+        if self.semantic is None:
+            return None
+        return self.semantic.scores(turn.english)
+
+    def _fuse(self, lexical: list[tuple[float, list[str]]], semantic: list[float] | None) -> list["_Scored"]:
+        """Phase 4: one score per card from the lexical and semantic scores (see FUSION)."""
+        if semantic is None:
+            return [_Scored(score, why, score > 0) for score, why in lexical]
+        lex = [score for score, _ in lexical]
+        fused = _zsum(lex, semantic) if FUSION == "z" else _rrf(lex, semantic)
+        out = []
+        for i, (score, why) in enumerate(lexical):
+            candidate = score > 0 or semantic[i] >= SEMANTIC_FLOOR
+            out.append(_Scored(fused[i], [*why, f"semantic {semantic[i]:.2f}"], candidate))
+        return out
+
+    def _categories(self, fused: list["_Scored"]) -> tuple[list[str], str | None]:
+        """Phase 5: the chosen categories (best skill plus a share of the second best; the second
+        category too when close), and the category step's fallback: when the top category's best
+        candidate scores below CATEGORY_FLOOR, the next category is tried too.
+        Returns (chosen, the reason of a fallback or None)."""
         per_category: dict[str, list[float]] = {}
-        for i, card in enumerate(self.cards):
-            if card.level == "L2":
-                per_category.setdefault(card.category, []).append(scores[i])
+        for card, scored in zip(self.cards, fused, strict=True):
+            if card.level == "L2" and scored.candidate:
+                per_category.setdefault(card.category, []).append(scored.score)
+        if not per_category:
+            return [], None
         category_scores = {}
         for category, values in per_category.items():
             top = sorted(values, reverse=True)[:2]
             category_scores[category] = top[0] + CATEGORY_SECOND_SHARE * (top[1] if len(top) > 1 else 0.0)
-        ranked_categories = sorted(category_scores, key=lambda c: (-category_scores[c], c))
-        chosen = ranked_categories[:1]
-        if (
-            len(ranked_categories) > 1
-            and category_scores[ranked_categories[0]] > 0
-            and category_scores[ranked_categories[1]] >= CATEGORY_CLOSE * category_scores[ranked_categories[0]]
-        ):
-            chosen.append(ranked_categories[1])
-        if chosen and category_scores[chosen[0]] <= 0:
-            chosen = []
+        ranked = sorted(category_scores, key=lambda c: (-category_scores[c], c))
+        first = ranked[0]
+        if category_scores[first] <= 0:
+            return [], None
+        chosen = [first]
+        if len(ranked) > 1 and category_scores[ranked[1]] >= CATEGORY_CLOSE * category_scores[first]:
+            chosen.append(ranked[1])
+        best_first = max(per_category[first])
+        if len(chosen) == 1 and len(ranked) > 1 and best_first < CATEGORY_FLOOR:
+            chosen.append(ranked[1])
+            return chosen, f"category {first} weak ({best_first:.2f}), also tried {ranked[1]}"
+        return chosen, None
 
-        pointed = self._pointed(newest_text, newest, triggered)
-        demoted = self._ghosts(history) - pointed
-        final: list[tuple[float, int]] = []
+    def _rank(
+        self, turn: "_Turn", fused: list["_Scored"], chosen: list[str], fallback: str | None
+    ) -> list[tuple[float, int, list[str]]]:
+        """Phase 6: the ranking of the L2 candidates: chosen categories first, others discounted,
+        a firing trigger on top."""
+        final: list[tuple[float, int, list[str]]] = []
         for i, card in enumerate(self.cards):
-            if card.level != "L2" or (scores[i] <= 0 and i not in triggered):
+            scored = fused[i]
+            if card.level != "L2" or (not scored.candidate and i not in turn.triggered):
                 continue
-            score = scores[i] if card.category in chosen else scores[i] * OTHER_CATEGORY_FACTOR
-            if i in triggered:
+            why = scored.why
+            score = scored.score
+            if card.category not in chosen:
+                score *= OTHER_CATEGORY_FACTOR
+            elif fallback and card.category == chosen[-1]:
+                why = [*why, fallback]
+            if i in turn.triggered:
                 score += 10.0  # a trigger puts the skill among this turn's routed skills
-            final.append((score, i))
+            final.append((score, i, why))
         final.sort(key=lambda item: (-item[0], self.cards[item[1]].name))
+        return final
 
+    def _select(
+        self, ranked: list[tuple[float, int, list[str]]], demoted: set[str], k: int
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """Phase 7: the top k, without ghosts and without a second member of an exclusive group."""
         taken_groups = {c.group for c in self.cards if c.level == "L1" and c.group}
         routed: list[dict[str, Any]] = []
         dropped: list[str] = []
-        for score, i in final:
+        for score, i, why in ranked:
             card = self.cards[i]
             if card.name in demoted:
                 dropped.append(card.name)
@@ -259,12 +440,12 @@ class Index:
                     "name": card.name,
                     "score": round(score, 4),
                     "category": card.category,
-                    "why": "; ".join(whys[i]) or "context",
+                    "why": "; ".join(why) or "context",
                 }
             )
-        return RouteResult(resident=list(self.resident), routed=routed, categories=chosen, demoted=dropped)
+        return routed, dropped
 
-    def _pointed(self, newest_lower: str, newest: str, triggered: set[int]) -> set[str]:
+    def _pointed(self, newest_lower: str, triggered: set[int]) -> set[str]:
         """Names the newest message points at: by name, by a trigger or by one of its keywords."""
         names = {self.cards[i].name for i in triggered}
         for card in self.cards:
@@ -343,8 +524,11 @@ _INDEXES_MAX = 64
 _lock = Lock()
 
 
-def index_for(content_hash: str, skills: list[dict[str, Any]]) -> Index:
-    """The index of a version's skills, built once per content hash per process."""
+def index_for(content_hash: str, skills: list[dict[str, Any]], embedder: Embedder | None = None) -> Index:
+    """The index of a version's skills (card vectors included), built once per content hash
+    and embedding model per process."""
+    key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
+    content_hash = key
     with _lock:
         index = _INDEXES.get(content_hash)
         if index is not None:
@@ -353,7 +537,7 @@ def index_for(content_hash: str, skills: list[dict[str, Any]]) -> Index:
     # Building an index is the once-per-process moment: load the segmenter here too, so that
     # neither its dictionary nor the index build lands inside a turn's routing time.
     warm_up()
-    index = Index(skills)
+    index = Index(skills, embedder)
     with _lock:
         _INDEXES[content_hash] = index
         while len(_INDEXES) > _INDEXES_MAX:

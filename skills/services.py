@@ -7,6 +7,7 @@ and not revoked: an ended session has no routing, no turns and no L3 skills."""
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from core.errors import Conflict, InvalidContent, NotFound, SessionEnded
 from core.limits import storable
 from sessions_app.models import Session, SessionStatus
 from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
+from skills.embedding import Embedder, RemoteEmbedder
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 from skills.router import History, index_for
 from skills.selectors import session_content
@@ -62,6 +64,26 @@ def _live_session_skills(session: Session, turn: int) -> list[SessionSkill]:
     return [c for c in cards if c.pk not in lapsed]
 
 
+_embedders: dict[tuple[str, str, str, int], RemoteEmbedder] = {}
+
+
+def _embedder() -> Embedder | None:
+    """The configured embeddings endpoint (settings.SKILLS_EMBEDDING_*), one client per
+    configuration per process; None: the offline model."""
+    if not settings.SKILLS_EMBEDDING_URL:
+        return None
+    key = (
+        settings.SKILLS_EMBEDDING_URL,
+        settings.SKILLS_EMBEDDING_MODEL,
+        settings.SKILLS_EMBEDDING_KEY,
+        settings.SKILLS_EMBEDDING_TIMEOUT_MS,
+    )
+    embedder = _embedders.get(key)
+    if embedder is None:
+        embedder = _embedders[key] = RemoteEmbedder(url=key[0], model=key[1], api_key=key[2], timeout=key[3] / 1000)
+    return embedder
+
+
 def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, Any]:
     """Open the session's next turn: route its skills and record what was loaded."""
     messages = _check_messages(messages)
@@ -73,7 +95,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
         loaded=[frozenset(t.routed) for t in previous],
         invoked=[frozenset(t.invoked) if t.invoked is not None else None for t in previous],
     )
-    index = index_for(session.version.content_hash, skills)  # built once per content hash per process
+    index = index_for(session.version.content_hash, skills, _embedder())  # once per content hash per process
     started = time.perf_counter()  # the metric is the routing itself, not the one-time index build
     result = index.route(messages, k=k, history=history)
     latency_us = int((time.perf_counter() - started) * 1_000_000)

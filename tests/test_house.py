@@ -33,7 +33,6 @@ LONG_FILES: dict[str, str] = {
 COMPLEX_FUNCTIONS: dict[str, str] = {
     "api/fastlane.py:application": "r19-edge: the per-turn edge (issue 19)",
     "api/fastlane.py:_start": "r19-edge: the per-turn edge (issue 19)",
-    "skills/router.py:Index.route": "i22-routing: the router's phases become functions",
     # r19-admin, issue 19: each is being split into phases.
     "skills/content.py:_skill_errors": "r19-admin (issue 19)",
     "skills/content.py:content_errors": "r19-admin (issue 19)",

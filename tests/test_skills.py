@@ -279,12 +279,16 @@ def test_turn_reports_feed_the_metrics(agent, session_id):
     loads = len(one["routed"]) + len(two["routed"])
     assert "refund_order" in [r["name"] for r in one["routed"]]
     assert agent.post(url + "turns/", {"turn": 1, "invoked": ["refund_order"]}).status_code == 200
-    assert agent.post(url + "turns/", {"turn": 2, "invoked": ["close_account"]}).status_code == 200
+    # a skill the second turn did not load (the semantic path may fill k with near neighbours)
+    unloaded = next(
+        c["name"] for c in SKILLS if c["level"] == "L2" and c["name"] not in {r["name"] for r in two["routed"]}
+    )
+    assert agent.post(url + "turns/", {"turn": 2, "invoked": [unloaded]}).status_code == 200
     assert agent.post(url + "turns/", {"turn": 9, "invoked": []}).status_code == 404
     assert agent.post(url + "turns/", {"turn": 1, "invoked": "refund_order"}).status_code == 400
     metrics = agent.get("/api/v1/bundles/support/versions/1/metrics/").json()
     assert metrics["turns"] == 2 and metrics["reported_turns"] == 2 and metrics["invocations"] == 2
-    assert metrics["load_hit_rate"] == 0.5  # refund_order was loaded; close_account was not
+    assert metrics["load_hit_rate"] == 0.5  # refund_order was loaded; the other was not
     # of the routed skills loaded, only refund_order was invoked
     assert metrics["routed_loads"] == loads and metrics["invalid_load_rate"] == round((loads - 1) / loads, 4)
     assert 0 < metrics["routing_latency_ms"]["p50"] <= metrics["routing_latency_ms"]["p99"]

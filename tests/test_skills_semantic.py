@@ -1,0 +1,114 @@
+"""The router's semantic path: the offline model loads and embeds without the network, fusion
+puts meaning ahead of a stray shared word, and a configured embeddings endpoint is used, with
+the offline model as the fallback when it fails (against a small local receiver)."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from skills import embedding
+from skills.router import Index
+from tests.test_skills import SKILLS
+
+
+def test_the_offline_model_loads_and_embeds_without_touching_the_network(monkeypatch):
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network blocked by the test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(embedding, "_model", None)  # load it here, under the block
+
+    model = embedding.local_model()
+    vectors = model.embed(["I want my money back", "where is my parcel", ""])
+    assert vectors.shape == (3, 256) and np.allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, atol=1e-5)
+    assert not vectors[2].any()  # an empty text is the zero vector, not an error
+    result = Index(SKILLS).route([{"role": "user", "content": "I was charged twice and want it reversed"}])
+    assert result.routed[0]["name"] == "refund_order" and "semantic" in result.routed[0]["why"]
+    assert attempts == []
+
+
+def test_fusion_puts_the_meaning_ahead_of_a_stray_shared_word():
+    message = [{"role": "user", "content": "I was charged twice and want it reversed"}]
+    lexical = Index(SKILLS, semantic=False).route(message)
+    fused = Index(SKILLS).route(message)
+    assert lexical.routed[0]["name"] == "update_invoice"  # "charge" is on the invoice card
+    assert fused.routed[0]["name"] == "refund_order"
+
+
+def test_a_chinese_message_reaches_an_english_card_through_the_lexicon_concepts():
+    cards = [dict(c, keywords=[k for k in c["keywords"] if k.isascii()]) for c in SKILLS]
+    for c in cards:
+        c["examples"] = [e for e in c["examples"] if e.isascii()]
+    result = Index(cards).route([{"role": "user", "content": "我要退钱"}])
+    assert result.routed[0]["name"] == "refund_order"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings: texts naming a refund (or the made-up word
+    "zorblax") map to one axis, parcels to another, everything else to a third."""
+
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+
+        def vector(text):
+            text = text.lower()
+            if "refund" in text or "zorblax" in text:
+                return [1.0, 0.0, 0.0]
+            return [0.0, 1.0, 0.0] if "parcel" in text else [0.0, 0.0, 1.0]
+
+        data = [{"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(body["input"])]
+        payload = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    _Receiver.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_configured_endpoint_is_used_and_the_offline_model_takes_over_when_it_fails(receiver):
+    url = f"http://127.0.0.1:{receiver.server_address[1]}"
+    remote = embedding.RemoteEmbedder(url=url, model="team-multilingual", api_key="k1", timeout=2)
+    index = Index(SKILLS, remote)
+    first = _Receiver.seen[0]
+    assert first["path"] == "/v1/embeddings" and first["model"] == "team-multilingual" and first["auth"] == "Bearer k1"
+    assert any("refund order" in t for t in first["input"])  # the cards were embedded by the endpoint
+    # No shared word, no offline neighbour: only the endpoint's vectors can route this.
+    message = [{"role": "user", "content": "zorblax"}]
+    assert index.route(message).routed[0]["name"] == "refund_order"
+    assert Index(SKILLS).route(message).routed == []
+
+    receiver.shutdown()
+    receiver.server_close()
+    calls = len(_Receiver.seen)
+    result = index.route([{"role": "user", "content": "I was charged twice and want it reversed"}])
+    assert result.routed[0]["name"] == "refund_order"  # the offline model answered
+    assert not remote.available() and remote.last_error
+    index.route(message)
+    assert len(_Receiver.seen) == calls  # a failed endpoint rests instead of costing every turn
