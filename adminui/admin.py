@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 
+from adminui import pack_admin as _pack_admin  # noqa: F401  (registers the pack pages)
 from adminui import users as _users  # noqa: F401  (registers the user form)
 from adminui import views
 from registry import admin as registry_admin

@@ -7,7 +7,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
 from api.views import BaseApi
-from mcp_server import rules
+from sessions_app import rules
 
 
 class ShellSkillApi(BaseApi):

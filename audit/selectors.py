@@ -1,14 +1,21 @@
 from datetime import datetime
+from typing import Protocol
 
 from django.db.models import QuerySet
 
-from access.actors import Actor
 from audit.models import AuditEvent
+
+
+class Scoped(Protocol):
+    """A caller whose bundle scopes filter the events: access.actors.Actor (audit sits below
+    access, so it asks only for the scopes as a regular expression)."""
+
+    def scope_regex(self, *, then: str = "") -> str | None: ...
 
 
 def audit_events(
     *,
-    actor_scope: Actor | None = None,
+    actor_scope: Scoped | None = None,
     action: str | None = None,
     actor: str | None = None,
     target_type: str | None = None,

@@ -55,7 +55,7 @@ def _card(name: str, triggers: list[str]) -> dict[str, Any]:
 _LEGACY_PUBLISH = """
 import json, sys
 from unittest import mock
-import skills.content as sc
+import registry.skills_content as sc
 from access.actors import SYSTEM
 from registry import services
 doc = json.loads(sys.stdin.read())

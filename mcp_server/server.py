@@ -18,10 +18,10 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from access.actors import Actor
-from api.serializers import CatalogEntryOut
 from core.errors import DomainError
-from mcp_server import rules, services
+from mcp_server import services
 from registry import selectors as registry_selectors
+from sessions_app import rules
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ async def _call(function: Callable[..., T], **kwargs: Any) -> T:
 def _capabilities(*, actor: Actor) -> dict[str, Any]:
     """The caller's catalog: the REST catalog's selector and entry shape (GET /api/v1/catalog/)."""
     entries = list(registry_selectors.catalog(actor=actor).order_by("name")[: CATALOG_LIMIT + 1])
-    found: dict[str, Any] = {"capabilities": CatalogEntryOut(entries[:CATALOG_LIMIT], many=True).data}
+    found: dict[str, Any] = {"capabilities": [registry_selectors.catalog_entry(b) for b in entries[:CATALOG_LIMIT]]}
     if len(entries) > CATALOG_LIMIT:
         found["note"] = f"Only the first {CATALOG_LIMIT} capabilities by name are listed."
     return found

@@ -14,7 +14,7 @@ from core.limits import CANONICAL_MAX_BYTES as MAX_CANONICAL_BYTES
 from core.limits import PROMPT_MAX_CHARS as MAX_PROMPT_CHARS
 from core.limits import TOOL_NAME_RE
 from registry import variables
-from skills.content import content_errors as skills_content_errors
+from registry.skills_content import content_errors as skills_content_errors
 
 TOOL_KEYS = {"name", "description", "input_schema"}
 
@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "metadata": {},
 }
 # Optional fields kept only when given (no default is written), so a document without them keeps
-# the bytes and hash it had before they existed. Their rules live in skills/content.py.
+# the bytes and hash it had before they existed. Their rules live in registry/skills_content.py.
 OPTIONAL_FIELDS = {"skills", "compaction"}
 FIELDS = {"system_prompt", *DEFAULTS, *OPTIONAL_FIELDS}
 # Every top-level field a content document may hold: what an editor must carry when it does not

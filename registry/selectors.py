@@ -58,6 +58,17 @@ def catalog(*, actor: Actor) -> QuerySet[Bundle]:
     return bundles_with_labels(actor=actor).filter(labels__isnull=False).distinct()
 
 
+def catalog_entry(bundle: Bundle) -> dict[str, Any]:
+    """A bundle as the capability catalog shows it (GET /api/v1/catalog/'s CatalogEntryOut,
+    the MCP server's list_capabilities)."""
+    return {
+        "name": bundle.name,
+        "description": bundle.description,
+        "when_to_use": bundle.when_to_use,
+        "labels": bundle_label_map(bundle),
+    }
+
+
 def bundle_label_map(bundle: Bundle) -> dict[str, int]:
     """{label: version number}; uses the prefetch from bundles_with_labels when present."""
     return {label.name: label.version.number for label in bundle.labels.all()}

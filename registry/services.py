@@ -1,6 +1,5 @@
-"""Writes to bundles, versions and labels. Each top-level service owns its transaction,
-checks the actor's role and bundle scope itself, and takes its locks in the order that
-registry.lifecycle documents (label row, then version rows in ascending id)."""
+"""Writes to bundles, versions and labels. Each top-level service owns its transaction, checks
+the actor's role and bundle scope itself, and takes its locks in the order registry.lifecycle writes down."""
 
 import re
 from dataclasses import dataclass, field

@@ -6,8 +6,8 @@ from core.compaction import policy_from_content
 from core.tokens import estimate_tokens
 from metrics.selectors import latency_percentile_us, version_totals
 from registry.parsed_content import content_document
+from registry.skills_content import MAX_L1_TOKENS, l1_tokens, render_card
 from sessions_app.models import Session
-from skills.content import MAX_L1_TOKENS, l1_tokens, render_card
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from core import instruments
 from core.errors import Conflict, InvalidContent, NotFound, SessionEnded
 from core.limits import storable
+from registry.skills_content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from sessions_app.models import Session, SessionStatus
-from skills.content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from skills.embedding import Embedder, RemoteEmbedder
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 from skills.router import History, index_for

@@ -34,8 +34,8 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
     "api/fastlane.py:application": "r19-edge: the per-turn edge (issue 19)",
     "api/fastlane.py:_start": "r19-edge: the per-turn edge (issue 19)",
     # r19-admin, issue 19: each is being split into phases.
-    "skills/content.py:_skill_errors": "r19-admin (issue 19)",
-    "skills/content.py:content_errors": "r19-admin (issue 19)",
+    "registry/skills_content.py:_skill_errors": "r19-admin (issue 19)",
+    "registry/skills_content.py:content_errors": "r19-admin (issue 19)",
     "registry/services.py:_valid_policy": "r19-admin (issue 19)",
     "registry/variables.py:_check_declarations": "r19-admin (issue 19)",
     "registry/variables.py:resolve": "r19-admin (issue 19)",

@@ -21,10 +21,10 @@ from access.actors import SYSTEM
 from access.models import ApiKey, Role
 from access.services import api_key_create, api_key_revoke
 from audit.models import AuditEvent
-from mcp_server import rules
 from mcp_server.server import build_server, close_pool_connections, current_actor
 from registry.models import BundleVersion
 from registry.services import bundle_create, label_move, version_publish, version_revoke
+from sessions_app import rules
 from sessions_app.models import Session
 from tests.conftest import content, make_api
 from tests.live import WebServer
@@ -120,6 +120,19 @@ def test_the_catalog_follows_the_keys_scopes(bundles):
         "production": 1
     }
     assert set(asyncio.run(names(support_only))) == {"support-faq"}
+
+
+def test_the_mcp_catalog_entries_equal_the_rest_catalogs(bundles):
+    """One entry shape for both (registry.selectors.catalog_entry): what GET /api/v1/catalog/ lists."""
+    api = make_api(Role.AGENT, "both")
+    actor = api.actor
+    rest = api.get("/api/v1/catalog/").json()["results"]
+
+    async def listed():
+        async with in_memory(actor) as client:
+            return (await call(client, "list_capabilities"))["capabilities"]
+
+    assert asyncio.run(listed()) == rest and len(rest) == 2
 
 
 def test_a_protocol_pins_a_session_that_continues_by_its_id(bundles):
@@ -260,7 +273,7 @@ def test_skill_md_and_the_instructions_carry_the_same_rules_and_version(agent):
     response = agent.get("/api/v1/shell/SKILL.md")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/markdown")
     served = response.content.decode()
-    checked_in = (Path(__file__).resolve().parent.parent / "mcp_server" / "SKILL.md").read_text()
+    checked_in = (Path(__file__).resolve().parent.parent / "sessions_app" / "SKILL.md").read_text()
     assert served == checked_in
     assert response["X-Skill-Version"] == re.search(r"^version: (\S+)$", checked_in, re.M).group(1)
     instructions = build_server().instructions

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from skills.content import MAX_L1_TOKENS, content_errors, content_warnings
+from registry.skills_content import MAX_L1_TOKENS, content_errors, content_warnings
 from skills.models import SessionSkill
 from skills.router import History, Index
 from tests.conftest import content, make_api

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from skills import content as skill_content
-from skills.content import MAX_TRIGGER_PROGRAM_TOTAL, content_errors
+from registry import skills_content as skill_content
+from registry.skills_content import MAX_TRIGGER_PROGRAM_TOTAL, content_errors
 from skills.router import Index
 from tests.test_skills import SKILLS, card, skills_content
 

@@ -11,8 +11,7 @@ from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 
-from registry import variables
-from skills import content as skills_content
+from registry import skills_content, variables
 
 LEVELS = ("patch", "minor", "major")  # ordered
 

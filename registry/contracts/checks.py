@@ -37,7 +37,7 @@ from registry.contracts.base import (
     _too_deep,
     _tools,
 )
-from skills.content import content_warnings as skills_content_warnings
+from registry.skills_content import content_warnings as skills_content_warnings
 
 # check_content -------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ COMPATIBILITY_RULES (prompt, tools, guardrails, output schema, model, metadata).
 from dataclasses import dataclass, replace
 from typing import Any
 
-from registry import variables
+from registry import skills_content, variables
 from registry.contracts.base import (
     _MISSING,
     EFFECTS,
@@ -25,7 +25,6 @@ from registry.contracts.base import (
 from registry.contracts.schema import (
     _SchemaDiff,
 )
-from skills import content as skills_content
 
 # diff_contents ----------------------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
 """Skills and the compaction policy inside a bundle's content: field rules, limits, warnings.
+In registry, beside registry/variables.py: what a content document may hold is the registry's
+rule; the skills app (routing, turns, reports) sits above it and reads these.
 
 Pure functions over the content document (no Django, no database), hooked into
 `registry.canonical.normalise_content` (errors: the publish is refused) and
@@ -13,8 +15,8 @@ from typing import Any
 
 from core import patterns
 from core.compaction import policy_errors
+from core.text import content_words
 from core.tokens import estimate_tokens
-from skills.text import content_words
 
 __all__ = ["COMPATIBILITY_RULES", "content_errors", "content_warnings", "diff", "l1_tokens", "render_card"]
 

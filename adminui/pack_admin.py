@@ -1,5 +1,7 @@
 """Knowledge packs in the admin: the stock model pages are replaced by the pages in
-knowledge.adminpages (packs, their manifest and files, which bundles use them), mounted here.
+adminui.pack_pages (packs, their manifest and files, which bundles use them), mounted here.
+In adminui, not knowledge/admin.py: the admin is an entry point above the apps, and knowledge
+sits below it (docs/architecture.md).
 
 Anyone who may use the admin may open them; what a person may change is their role's, checked
 by knowledge.services (a prompt engineer writes files, a reader only reads)."""
@@ -8,8 +10,8 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
+from adminui import pack_pages as adminpages
 from adminui.groups import may_use_admin
-from knowledge import adminpages
 from knowledge.models import Pack
 
 
