@@ -1,6 +1,6 @@
 """A small, general bilingual lexicon of customer-service and workplace concepts.
 
-Each line is one concept: English words (stemmed like skills.text does) and Chinese words that
+Each line is one concept: English words (stemmed like core.text does) and Chinese words that
 mean roughly the same. A word found in a card or a message also yields the concept's token
 (`@n`), so "money back" meets "refund" and "退款", and "ran out" meets "expired". It is a
 thesaurus, not a list of skills: nothing in it names a skill or a bundle, and a bundle routes
@@ -108,7 +108,7 @@ time date deadline 时间 日期 截止
 
 
 def _build() -> dict[str, list[str]]:
-    from skills.text import stem
+    from core.text import stem
 
     table: dict[str, list[str]] = {}
     for number, line in enumerate(GROUPS.strip().splitlines()):

@@ -21,7 +21,7 @@ routed (L2) skills for one turn:
 
 Triggers are publisher-written regular expressions run on every turn's end-user text, so they
 run on RE2 (core.patterns: linear time, the GIL released while it matches), never on Python's
-backtracking `re`. Publishing refuses a trigger RE2 cannot run (skills.content); a version
+backtracking `re`. Publishing refuses a trigger RE2 cannot run (registry.skills_content); a version
 published before that rule with such a trigger still routes: the trigger is treated as never
 matching, logged once when the index is built, and named in that skill's `why`.
 """
@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from core import patterns
+from core.text import content_words, warm_up
 from skills.embedding import Embedder, RemoteEmbedder, local_model
 from skills.lexicon import concepts, english_of
-from skills.text import content_words, warm_up
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -73,7 +73,7 @@ CROSS_LINGUAL = True
 # below this (in the fused score's units: with "z", standard deviations above the turn's mean).
 CATEGORY_FLOOR = 3.0
 MAX_MESSAGE_CHARS = 4000  # text looked at per message: bounds trigger and tokenising cost
-# RE2 instructions of all the triggers of one index (skills.content.MAX_TRIGGER_PROGRAM_TOTAL at
+# RE2 instructions of all the triggers of one index (registry.skills_content.MAX_TRIGGER_PROGRAM_TOTAL at
 # publish); a version published before that bound runs the triggers that fit and skips the rest.
 MAX_TRIGGER_PROGRAM_TOTAL = 20_000
 
