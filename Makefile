@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -74,6 +74,16 @@ bench: $(VENV)/.client-installed
 # CI: every scenario for 2 s, so the benchmark never rots; figures are printed, not asserted.
 bench-short: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py --short $(ARGS)
+
+# Issue 21: a reference day of agent turns (500 sessions x 20 turns, knowledge edits, a label
+# move, a DUTY.md edit, midnight) priced as a provider bills cached input: our turn call against
+# the same prompt without breakpoints and a naive registry. In process; a few minutes.
+bench-cache: $(VENV)/.client-installed
+	$(PY) bench/cache_economics.py $(ARGS)
+
+# CI: 40 sessions x 10 turns, so the replay never rots; figures are printed, not asserted.
+bench-cache-short: $(VENV)/.client-installed
+	$(PY) bench/cache_economics.py --short $(ARGS)
 
 # Issue 20: 10,000 versions, 5 M ended sessions with 20 M turns, file reads and 1 M deliveries (seed_scale) against an almost empty database, then a simulated month with the daily prune. Long: not in CI.
 bench-scale: $(VENV)/.client-installed

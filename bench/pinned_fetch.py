@@ -11,6 +11,11 @@ p50/p99 latency for:
   c. POST /api/v1/sessions/ {"bundle": ...}                  expects 201
   d. POST /api/v1/sessions/{id}/render/ {"variables": ...}   expects 200: the per-turn render of
      a version with session and turn variables and a knowledge pack (two domains, a DUTY.md)
+  e. POST /api/v1/sessions/{id}/turn/ (when this build has it): one call per agent turn on a
+     version with 100 skills and one pack, a 20-message history with 8 tool results,
+     format anthropic, the prefix_sha256 the client holds
+  f. the same turns as today's sequence: render, route, turns, compact and the pinned fetch
+     (304), five requests in rotation; turns/s, latency and web CPU are also printed per turn
 
 Every status wrk receives is counted by a Lua `response` hook; anything unexpected, and any
 socket error, is reported and makes the exit status 1. Everything started is stopped at the
@@ -61,6 +66,11 @@ class Scenario:
     expected: int
     headers: dict[str, str] = field(default_factory=dict)
     body: str | None = None
+    # A mix: request i is (methods[i], paths[i], bodies[i]); empty means `method` and `body` for all.
+    methods: list[str] = field(default_factory=list)
+    bodies: list[str | None] = field(default_factory=list)
+    also_ok: tuple[int, ...] = ()  # statuses expected besides `expected` (a 304 in a mix)
+    per_turn: int = 1  # requests that make one agent turn: the figures per turn divide by it
 
 
 @dataclass
@@ -77,7 +87,8 @@ class Result:
 
     @property
     def unexpected(self) -> dict[int, int]:
-        return {code: n for code, n in self.statuses.items() if code != self.scenario.expected}
+        ok = {self.scenario.expected, *self.scenario.also_ok}
+        return {code: n for code, n in self.statuses.items() if code not in ok}
 
     @property
     def ok(self) -> bool:
@@ -371,6 +382,95 @@ def create_render_data(base: str, *, ops_key: str, agent_key: str, bundle: str, 
     return ids
 
 
+def skill_cards(count: int = 100) -> list[dict[str, Any]]:
+    """`count` cards from eval/routing/skills.json (renamed copies of its L2 cards past its 62)."""
+    base = json.loads((ROOT / "eval" / "routing" / "skills.json").read_text())
+    cards = list(base)
+    routed = [card for card in base if card["level"] == "L2"]
+    i = 0
+    while len(cards) < count:
+        card = dict(routed[i % len(routed)])
+        card["name"] = f"{card['name']}_{i // len(routed) + 2}"
+        cards.append(card)
+        i += 1
+    return cards[:count]
+
+
+def turn_history() -> list[dict[str, Any]]:
+    """A 20-message conversation in the neutral (chat) shape with 8 tool results of about 1.2 KB."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "My parcel for order A10417 never arrived."},
+        {"role": "assistant", "content": "Sorry to hear that. I will check the order and its parcels."},
+    ]
+    for n in range(8):
+        call_id = f"call_{n}"
+        arguments = json.dumps({"order_id": f"A{10417 + n}"})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "Let me look that up.",
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": "lookup_order", "arguments": arguments}}
+                ],
+            }
+        )
+        log = "\n".join(
+            f"2026-11-30T10:{m:02d}:00Z order A{10417 + n} scan {m} depot=LYS status=in_transit" for m in range(20)
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": log})
+    messages.append({"role": "assistant", "content": "The parcel is held at the Lyon depot since Monday."})
+    messages.append({"role": "user", "content": "Then I want my money back, please refund the order."})
+    assert len(messages) == 20
+    return messages
+
+
+def create_turn_data(
+    base: str, *, ops_key: str, agent_key: str, bundle: str, sessions: int
+) -> tuple[list[str], str | None, list[dict[str, Any]]]:
+    """A version with 100 skills and one knowledge pack, `sessions` sessions on it, each routed
+    once (so that `turns/` has a turn to report). Returns (session ids, the prefix_sha256 a
+    client holds after its first turn call, or None when this build has no turn endpoint, and
+    the history every turn sends)."""
+    pack = f"{bundle}-kb"
+    status, _, body = call(base, "POST", "/api/v1/knowledge/", ops_key, {"name": pack})
+    expect(status, 201, "create the turn scenario's pack", body)
+    for path, text in {
+        "support/DUTY.md": "Start with the order; runbooks are under support/runbooks/.\n" * 10,
+        "support/runbooks/lost-parcel.md": "Wait 10 working days, then open a carrier claim.\n" * 40,
+    }.items():
+        status, _, body = call(base, "PUT", f"/api/v1/knowledge/{pack}/files/{path}", ops_key, {"content": text})
+        expect(status, 201, f"write {path}", body)
+    document = content_document()
+    document["skills"] = skill_cards(100)
+    document["knowledge"] = [pack]
+    status, _, body = call(base, "POST", "/api/v1/bundles/", ops_key, {"name": bundle})
+    expect(status, 201, "create the turn bundle", body)
+    status, _, body = call(
+        base, "POST", f"/api/v1/bundles/{bundle}/versions/", ops_key, {"content": document, "message": "turn"}
+    )
+    expect(status, 201, "publish the turn version", body)
+    status, _, body = call(
+        base, "PUT", f"/api/v1/bundles/{bundle}/labels/production/", ops_key, {"version": 1, "reason": "bench"}
+    )
+    expect(status, 201, "label the turn version", body)
+    messages = turn_history()
+    ids = []
+    for _ in range(sessions):
+        status, _, body = call(base, "POST", "/api/v1/sessions/", agent_key, {"bundle": bundle})
+        expect(status, 201, "start a turn session", body)
+        session_id = json.loads(body)["id"]
+        status, _, body = call(base, "POST", f"/api/v1/sessions/{session_id}/route/", agent_key, {"messages": messages})
+        expect(status, 200, "route a first turn", body)
+        ids.append(session_id)
+    status, _, body = call(
+        base, "POST", f"/api/v1/sessions/{ids[0]}/turn/", agent_key, {"messages": messages, "format": "anthropic"}
+    )
+    if status == 404 and b"session" not in body.lower():
+        return ids, None, messages  # no such route in this build
+    expect(status, 200, "take a turn in one call", body)
+    return ids, json.loads(body)["prefix_sha256"], messages
+
+
 # --- wrk ------------------------------------------------------------------------------------
 
 
@@ -385,6 +485,8 @@ def lua_string(value: str) -> str:
 LUA_TEMPLATE = """-- Generated by bench/pinned_fetch.py: {title}
 local method = {method}
 local paths = {{{paths}}}
+local methods = {{{methods}}}
+local bodies = {{{bodies}}}
 local headers = {{{headers}}}
 local body = {body}
 local nthreads = {nthreads}
@@ -401,7 +503,10 @@ function init(args)
   for i, path in ipairs(paths) do
     local h = {{}}
     for k, v in pairs(headers) do h[k] = v end
-    requests[i] = wrk.format(method, path, h, body)
+    local b = body
+    if bodies[i] ~= nil then b = bodies[i] end
+    if b == false then b = nil end
+    requests[i] = wrk.format(methods[i] or method, path, h, b)
   end
   -- Each thread starts at its own share of the list and walks it, so that the load is spread
   -- over every session rather than hammering one row (and session ends do not repeat).
@@ -439,6 +544,8 @@ def lua_script(scenario: Scenario, threads: int) -> str:
         title=scenario.title,
         method=lua_string(scenario.method),
         paths=", ".join(lua_string(p) for p in scenario.paths),
+        methods=", ".join(lua_string(m) for m in scenario.methods),
+        bodies=", ".join("false" if b is None else lua_string(b) for b in scenario.bodies),
         headers=", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in scenario.headers.items()),
         body="nil" if scenario.body is None else lua_string(scenario.body),
     )
@@ -741,6 +848,46 @@ def main(argv: list[str] | None = None) -> int:
                 json.dumps({"variables": {"ticket": "T-1"}}),
             ),
         }
+        turn_ids, prefix_sha256, history = create_turn_data(
+            base, ops_key=ops_key, agent_key=agent_key, bundle=f"{bundle}-turn", sessions=ns.sessions
+        )
+        invoked = skill_cards(100)[0]["name"]
+        if prefix_sha256 is not None:
+            turn_body = {"messages": history, "format": "anthropic", "k": 5, "prefix_sha256": prefix_sha256}
+            scenarios["turn"] = Scenario(
+                "POST turn (1 call per turn)",
+                "POST",
+                [f"/api/v1/sessions/{session_id}/turn/" for session_id in turn_ids],
+                200,
+                json_auth,
+                json.dumps({**turn_body, "invoked": [invoked]}),
+            )
+        else:
+            print("this build has no turn endpoint: the one-call turn scenario is skipped", flush=True)
+        # Today's sequence per turn, for the same sessions and history: render, route, report the
+        # previous turn, compact, and the pinned fetch (revalidated: the client holds the bundle).
+        sequence: list[tuple[str, str, str | None]] = []
+        for session_id in turn_ids:
+            path = f"/api/v1/sessions/{session_id}/"
+            sequence += [
+                ("POST", path + "render/", "{}"),
+                ("POST", path + "route/", json.dumps({"messages": history, "k": 5})),
+                ("POST", path + "turns/", json.dumps({"turn": 1, "invoked": [invoked]})),
+                ("POST", path + "compact/", json.dumps({"messages": history})),
+                ("GET", path + "bundle/", None),
+            ]
+        turn_hash = json.loads(call(base, "GET", f"/api/v1/sessions/{turn_ids[0]}/", agent_key)[2])["content_hash"]
+        scenarios["sequence"] = Scenario(
+            "render+route+turns+compact+fetch",
+            "POST",
+            [p for _, p, _ in sequence],
+            200,
+            {**json_auth, "If-None-Match": f'"{turn_hash}"'},
+            methods=[m for m, _, _ in sequence],
+            bodies=[b for _, _, b in sequence],
+            also_ok=(304,),
+            per_turn=5,
+        )
         if ns.only:
             scenarios = {k: v for k, v in scenarios.items() if k in ns.only.split(",")}
         wrk_args = {"threads": ns.threads, "connections": ns.connections, "out_dir": out_dir, "script_dir": script_dir}
@@ -822,6 +969,29 @@ def report(
             f" {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.requests:>9} {r.server_cpu_us:>14.0f}"
             f"  {', '.join(problems) or 'none'}"
         )
+    turn_rows = {slug: results[slug] for slug in ("turn", "sequence") if slug in results}
+    if turn_rows:
+        print(
+            "\nper agent turn (the same 100-skill version, 20-message history with 8 tool results, one pack):"
+            "\n  turn: one POST /turn/ (format anthropic, prefix_sha256 held); sequence: render, route, turns,"
+            "\n  compact and the pinned fetch (If-None-Match), five requests in rotation over the same sessions"
+        )
+        print(f"  {'scenario':<34} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>7} {'web CPU us/turn':>15}")
+        for r in turn_rows.values():
+            n = r.scenario.per_turn
+            # For the sequence, wrk's latencies are per request: a turn waits for five in a row,
+            # so its latency is about five times theirs (printed as such, marked "5 x").
+            scale = f"{n} x " if n > 1 else ""
+            print(
+                f"  {r.scenario.title:<34} {r.requests_per_second / n:>9.1f} {scale + f'{r.p50_ms:.2f}':>8}"
+                f" {scale + f'{r.p99_ms:.2f}':>8} {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.server_cpu_us * n:>15.0f}"
+            )
+        if len(turn_rows) == 2:
+            one, four = turn_rows["turn"], turn_rows["sequence"]
+            n = four.scenario.per_turn
+            faster = one.requests_per_second / (four.requests_per_second / n)
+            cheaper = four.server_cpu_us * n / max(one.server_cpu_us, 1)
+            print(f"  one call per turn: {faster:.1f}x the turns/s of the sequence, {cheaper:.1f}x less web CPU a turn")
     web_workers = rss["web"]["children"]
     print(
         f"\nRSS (MB): web workers {web_workers} (server process {rss['web']['main']}),"
@@ -848,6 +1018,7 @@ def report(
                 "p50_ms": r.p50_ms,
                 "p99_ms": r.p99_ms,
                 "server_cpu_us_per_request": round(r.server_cpu_us, 1),
+                "requests_per_turn": r.scenario.per_turn,
                 "unexpected": {str(k): v for k, v in r.unexpected.items()},
             }
             for slug, r in results.items()

@@ -152,6 +152,29 @@ describe("promptreg (TypeScript) against a live registry", () => {
     assert.ok(Array.isArray(compacted.messages));
   });
 
+  test("turn() sends the prefix once per session and keeps it by hash", { skip: process.env["PROMPTREG_HAS_TURN"] !== "1" && "no turn endpoint in this build" }, async () => {
+    const sent: Record<string, unknown>[] = [];
+    const impl: typeof fetch = async (input, init) => {
+      if (String(input).endsWith("/turn/")) sent.push(JSON.parse(String(init?.body)));
+      return fetch(input, init);
+    };
+    const registry = new Registry(URL_, AGENT, { fetch: impl });
+    await using session = await registry.startSession("refunds");
+    const messages = [{ role: "user", content: "refund my order 7" }];
+    const first = await session.turn(messages, { k: 3 });
+    const second = await session.turn(messages, { invoked: [], format: "anthropic" });
+    assert.equal(first.content_hash, session.contentHash);
+    assert.ok(!first.prefix_unchanged && second.prefix_unchanged === true);
+    assert.deepEqual(second.prefix, first.prefix); // the held prefix, put back into the answer
+    assert.equal(session.prefixReceived, 1);
+    assert.equal(sent[0]["prefix_sha256"], undefined);
+    assert.equal(sent[1]["prefix_sha256"], first.prefix_sha256);
+    assert.equal(sent[1]["format"], "anthropic");
+    assert.equal(second.turn, first.turn + 1);
+    assert.ok(second.request !== undefined);
+    await assert.rejects(session.turn(messages, { format: "claude" as never }), TypeError);
+  });
+
   test("a render goes to the Anthropic and OpenAI SDK params unchanged", async () => {
     const registry = new Registry(URL_, AGENT);
     await using session = await registry.startSession("refunds");

@@ -1,0 +1,639 @@
+"""What a byte-stable prefix saves: a reference day of agent turns, priced as a provider bills them.
+
+    make bench-cache                      # 500 sessions x 20 turns (a few minutes)
+    make bench-cache ARGS="--short"       # 40 sessions x 10 turns (CI)
+    .venv/bin/python bench/cache_economics.py --provider openai --sessions 100
+
+In process (as bench/render.py), in the database DATABASE_URL names (without one, the embedded
+PostgreSQL and Redis of devtools.stack and a database of its own, recreated): a bundle with
+100 skills (eval/routing/skills.json, 38 of them renamed copies), six tools, a long system
+prompt and one knowledge pack (two domains, each with a DUTY.md), then a day from 06:00 to
+06:00 UTC:
+
+- `--sessions` sessions start at random times; each takes `--turns` turns 45 to 90 s apart
+  (inside a provider's 5-minute cache lifetime); a turn adds the model's answer and the next
+  user message or a tool result (about 1.5 KB of log lines, on 8 of 20 turns), and the model
+  calls the top routed skill on those turns (reported as `invoked` next turn);
+- every 5 minutes a knowledge edit: a runbook rewritten or a new file, in existing domains;
+- at 12:00 version 2 is published and `production` moves to it;
+- at 15:00 sre/DUTY.md is edited (the one edit that changes the prefix of every session);
+- midnight passes.
+
+Each turn is one call to the turn endpoint's service (`format: anthropic`) when this build has
+it; otherwise (until it lands) the same inputs from render, route, turns and compact, with the
+Anthropic request assembled here the way the turn call does (the stable prefix first, one
+breakpoint at its end, then the compacted messages, the routed cards and the tail). From the
+same answers, three provider requests are built per turn:
+
+  ours     the turn call's `request`: one cache breakpoint at the end of the stable prefix
+  render   the same prompt without breakpoints (an agent that calls render and assembles the
+           request itself; the tail appended to the newest user message)
+  naive    what a registry without a stable prefix serves: the date and the knowledge pack's
+           file list at the top of the system prompt, the routed skills as tools (before the
+           system prompt, in the provider's order), compaction as a window of the last 12
+           messages (so the start is rewritten every turn once it fills), and hot reload: a
+           session follows `production` to version 2 mid-conversation
+
+The request's bytes are taken in the order the provider reads them (tools, system, messages).
+For each turn the longest prefix shared with the same session's previous request is what the
+provider can serve from its cache (never another session's, though they share a prefix: a
+lower bound). Tokens are bytes / 4. Two ways of billing are printed:
+
+  every prefix   the provider caches whatever prefix it saw (OpenAI's automatic caching;
+                 Anthropic with a breakpoint on the newest message too): read = the shared
+                 prefix (when at least --floor tokens), write = the rest
+  as sent        only up to the breakpoints the request carries (Anthropic as the request is
+                 sent): read = the part up to the last breakpoint when it was cached before,
+                 write = that part otherwise, the rest at the base price; no breakpoint, no cache
+
+Prices are relative to the base input price: --provider anthropic (read 0.1x, write 1.25x,
+floor 1,024 tokens: Claude Sonnet/Opus; Haiku's floor is 2,048), openai (read 0.1x as on the
+GPT-5 family, write 1x, floor 1,024), or --read / --write / --floor. Output tokens are not
+counted: they are the same in every arrangement.
+"""
+
+import argparse
+import heapq
+import inspect
+import json
+import os
+import random
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+PRESETS = {
+    # read ratio, write ratio, floor in tokens
+    "anthropic": (0.10, 1.25, 1024),
+    "openai": (0.10, 1.00, 1024),
+}
+DAY_START = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
+LABEL_MOVE = DAY_START.replace(hour=12)
+DUTY_EDIT = DAY_START.replace(hour=15)
+EDIT_EVERY = timedelta(minutes=5)
+NAIVE_WINDOW = 12  # messages the naive compaction keeps
+TOOL_TURNS = 8  # of 20 turns, the ones that end in a tool call (scaled for other --turns)
+BYTES_PER_TOKEN = 4
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--short", action="store_true", help="40 sessions x 10 turns")
+    parser.add_argument("--provider", choices=sorted(PRESETS), default="anthropic")
+    parser.add_argument("--read", type=float, help="price of a cached token, x the base input price")
+    parser.add_argument("--write", type=float, help="price of a token written to the cache")
+    parser.add_argument("--floor", type=int, help="the model's minimum cacheable prefix, in tokens")
+    parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    ns = parser.parse_args(argv)
+    if ns.short:
+        ns.sessions, ns.turns = 40, 10
+    read, write, floor = PRESETS[ns.provider]
+    ns.read = read if ns.read is None else ns.read
+    ns.write = write if ns.write is None else ns.write
+    ns.floor = floor if ns.floor is None else ns.floor
+    return ns
+
+
+# --- the database ----------------------------------------------------------------------------
+
+
+def prepare_database() -> list[object]:
+    """Point Django at a migrated database; returns handles of what was started."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.setdefault("DJANGO_SECURE", "0")
+    handles: list[object] = []
+    if not os.environ.get("DATABASE_URL"):
+        from pinned_fetch import recreate_database
+
+        from devtools.stack import start_services
+
+        handles = start_services("bench")
+        url = urlsplit(os.environ["DATABASE_URL"])._replace(path="/registry_cache_bench").geturl()
+        os.environ["DATABASE_URL"] = url
+        recreate_database(url)
+    from pinned_fetch import manage
+
+    manage("migrate", "--no-input", "-v", "0")
+    import django
+
+    django.setup()
+    return handles
+
+
+# --- the content -----------------------------------------------------------------------------
+
+
+def skills_100() -> list[dict[str, Any]]:
+    base = json.loads((ROOT / "eval" / "routing" / "skills.json").read_text())
+    skills = list(base)
+    routed = [s for s in base if s["level"] == "L2"]
+    i = 0
+    while len(skills) < 100:
+        card = dict(routed[i % len(routed)])
+        card["name"] = f"{card['name']}_{i // len(routed) + 2}"
+        skills.append(card)
+        i += 1
+    return skills
+
+
+def content(pack: str, *, version: int) -> dict[str, Any]:
+    from pinned_fetch import content_document
+
+    doc = content_document()
+    doc["system_prompt"] = (f"Release {version}.\n\n" if version > 1 else "") + doc["system_prompt"]
+    doc["skills"] = skills_100()
+    doc["knowledge"] = [pack]
+    return doc
+
+
+USER_LINES = [
+    turn["user"]
+    for conversation in json.loads((ROOT / "eval" / "routing" / "conversations.json").read_text())
+    for turn in conversation["turns"]
+]
+
+
+def tool_output(rng: random.Random, n: int) -> str:
+    lines = [
+        f"2026-12-01T{rng.randrange(24):02d}:{rng.randrange(60):02d}:00Z order A{rng.randrange(10**5, 10**6)}"
+        f" status={rng.choice(['shipped', 'delivered', 'held', 'refunded'])}"
+        f" carrier={rng.choice(['dhl', 'ups', 'gls'])}"
+        f" amount={rng.randrange(5, 900)}.{rng.randrange(100):02d} EUR note={rng.choice(USER_LINES)[:40]!r}"
+        for _ in range(12)
+    ]
+    return f"lookup {n}:\n" + "\n".join(lines)
+
+
+# --- requests in the provider's reading order --------------------------------------------------
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def provider_bytes(request: dict[str, Any]) -> tuple[bytes, int]:
+    """An Anthropic Messages request as the provider reads it for caching (tools, then system,
+    then messages), and the offset just after its last cache breakpoint (0: none)."""
+    parts: list[bytes] = []
+    size = 0
+    breakpoint_at = 0
+    system = request.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    for item in [*(request.get("tools") or []), *system, *(request.get("messages") or [])]:
+        data = canonical(item)
+        parts.append(data)
+        size += len(data)
+        if b'"cache_control":' in data:
+            breakpoint_at = size
+    return b"".join(parts), breakpoint_at
+
+
+def shared_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix (a binary search of C-level comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    va, vb = memoryview(a), memoryview(b)
+    if va[:hi] == vb[:hi]:
+        return hi
+    while lo < hi:  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi + 1) // 2
+        if va[:mid] == vb[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass
+class Bill:
+    """Token counts and cost of one arrangement over the day, under one way of billing."""
+
+    tokens: float = 0.0
+    read: float = 0.0
+    written: float = 0.0
+    cost: float = 0.0
+
+    def add(self, *, tokens: float, read: float, written: float, ratios: tuple[float, float]) -> None:
+        self.tokens += tokens
+        self.read += read
+        self.written += written
+        self.cost += ratios[0] * read + ratios[1] * written + (tokens - read - written)
+
+
+@dataclass
+class Arrangement:
+    name: str
+    every_prefix: Bill = field(default_factory=Bill)
+    as_sent: Bill = field(default_factory=Bill)
+    misses_in_prefix: int = 0  # turns (after the first) whose shared prefix ended inside tools + system
+    previous: dict[str, bytes] = field(default_factory=dict)
+
+    def price(self, session: str, request: dict[str, Any], stable_end: int, ns: argparse.Namespace) -> None:
+        data, breakpoint_at = provider_bytes(request)
+        before = self.previous.get(session)
+        self.previous[session] = data
+        shared = shared_prefix(before, data) if before is not None else 0
+        if before is not None and shared < stable_end:
+            self.misses_in_prefix += 1
+        tokens, shared_tokens = len(data) / BYTES_PER_TOKEN, shared / BYTES_PER_TOKEN
+        ratios = (ns.read, ns.write)
+        read = shared_tokens if shared_tokens >= ns.floor else 0.0
+        self.every_prefix.add(tokens=tokens, read=read, written=tokens - read, ratios=ratios)
+        marked = breakpoint_at / BYTES_PER_TOKEN
+        if marked < ns.floor:  # no breakpoint, or one below the model's minimum: nothing cached
+            self.as_sent.add(tokens=tokens, read=0.0, written=0.0, ratios=ratios)
+        elif shared >= breakpoint_at:
+            self.as_sent.add(tokens=tokens, read=marked, written=0.0, ratios=ratios)
+        else:
+            self.as_sent.add(tokens=tokens, read=0.0, written=marked, ratios=ratios)
+
+
+# --- one turn, and the three requests built from it ---------------------------------------------
+
+
+@dataclass
+class TurnAnswer:
+    """What the turn call answers, in the pieces the baselines need."""
+
+    prefix_system: str
+    prefix_tools: list[dict[str, Any]]
+    tail: str
+    routed: list[str]
+    messages: list[dict[str, Any]]
+    request: dict[str, Any]
+    turn: int
+
+
+def find_turn_service() -> Callable[..., dict[str, Any]] | None:
+    """The turn endpoint's service, when this build has it."""
+    try:
+        from sessions_app import turn as turn_module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(turn_module, "session_turn", None)
+
+
+def card_text(card: dict[str, Any]) -> str:
+    return f"## {card['name']}\n{card['summary']}\n{card['description']}"
+
+
+def neutral_to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stand-in's conversion of the neutral (OpenAI chat) shape to Anthropic's."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            out.append({"role": "user", "content": [block]})
+        elif m.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for call in m["tool_calls"]:
+                arguments = json.loads(call["function"]["arguments"])
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": arguments}
+                )
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
+    return out
+
+
+class Replayer:
+    def __init__(self, ns: argparse.Namespace) -> None:
+        from access.actors import SYSTEM
+        from knowledge import services as knowledge
+        from registry.services import bundle_create, label_move, version_publish
+
+        self.ns = ns
+        self.actor = SYSTEM
+        self.turn_service = find_turn_service()
+        tag = time.strftime("%Y%m%d%H%M%S")
+        self.pack = knowledge.pack_create(name=f"economics-kb-{tag}", actor=SYSTEM)
+        self.files: dict[str, str] = {
+            "sre/DUTY.md": "# SRE on duty\n\nStart with knowledge/sre/runbooks/; page the lead for sev1.\n" * 6,
+            "sre/runbooks/disk-full.md": "Check df -h, rotate logs, grow the volume.\n" * 30,
+            "sre/runbooks/db-failover.md": "Promote the replica, repoint the service.\n" * 30,
+            "billing/DUTY.md": "Refunds over 100 EUR need a second pair of eyes.\n" * 4,
+            "billing/refunds.md": "How refunds flow through the ledger.\n" * 30,
+        }
+        for path, text in self.files.items():
+            knowledge.file_put(pack=self.pack, path=path, content=text, actor=SYSTEM)
+        self.bundle = bundle_create(name=f"economics-{tag}", actor=SYSTEM)
+        self.v1 = version_publish(
+            bundle=self.bundle, content=content(self.pack.name, version=1), message="v1", actor=SYSTEM
+        ).version
+        label_move(bundle=self.bundle, name="production", version=self.v1, actor=SYSTEM, reason="bench")
+        self.current = self.v1  # what production targets now (what a hot-reloading registry serves)
+        self.cards = {card["name"]: card for card in skills_100()}
+        self.arrangements = {name: Arrangement(name) for name in ("ours", "render", "naive")}
+        self.edits = 0
+
+    # events ---------------------------------------------------------------------------------
+
+    def knowledge_edit(self, now: datetime) -> None:
+        from knowledge import services as knowledge
+
+        self.edits += 1
+        if self.edits % 2:
+            path, text = "sre/runbooks/disk-full.md", f"Revision {self.edits}: check df -h first.\n" * 30
+        else:
+            domain = "sre" if self.edits % 4 else "billing"
+            path, text = f"{domain}/notes/note-{self.edits:03d}.md", f"Note {self.edits} written {now:%H:%M}.\n" * 20
+        self.files[path] = text
+        knowledge.file_put(pack=self.pack, path=path, content=text, actor=self.actor)
+
+    def duty_edit(self) -> None:
+        from knowledge import services as knowledge
+
+        text = self.files["sre/DUTY.md"] + "Since 15:00: sev2 pages the secondary too.\n"
+        self.files["sre/DUTY.md"] = text
+        knowledge.file_put(pack=self.pack, path="sre/DUTY.md", content=text, actor=self.actor)
+
+    def label_move(self) -> None:
+        from registry.services import label_move, version_publish
+
+        v2 = version_publish(
+            bundle=self.bundle, content=content(self.pack.name, version=2), message="v2", actor=self.actor
+        ).version
+        label_move(bundle=self.bundle, name="production", version=v2, actor=self.actor, reason="noon release")
+        self.current = v2
+
+    # a turn -----------------------------------------------------------------------------------
+
+    def start(self) -> Any:
+        from sessions_app.services import session_start
+
+        session, _ = session_start(bundle=self.bundle, actor=self.actor)
+        return session
+
+    def call_turn(
+        self, session: Any, messages: list[dict[str, Any]], invoked: list[str] | None, now: datetime, last_turn: int
+    ) -> TurnAnswer:
+        if self.turn_service is not None:
+            kwargs: dict[str, Any] = {"messages": messages, "format": "anthropic", "k": 5}
+            if invoked is not None:
+                kwargs["invoked"] = invoked
+            if "now" in inspect.signature(self.turn_service).parameters:
+                kwargs["now"] = now
+            answer = self.turn_service(session_id=session.pk, actor=self.actor, **kwargs)
+            return TurnAnswer(
+                prefix_system=answer["prefix"]["system"],
+                prefix_tools=answer["prefix"]["tools"],
+                tail=answer["tail"],
+                routed=[r["name"] for r in answer["skills"]["routed"]],
+                messages=answer["messages"],
+                request=answer["request"],
+                turn=answer["turn"],
+            )
+        return self.standin_turn(session, messages, invoked, now, last_turn)
+
+    def standin_turn(
+        self, session: Any, messages: list[dict[str, Any]], invoked: list[str] | None, now: datetime, last_turn: int
+    ) -> TurnAnswer:
+        """render + route + turns + compact, and the request assembled as the turn call does."""
+        from core.compaction import compact, policy_from_content
+        from knowledge.render import render_session
+        from sessions_app.services import session_use
+        from skills.selectors import session_content
+        from skills.services import skill_route, skill_turn_report
+
+        session = session_use(session_id=session.pk, actor=self.actor)
+        if invoked is not None and last_turn:
+            skill_turn_report(session=session, turn=last_turn, invoked=invoked)
+        routed = skill_route(session=session, messages=messages, k=5)
+        rendered = render_session(session=session, actor=self.actor, now=now)
+        compacted = compact(messages, policy_from_content(session_content(session))).messages
+        names = [r["name"] for r in routed["routed"]]
+        cards = "\n\n".join(card_text(self.cards[n]) for n in names if n in self.cards)
+        system = [{"type": "text", "text": rendered.prefix.system, "cache_control": {"type": "ephemeral"}}]
+        volatile = [{"type": "text", "text": f"Skills for this turn:\n\n{cards}"}] if cards else []
+        volatile.append({"type": "text", "text": rendered.tail})
+        request = {
+            "model": "support-large-2025-06",
+            "max_tokens": 1024,
+            "tools": rendered.prefix.tools,
+            "system": system,
+            "messages": [*neutral_to_anthropic(compacted), {"role": "user", "content": volatile}],
+        }
+        return TurnAnswer(
+            prefix_system=rendered.prefix.system,
+            prefix_tools=rendered.prefix.tools,
+            tail=rendered.tail,
+            routed=names,
+            messages=compacted,
+            request=request,
+            turn=routed["turn"],
+        )
+
+    def render_request(self, answer: TurnAnswer) -> dict[str, Any]:
+        """The same prompt as an agent assembles it from render, with no breakpoint: the routed
+        cards and the tail appended to the newest user message."""
+        messages = neutral_to_anthropic(answer.messages)
+        cards = "\n\n".join(card_text(self.cards[n]) for n in answer.routed if n in self.cards)
+        extra = [{"type": "text", "text": text} for text in (cards, answer.tail) if text]
+        if messages and messages[-1]["role"] == "user":
+            messages[-1] = {"role": "user", "content": [*messages[-1]["content"], *extra]}
+        else:
+            messages.append({"role": "user", "content": extra})
+        system = [{"type": "text", "text": answer.prefix_system}]
+        return {"tools": answer.prefix_tools, "system": system, "messages": messages}
+
+    def naive_request(
+        self, session: Any, answer: TurnAnswer, raw: list[dict[str, Any]], now: datetime
+    ) -> dict[str, Any]:
+        from core.compaction import DEFAULT_POLICY, Policy, compact
+        from knowledge.render import version_prefix
+
+        system, tools = answer.prefix_system, answer.prefix_tools
+        if self.current.pk != session.version_id:  # hot reload: what production targets now
+            prefix, _ = version_prefix(
+                version_id=self.current.pk, content_hash=self.current.content_hash, session_variables={}
+            )
+            system, tools = prefix.system, prefix.tools
+        files = "\n".join(f"- knowledge/{self.pack.name}/{path}" for path in sorted(self.files))
+        header = f"Today is {now:%A %d %B %Y}.\n\nKnowledge files:\n{files}\n\n"
+        skill_tools = [
+            {"name": n, "description": card_text(self.cards[n]), "input_schema": {"type": "object"}}
+            for n in answer.routed
+            if n in self.cards
+        ]
+        window = compact(raw, Policy(**DEFAULT_POLICY)).messages[-NAIVE_WINDOW:]
+        while window and window[0]["role"] == "tool":  # a window never starts with an orphan result
+            window = window[1:]
+        messages = neutral_to_anthropic(window)
+        return {
+            "tools": [*tools, *skill_tools],
+            "system": [{"type": "text", "text": header + system}],
+            "messages": messages,
+        }
+
+
+def replay(ns: argparse.Namespace) -> tuple[Replayer, int, float]:
+    rng = random.Random(ns.seed)
+    replayer = Replayer(ns)
+    events: list[tuple[datetime, int, str, Any]] = []
+    seq = 0
+
+    def push(at: datetime, kind: str, data: Any = None) -> None:
+        nonlocal seq
+        heapq.heappush(events, (at, seq, kind, data))
+        seq += 1
+
+    at = DAY_START + EDIT_EVERY
+    while at < DAY_START + timedelta(days=1):
+        push(at, "edit")
+        at += EDIT_EVERY
+    push(LABEL_MOVE, "label")
+    push(DUTY_EDIT, "duty")
+    span = timedelta(days=1) - timedelta(seconds=90 * ns.turns)
+    tool_turns = max(1, round(ns.turns * TOOL_TURNS / 20))
+    for n in range(ns.sessions):
+        began = DAY_START + timedelta(seconds=rng.uniform(0, span.total_seconds()))
+        calls = set(rng.sample(range(ns.turns - 1), min(tool_turns, ns.turns - 1)))
+        push(began, "turn", {"n": n, "turn": 0, "tools": calls, "messages": [], "session": None, "invoked": None})
+    turns = 0
+    started = time.perf_counter()
+    while events:
+        now, _, kind, data = heapq.heappop(events)
+        if kind == "edit":
+            replayer.knowledge_edit(now)
+        elif kind == "label":
+            replayer.label_move()
+        elif kind == "duty":
+            replayer.duty_edit()
+        else:
+            turns += 1
+            if data["session"] is None:
+                data["session"] = replayer.start()
+                data["last_turn"] = 0
+                data["messages"] = [{"role": "user", "content": rng.choice(USER_LINES)}]
+            session, messages = data["session"], data["messages"]
+            answer = replayer.call_turn(session, messages, data["invoked"], now, data["last_turn"])
+            data["last_turn"] = answer.turn
+            key = str(session.pk)
+            stable = len(
+                provider_bytes(
+                    {"tools": answer.prefix_tools, "system": [{"type": "text", "text": answer.prefix_system}]}
+                )[0]
+            )
+            replayer.arrangements["ours"].price(key, answer.request, stable, ns)
+            replayer.arrangements["render"].price(key, replayer.render_request(answer), stable, ns)
+            replayer.arrangements["naive"].price(
+                key, replayer.naive_request(session, answer, messages, now), stable, ns
+            )
+            # The model answers: a tool call (its result starts the next turn) or text and the user's next line.
+            if data["turn"] in data["tools"]:
+                call_id = f"call_{data['n']}_{data['turn']}"
+                arguments = json.dumps({"order_id": f"A{rng.randrange(10**5, 10**6)}"})
+                call = {"id": call_id, "type": "function", "function": {"name": "lookup_order", "arguments": arguments}}
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": "Let me look that up.", "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": call_id, "content": tool_output(rng, data["turn"])},
+                ]
+                data["invoked"] = answer.routed[:1]
+            else:
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": f"Done: {rng.choice(USER_LINES)[:80]}"},
+                    {"role": "user", "content": rng.choice(USER_LINES)},
+                ]
+                data["invoked"] = []
+            data["messages"] = messages
+            data["turn"] += 1
+            if data["turn"] < ns.turns:
+                push(now + timedelta(seconds=rng.uniform(45, 90)), "turn", data)
+            else:
+                from sessions_app.services import session_end
+
+                session_end(session=session, actor=replayer.actor)
+    return replayer, turns, time.perf_counter() - started
+
+
+def report(ns: argparse.Namespace, replayer: Replayer, turns: int, seconds: float) -> dict[str, Any]:
+    source = (
+        "the turn call (sessions_app.turn.session_turn)"
+        if replayer.turn_service
+        else (
+            "render + route + turns + compact, the request assembled as the turn call does"
+            " (the turn call is not in this build)"
+        )
+    )
+    print(
+        f"\n{ns.sessions} sessions x {ns.turns} turns = {turns} turns over a day ({seconds:.0f} s in process);"
+        f" {replayer.edits} knowledge edits, one DUTY.md edit at 15:00, production v1 -> v2 at 12:00, midnight."
+        f"\neach turn: {source}."
+        f"\nprices x base input: {ns.provider} read {ns.read}, write {ns.write}; floor {ns.floor} tokens;"
+        f" tokens = bytes / {BYTES_PER_TOKEN}; cache shared within a session only.\n"
+    )
+    naive = replayer.arrangements["naive"]
+    figures: dict[str, Any] = {}
+    for title, attribute in (
+        ("every prefix (provider caches what it saw)", "every_prefix"),
+        ("as sent (only up to the request's breakpoints)", "as_sent"),
+    ):
+        print(f"billing: {title}")
+        print(f"{'arrangement':<10} {'input Mtok':>10} {'cached':>7} {'written':>8} {'cost x base':>11}", end="")
+        print(f" {'vs naive':>9} {'prefix broken':>13}")
+        for arrangement in replayer.arrangements.values():
+            bill: Bill = getattr(arrangement, attribute)
+            base: Bill = getattr(naive, attribute)
+            print(
+                f"{arrangement.name:<10} {bill.tokens / 1e6:>10.2f} {bill.read / bill.tokens:>7.1%}"
+                f" {bill.written / bill.tokens:>8.1%} {bill.cost / bill.tokens:>11.3f}"
+                f" {base.cost / bill.cost:>8.1f}x {arrangement.misses_in_prefix:>13}"
+            )
+            figures.setdefault(attribute, {})[arrangement.name] = {
+                "input_tokens": round(bill.tokens),
+                "cached_share": round(bill.read / bill.tokens, 4),
+                "cost_per_token": round(bill.cost / bill.tokens, 4),
+                "x_lower_than_naive": round(base.cost / bill.cost, 2),
+                "turns_with_prefix_broken": arrangement.misses_in_prefix,
+            }
+        print()
+    print(
+        "cached: share of input tokens read from the cache; cost x base: input cost over the day per input token,"
+        "\nin units of the base price (1.0 = no cache); prefix broken: turns after a session's first whose shared"
+        "\nprefix ended inside the stable part (tools + system)."
+    )
+    return {
+        "sessions": ns.sessions,
+        "turns": turns,
+        "provider": ns.provider,
+        "read": ns.read,
+        "write": ns.write,
+        "floor": ns.floor,
+        "figures": figures,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    handles = prepare_database()
+    try:
+        replayer, turns, seconds = replay(ns)
+        figures = report(ns, replayer, turns, seconds)
+        if ns.json:
+            print(json.dumps(figures))
+    finally:
+        from devtools.stack import stop_services
+
+        stop_services(handles)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
