@@ -11,10 +11,10 @@ from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Th
 from rest_framework.request import Request
 
 from access.actors import Actor
+from access.bearer import KEY_NOT_WORKING, BearerError, bearer_secret
 from access.ratelimit import auth_failure_wait
 from access.services import api_key_authenticate, api_key_lookup
 from audit.context import client_ip
-from config.dispatch import KEY_NOT_WORKING
 
 
 def request_actor(request: Request) -> Actor | None:
@@ -37,15 +37,12 @@ class ApiKeyAuthentication(BaseAuthentication):
     """`Authorization: Bearer <api key>`. request.auth becomes the key's Actor."""
 
     def authenticate(self, request: Request) -> tuple[None, Actor] | None:
-        header = get_authorization_header(request).split()
-        if not header or header[0].lower() != b"bearer":
-            return None
-        if len(header) != 2:
-            raise AuthenticationFailed("Send the key as 'Authorization: Bearer <api key>'.")
         try:
-            secret = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("The API key is not valid.") from None
+            secret = bearer_secret(get_authorization_header(request))
+        except BearerError as exc:
+            raise AuthenticationFailed(exc.message) from None
+        if secret is None:
+            return None
         lookup = api_key_lookup(secret)
         # The fast lane looked this key up before it declined the request: once is enough.
         known_bad = lookup is not None and request.META.get(KEY_NOT_WORKING) == lookup[1]

@@ -1,49 +1,46 @@
-"""The fast lane: the per-turn session calls without Django's request cycle.
+"""The fast lane: the per-turn calls of the route table (api/routes.py) without Django's
+request cycle.
 
-`GET /api/v1/sessions/{id}/bundle/`, `POST /api/v1/sessions/{id}/heartbeat/` and
-`POST /api/v1/sessions/{id}/render/` are what an agent calls on every turn, and
-`POST /api/v1/sessions/` and `POST /api/v1/sessions/{id}/end/` what it calls once per session.
-Through Django they pay ten middlewares (sessions, CSRF, messages, history: none of which an
-API key call uses), URL resolution and DRF's request wrapping, which cost several times the
-work itself.
+The table's entries (start, fetch, heartbeat, end, render) are what an agent calls on every
+turn or once per session. Through Django they pay ten middlewares (sessions, CSRF, messages,
+history: none of which an API key call uses), URL resolution and DRF's request wrapping, which
+cost several times the work itself. Here a request is matched against the same Django routes
+(api.routes.match), and answered by the same entry function the DRF view calls, so the two
+lanes answer with one implementation; `Allow` is the one DRF computes for the entry's view.
 
 Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web process gathers
 the ones that arrive while its previous batch runs and answers them together on one pool
 thread, with one SQL read, one pipelined Redis round trip and one statement per kind of write.
-Only plain calls are answered there; any other, and every render, goes to the one-by-one path
-(serve, _start), also on the web thread pool (config.django_lane.pool):
+Only plain calls are answered there; any other, and every call of a route that is not batched,
+goes to the one-by-one path (serve), also on the web thread pool (config.django_lane.pool):
 
 1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
-   session, its version and its bundle;
+   session, its version and its bundle (a start: with the bundle its body names);
 2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
 3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
-4. sessions_app.selectors.session_checked applies visibility and revocation, and
-   sessions_app.services.session_touch the lease;
-5. the bytes come from registry.bundle_cache (a per-process LRU by content hash, then Redis,
-   then the database) and are spliced into the envelope by pinned_body.
+4. the route's answer runs with the session read in 1 as `loaded` (sessions_app.turns: the
+   rules of session_checked and the lease of session_touch).
 
-Every rule is the function the DRF views call (the bundle view calls the same `bundle_answer`
-too), and nothing about a key, session or version is cached: each call is answered from a
-read of PostgreSQL that started after the call arrived. Errors are rendered by
+Nothing about a key, session or version is cached: each call is answered from a read of
+PostgreSQL that started after the call arrived. Errors are rendered by
 api.errors.exception_handler, so their bodies are the contract's to the byte. Anything unusual
 is declined (config.dispatch.Decline) before any work is counted and goes to Django, which
 answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
-is Django's; the decline says the key is not working, config.dispatch.KEY_NOT_WORKING, so that
+is Django's; the decline says the key is not working, access.bearer.KEY_NOT_WORKING, so that
 Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP
-request that SECURE_SSL_REDIRECT would redirect, a database connection error (Django's path reconnects and
-reports it). Headers are the ones Django's middleware would add (tests/test_fastlane.py
-compares both paths, one by one and batched)."""
+request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read
+(Django's path reconnects and reports it). Headers are the ones Django's middleware would add
+(tests/test_fastlane.py compares both paths, one by one and batched)."""
 
 import asyncio
 import io
 import logging
-import re
 import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -55,58 +52,50 @@ from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
 from rest_framework.exceptions import APIException, ParseError, Throttled
-from rest_framework.renderers import JSONRenderer
 
 from access.actors import Actor
+from access.bearer import KEY_NOT_WORKING, bearer_lookup
 from access.ratelimit import api_throttle_wait, api_throttle_waits
 from access.services import (
     KEY_COLUMNS,
     KEY_WHERE,
     KEY_WORKING,
-    api_key_lookup,
     api_key_match,
     key_actor,
     key_row,
     key_use_due,
 )
-from api.errors import error_response, exception_handler, is_unavailable
-from api.parsers import SafeJSONParser
-from api.serializers import RenderIn, session_in, session_out
-from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
-from config.dispatch import (
-    KEY_NOT_WORKING,
-    Decline,
-    Receive,
-    Scope,
-    Send,
-    replay,
+from api.answers import (
+    Answer,
+    bug_answer,
+    content_unless_held,
+    error_answer,
+    pinned_answer,
+    session_answer,
 )
+from api.errors import is_unavailable
+from api.parsers import SafeJSONParser
+from api.routes import BY_NAME, TurnCall, TurnRoute, match
+from api.serializers import session_in
+from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
+from config.dispatch import Decline, Receive, Scope, Send, replay
 from config.django_lane import pool, read_body, request_is_secure
 from core.errors import DomainError
 from core.limits import is_bundle_name
-from knowledge.render import render_session
-from metrics import usage
 from metrics.instruments import request_answered
-from registry import bundle_cache
-from registry import selectors as registry_selectors
 from registry.models import Bundle
 from sessions_app.models import Session
 from sessions_app.selectors import (
     PINNED_COLUMNS,
     end_is_plain,
     lease_due,
-    pinned_body,
     pinned_row,
-    session_checked,
     session_get,
     session_passes,
-    session_visible,
 )
 from sessions_app.services import (
     lease_lost,
     session_end,
-    session_start,
-    session_touch,
     sessions_end_owned,
     sessions_renew,
     sessions_start_on_label,
@@ -114,18 +103,6 @@ from sessions_app.services import (
 )
 
 logger = logging.getLogger(__name__)
-
-_START_PATH = "/api/v1/sessions/"
-_PATH = re.compile(
-    r"^/api/v1/sessions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/(bundle|heartbeat|end|render)/$"
-)
-_ROUTES = {
-    "bundle": ("GET", "api/v1/sessions/<uuid:session_id>/bundle/", b"GET, HEAD, OPTIONS"),
-    "heartbeat": ("POST", "api/v1/sessions/<uuid:session_id>/heartbeat/", b"POST, OPTIONS"),
-    "end": ("POST", "api/v1/sessions/<uuid:session_id>/end/", b"POST, OPTIONS"),
-    "render": ("POST", "api/v1/sessions/<uuid:session_id>/render/", b"POST, OPTIONS"),
-    "start": ("POST", "api/v1/sessions/", b"POST, OPTIONS"),
-}
 
 _N_KEY = KEY_COLUMNS.count(",") + 1
 # The key (by prefix) joined with the session, its version and its bundle. LEFT JOINs: a
@@ -147,133 +124,11 @@ _START_SQL = (
 
 class _KeyNotWorking(Decline):
     """Declined because the Bearer key is not a working key: Django answers (401, or 429 past the
-    failed-auth budget) without looking the key up again (config.dispatch.KEY_NOT_WORKING)."""
+    failed-auth budget) without looking the key up again (access.bearer.KEY_NOT_WORKING)."""
 
     def __init__(self, digest: str) -> None:
         super().__init__()
         self.digest = digest
-
-
-@dataclass
-class Answer:
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
-
-
-def _etag_matches(header: str | None, content_hash: str) -> bool:
-    """If-None-Match against the content hash (weak tags compare equal, `*` matches)."""
-    if not header:
-        return False
-    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
-    return "*" in tags or f'"{content_hash}"' in tags
-
-
-def bundle_answer(session: Session, if_none_match: str | None) -> Answer:
-    """The pinned-bundle answer for a checked session: 304 when the client holds these bytes."""
-    version = session.version
-    return pinned_answer(
-        bundle_name=session.bundle.name,
-        version_id=version.pk,
-        content_hash=version.content_hash,
-        number=version.number,
-        content=_content_unless_held(version.pk, version.content_hash, if_none_match),
-    )
-
-
-def _content_unless_held(version_id: int, content_hash: str, if_none_match: str | None) -> bytes | None:
-    """The version's bytes, or None when If-None-Match says the client holds them."""
-    if _etag_matches(if_none_match, content_hash):
-        return None
-    return bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash)
-
-
-def pinned_answer(
-    *, bundle_name: str, version_id: int, content_hash: str, number: int, content: bytes | None
-) -> Answer:
-    """200 with the envelope around `content`, or 304 when it is None (the client holds it).
-    Counted as a fetch here: only once the bytes are in hand."""
-    etag = [(b"etag", f'"{content_hash}"'.encode())]
-    usage.fetch_recorded(version_id)
-    if content is None:
-        # Django's HttpResponse(status=304) carries its default content type; so does this.
-        return Answer(304, [(b"content-type", b"text/html; charset=utf-8"), *etag], b"")
-    body = pinned_body(bundle_name=bundle_name, content_hash=content_hash, number=number, content=content)
-    return Answer(200, [(b"content-type", b"application/json"), *etag], body)
-
-
-def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None = None) -> tuple[Session, bool]:
-    """Start a session from a validated SessionIn: the bundle (404 outside the key's scope;
-    `bundle` when the caller read it already), the version when one is named, then
-    sessions_app.services.session_start. The DRF view and the fast lane both call this."""
-    if bundle is None or bundle.name != data["bundle"] or not actor.may_see_bundle(bundle.name):
-        bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
-    version = None
-    if data.get("version") is not None:
-        version = registry_selectors.version_get(bundle=bundle, number=data["version"])
-    return session_start(
-        bundle=bundle,
-        actor=actor,
-        label=data.get("label"),
-        version=version,
-        external_id=data.get("external_id"),
-        ttl_seconds=data.get("ttl_seconds"),
-        variables=data.get("variables"),
-        routing_key=data.get("routing_key"),
-    )
-
-
-def _start(*, body: bytes, headers: dict[bytes, bytes], counted: bool = False) -> Answer:
-    """POST /api/v1/sessions/ (runs on a pool thread), as SessionListApi answers it. `counted`:
-    a batch counted it already (Call.counted)."""
-    content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-    authorization = headers.get(b"authorization", b"").split()
-    if content_type != b"application/json" or not body or len(authorization) != 2:
-        raise Decline  # 415, an empty body, a missing key: Django's answers
-    if authorization[0].lower() != b"bearer":
-        raise Decline
-    try:
-        secret = authorization[1].decode("ascii")
-    except UnicodeDecodeError:
-        raise Decline from None
-    lookup = api_key_lookup(secret)
-    if lookup is None:
-        raise Decline
-    try:  # parsed first for the bundle's name; a malformed body is answered once counted
-        data, malformed = SafeJSONParser().parse(io.BytesIO(body), "application/json", {}), None
-    except ParseError as exc:
-        data, malformed = None, exc
-    name = data.get("bundle") if isinstance(data, dict) else None
-    try:
-        with connection.cursor() as cursor:
-            # Read before the body is validated: a name that cannot be a bundle's (one with a NUL
-            # or a lone surrogate would fail in PostgreSQL) reads none.
-            cursor.execute(_START_SQL, [name if is_bundle_name(name) else None, lookup[0]])
-            rows = cursor.fetchall()
-        actor = api_key_match(rows, lookup[1])
-        if actor is None:
-            raise _KeyNotWorking(lookup[1])
-        wait = None if counted else api_throttle_wait(actor=actor, method="POST")
-        if wait is not None:
-            return _error(Throttled(wait))
-        if malformed is not None:
-            raise malformed
-        data = session_in(data)
-        bundle_id = next(row[_N_KEY] for row in rows if row[0] == actor.api_key_id)
-        bundle = Bundle(id=bundle_id, name=name) if bundle_id is not None and isinstance(name, str) else None
-        session, created = session_started(actor=actor, data=data, bundle=bundle)
-    except (DomainError, APIException) as exc:
-        return _error(exc)
-    except DatabaseError as exc:
-        return _outage(exc)
-    finally:
-        _release_connection()
-    return session_answer(session, status=201 if created else 200)
-
-
-def session_answer(session: Session, status: int = 200) -> Answer:
-    """The session as SessionOut (start, heartbeat, end), rendered as DRF renders it."""
-    return Answer(status, [(b"content-type", b"application/json")], JSONRenderer().render(session_out(session)))
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:
@@ -303,88 +158,89 @@ def _outage(exc: DatabaseError) -> Answer:
     connection.close()
     if not is_unavailable(exc):
         raise exc
-    return _error(exc)
+    return error_answer(exc)
 
 
-def _error(exc: Exception) -> Answer:
-    response = exception_handler(exc, {})
-    assert response is not None
-    return Answer(
-        response.status_code,
-        [(k.lower().encode("latin1"), v.encode("latin1")) for k, v in response.items()],
-        response.content,
+def _json_body(headers: dict[bytes, bytes], body: bytes) -> bool:
+    return headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/json"
+
+
+def _parsed(body: bytes) -> tuple[Any, APIException | None]:
+    """The JSON body (None when there is none), or the ParseError to answer once counted."""
+    if not body:
+        return None, None
+    try:
+        return SafeJSONParser().parse(io.BytesIO(body), "application/json", {}), None
+    except ParseError as exc:
+        return None, exc
+
+
+def _read(route: TurnRoute, prefix: str, session_id: str, data: Any) -> list[tuple[Any, ...]]:
+    """The key's rows joined with what the call is about: the session for a route on one, else
+    (a start) the bundle the body names. Before the body is validated: a name that cannot be a
+    bundle's (one with a NUL or a lone surrogate would fail in PostgreSQL) reads none."""
+    params: list[Any]
+    if route.on_session:
+        sql, params = _FETCH_SQL, [session_id, prefix]
+    else:
+        name = data.get("bundle") if isinstance(data, dict) else None
+        sql, params = _START_SQL, [name if is_bundle_name(name) else None, prefix]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    except DatabaseError:
+        # A broken connection (database restarted or away) before anything was counted:
+        # drop it and let Django's path answer, which reconnects or reports the outage.
+        connection.close()
+        raise Decline from None
+
+
+def _turn_call(
+    route: TurnRoute, actor: Actor, row: tuple[Any, ...], session_id: str, data: Any, headers: dict[bytes, bytes]
+) -> TurnCall:
+    """The entry's call, with what the read found: the session (None: no such session), or
+    the start's bundle."""
+    inm = headers.get(b"if-none-match")
+    call = TurnCall(actor=actor, data=data, if_none_match=inm.decode("latin1") if inm is not None else None)
+    if route.on_session:
+        return replace(call, session_id=session_id, loaded=_session_of(row))
+    name = data.get("bundle") if isinstance(data, dict) else None
+    bundle_id = row[_N_KEY]
+    return replace(
+        call, bundle=Bundle(id=bundle_id, name=name) if bundle_id is not None and isinstance(name, str) else None
     )
 
 
-def _render_variables(body: bytes) -> Any:
-    """A render's turn variables, as SessionRenderApi reads them: no body (or an empty JSON
-    value) is none; anything else must pass RenderIn (400 otherwise)."""
-    data = SafeJSONParser().parse(io.BytesIO(body), "application/json", {}) if body else None
-    if not data:
-        return None
-    serializer = RenderIn(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data.get("variables")
-
-
-def _bearer_lookup(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
-    """access.services.api_key_lookup of the Bearer key, or None when there is none that could
-    be a key (Django then answers: 401)."""
-    authorization = headers.get(b"authorization", b"").split()
-    if len(authorization) != 2 or authorization[0].lower() != b"bearer":
-        return None
-    try:
-        return api_key_lookup(authorization[1].decode("ascii"))
-    except UnicodeDecodeError:
-        return None
-
-
 def serve(
-    *, kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes = b"", counted: bool = False
+    *, route: TurnRoute, session_id: str, headers: dict[bytes, bytes], body: bytes = b"", counted: bool = False
 ) -> Answer:
-    """The work of one call (runs on a pool thread). Raises Decline for what Django answers.
-    `counted`: a batch counted it against the key's budget already (Call.counted)."""
-    lookup = _bearer_lookup(headers)
+    """The work of one call (runs on a pool thread): the key read with the session (or the
+    start's bundle), the call counted, then the route's answer. Raises Decline for what Django
+    answers. `counted`: a batch counted it against the key's budget already (Call.counted)."""
+    lookup = bearer_lookup(headers.get(b"authorization", b""))
     if lookup is None:
-        raise Decline
-    if body and headers.get(b"content-type", b"").split(b";")[0].strip().lower() != b"application/json":
-        raise Decline  # a render's body in another type: Django's 415
+        raise Decline  # no key, or not one that could be: Django's 401
+    if body and not _json_body(headers, body):
+        raise Decline  # a body in another type: Django's 415
+    if not route.on_session and not body:
+        raise Decline  # a start without a body: Django's 400
     prefix, digest = lookup
+    data, malformed = _parsed(body)  # first: a start reads the bundle its body names
     try:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(_FETCH_SQL, [session_id, prefix])
-                rows = cursor.fetchall()
-        except DatabaseError:
-            # A broken connection (database restarted or away) before anything was counted:
-            # drop it and let Django's path answer, which reconnects or reports the outage.
-            connection.close()
-            raise Decline from None
+        rows = _read(route, prefix, session_id, data)
         actor = api_key_match(rows, digest)
         if actor is None:
             raise _KeyNotWorking(digest)
-        row = next(row for row in rows if row[0] == actor.api_key_id)
-        wait = None if counted else api_throttle_wait(actor=actor, method=_ROUTES[kind][0])
+        wait = None if counted else api_throttle_wait(actor=actor, method=route.method)
         if wait is not None:
-            return _error(Throttled(wait))
-        try:
-            if kind == "end":
-                session = session_visible(session=_session_of(row), session_id=session_id, actor=actor)
-                return session_answer(session_end(session=session, actor=actor))
-            variables = _render_variables(body) if kind == "render" else None
-            session = session_touch(
-                session=session_checked(session=_session_of(row), session_id=session_id, actor=actor),
-                force=kind == "heartbeat",
-            )
-            if kind == "bundle":
-                inm = headers.get(b"if-none-match")
-                return bundle_answer(session, inm.decode("latin1") if inm is not None else None)
-            if kind == "render":
-                rendered = render_session(session=session, actor=actor, variables=variables)
-                return Answer(200, [(b"content-type", b"application/json")], rendered.body())
-            return session_answer(session)
-        except (DomainError, APIException) as exc:
-            return _error(exc)
+            return error_answer(Throttled(wait))
+        if malformed is not None:
+            raise malformed
+        row = next(row for row in rows if row[0] == actor.api_key_id)
+        return route.answer(_turn_call(route, actor, row, session_id, data, headers))
+    except (DomainError, APIException) as exc:
+        return error_answer(exc)
     except DatabaseError as exc:
         return _outage(exc)
     finally:
@@ -397,7 +253,7 @@ def serve(
 # version and bundle, as in _FETCH_SQL; for starts, with the bundle), one pipelined Redis round
 # trip, and one statement (one commit) per kind of write. Nothing is cached: each call is
 # answered from a read that started after it arrived. Only plain calls are answered here; every
-# other one goes, uncounted, to the one-by-one path (serve, _start), which applies the full rules.
+# other one goes, uncounted, to the one-by-one path (serve), which applies the full rules.
 
 _BATCH_MAX = 256
 _BATCH_SQL = (
@@ -463,7 +319,7 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
         return answers
     plain.sort(key=lambda p: p[0])  # counted in arrival order
 
-    waits = api_throttle_waits(requests=[(actor, _ROUTES[calls[n].kind][0]) for n, actor, _ in plain])
+    waits = api_throttle_waits(requests=[(actor, BY_NAME[calls[n].kind].method) for n, actor, _ in plain])
     for n, _, _ in plain:
         calls[n].counted = True
     renew: list[int] = []
@@ -472,7 +328,7 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
     for (n, actor, info), wait in zip(plain, waits, strict=True):
         kind = calls[n].kind
         if wait is not None:
-            answers[n] = _error(Throttled(wait))
+            answers[n] = error_answer(Throttled(wait))
         elif kind == "heartbeat":
             renew.append(n)
         elif kind == "end":
@@ -539,7 +395,7 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
         content = None
         if call.kind == "bundle":
             try:  # the bytes in hand before anything is counted
-                content = _content_unless_held(version_id, content_hash, call.if_none_match)
+                content = content_unless_held(version_id, content_hash, call.if_none_match)
             except DatabaseError:
                 connection.close()
                 continue
@@ -585,7 +441,7 @@ def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor
         )
     except DomainError as exc:  # no such label, a required variable: every start's answer
         for n, _, _ in group:
-            answers[n] = _error(exc)
+            answers[n] = error_answer(exc)
         return
     except DatabaseError as exc:
         outage = _outage(exc)
@@ -597,13 +453,7 @@ def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor
             answers[n] = session_answer(session, status=201)
         except Exception:  # a bug: the session exists, so this call must not be served again
             logger.exception("answering a batched start failed")
-            answers[n] = _bug_answer()
-
-
-def _bug_answer() -> Answer:
-    """500 in the contract's shape, for a call whose write committed but could not be answered."""
-    response = error_response(500, "internal_error", "The server failed to answer; the request was carried out.")
-    return Answer(500, [(b"content-type", b"application/json")], response.content)
+            answers[n] = bug_answer()
 
 
 def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer | None]) -> None:
@@ -621,7 +471,7 @@ def _end(calls: list[Call], end: list[tuple[int, Actor]], answers: list[Answer |
             try:
                 session = session_end(session=session_get(session_id=calls[n].session_id, actor=actor), actor=actor)
             except DomainError as exc:
-                answers[n] = _error(exc)
+                answers[n] = error_answer(exc)
                 continue
         answers[n] = session_answer(session)
 
@@ -637,7 +487,7 @@ def _renew(calls: list[Call], renew: list[int], answers: list[Answer | None]) ->
         return
     for n in renew:
         session = renewed.get(calls[n].session_id)
-        answers[n] = session_answer(session) if session is not None else _error(lease_lost(calls[n].session_id))
+        answers[n] = session_answer(session) if session is not None else error_answer(lease_lost(calls[n].session_id))
 
 
 class _Batcher:
@@ -684,9 +534,9 @@ class _Batcher:
 _batchers: dict[tuple[asyncio.AbstractEventLoop, bool], _Batcher] = {}
 
 
-def _batcher(kind: str) -> _Batcher:
+def _batcher(route: TurnRoute) -> _Batcher:
     loop = asyncio.get_running_loop()
-    writes = kind != "bundle"
+    writes = route.method != "GET"
     batcher = _batchers.get((loop, writes))
     if batcher is None:
         for old in [old for old in _batchers if old[0].is_closed()]:
@@ -695,20 +545,19 @@ def _batcher(kind: str) -> _Batcher:
     return batcher
 
 
-def _call_of(kind: str, session_id: str, headers: dict[bytes, bytes], body: bytes) -> Call | None:
-    """The batched call of a request, or None when its Authorization (or a start's content
-    type or empty body) is unusual: the one-by-one path answers or declines those."""
-    if kind == "render":
-        return None  # one by one: its work is the render, not the read
-    if kind == "start":
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if content_type != b"application/json" or not body:
-            return None
-    lookup = _bearer_lookup(headers)
+def _call_of(route: TurnRoute, session_id: str, headers: dict[bytes, bytes], body: bytes) -> Call | None:
+    """The batched call of a request, or None when its route is not batched or its
+    Authorization (or a start's content type or empty body) is unusual: the one-by-one path
+    answers or declines those."""
+    if not route.batched:
+        return None  # one by one (a render: its work is the render, not the read)
+    if route.schema_in is not None and (not body or not _json_body(headers, body)):
+        return None
+    lookup = bearer_lookup(headers.get(b"authorization", b""))
     if lookup is None:
         return None
     inm = headers.get(b"if-none-match")
-    return Call(kind, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None, body)
+    return Call(route.name, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None, body)
 
 
 # What the settings decide per request (security headers, allowed hosts), computed once per
@@ -780,13 +629,10 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     """ASGI: serve the fast lane's paths, decline everything else (config.dispatch)."""
     if scope["type"] != "http":
         raise Decline
-    if scope["path"] == _START_PATH and scope["method"] == "POST":
-        session_id, kind = "", "start"
-    else:
-        match = _PATH.match(scope["path"])
-        if match is None or scope["method"] != _ROUTES[match.group(2)][0]:
-            raise Decline
-        session_id, kind = match.group(1), match.group(2)
+    found = match(scope["path"], scope["method"])
+    if found is None:
+        raise Decline
+    route, session_id = found
     started = time.perf_counter()
     headers: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
@@ -803,28 +649,26 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if read is None:
             return
         body = read
-    if body and kind not in ("start", "render"):
+    if body and route.schema_in is None:
         raise Decline(replay(body))  # a body on a fetch, a heartbeat or an end is Django's to judge
 
     given = headers.get(b"x-request-id", b"").decode("latin1")
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
 
-    call = _call_of(kind, session_id, headers, body)
+    call = _call_of(route, session_id, headers, body)
 
     def work() -> Answer:
         context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
         token = current.set(context)
         counted = call is not None and call.counted
         try:
-            if kind == "start":
-                return _start(body=body, headers=headers, counted=counted)
-            return serve(kind=kind, session_id=session_id, headers=headers, body=body, counted=counted)
+            return serve(route=route, session_id=session_id, headers=headers, body=body, counted=counted)
         finally:
             current.reset(token)
 
     answer = None
     if call is not None:
-        answer = await _batcher(kind).submit(call)
+        answer = await _batcher(route).submit(call)
         if answer is None and call.key_not_working:  # looked up once: Django answers, not again
             scope[KEY_NOT_WORKING] = call.digest
             raise Decline(replay(body))
@@ -835,14 +679,15 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if isinstance(decline, _KeyNotWorking):
             scope[KEY_NOT_WORKING] = decline.digest
         raise Decline(replay(body)) from None
-    method, route, allow = _ROUTES[kind]
     response_headers = [
         *answer.headers,
         (b"content-length", str(len(answer.body)).encode()),
-        (b"allow", allow),
+        (b"allow", route.allow),
         *_security_headers(secure),
         (b"x-request-id", request_id.encode()),
     ]
     await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
     await send({"type": "http.response.body", "body": answer.body})
-    request_answered(route=route, method=method, status=answer.status, seconds=time.perf_counter() - started)
+    request_answered(
+        route=route.route, method=route.method, status=answer.status, seconds=time.perf_counter() - started
+    )

@@ -1,7 +1,6 @@
 """Thin REST views for knowledge packs, the per-turn render and the model's file tools."""
 
 from django.conf import settings
-from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -13,11 +12,11 @@ from access import ratelimit
 from access.models import Role
 from api.authentication import actor_of
 from api.pagination import paginated
-from api.serializers import IdentifierField, RenderIn, StrictCharField, StrictInput
+from api.serializers import IdentifierField, StrictCharField, StrictInput
 from api.views import BaseApi, _paginate, _valid
 from core import limits
 from core.errors import InvalidContent
-from knowledge import render, selectors, services, tools
+from knowledge import selectors, services, tools
 
 
 class PackIn(StrictInput):
@@ -134,18 +133,6 @@ class FileApi(BaseApi):
         found = selectors.pack_get(name=pack, actor=actor_of(request))
         services.file_delete(pack=found, path=path, actor=actor_of(request))
         return Response(status=204)
-
-
-class SessionRenderApi(BaseApi):
-    """POST: the per-turn render (cache-stable prefix, volatile tail, change notices)."""
-
-    @extend_schema(operation_id="session_render", request=RenderIn, responses={200: RenderOut})
-    def post(self, request: Request, session_id) -> HttpResponse:
-        data = _valid(RenderIn, request) if request.data else {}
-        rendered = render.session_render(
-            session_id=session_id, actor=actor_of(request), variables=data.get("variables")
-        )
-        return HttpResponse(rendered.body(), content_type="application/json")
 
 
 _TOOL_PARAMS = {

@@ -9,9 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.models import Role
+from api.answers import etag_matches
 from api.authentication import actor_of
 from api.serializers import StrictCharField, StrictInput
-from api.views import BaseApi, _etag_matches, _not_modified, _valid
+from api.views import BaseApi, _not_modified, _valid
 from core import limits
 from core.errors import InvalidContent
 from registry import selectors as registry_selectors
@@ -98,7 +99,7 @@ class VersionCanonicalApi(BaseApi):
     def get(self, request: Request, name: str, number: int) -> HttpResponse:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        if _etag_matches(request, version.content_hash):
+        if etag_matches(request.headers.get("If-None-Match"), version.content_hash):
             return _not_modified(version.content_hash)
         response = HttpResponse(bytes(version.canonical), content_type="application/json")
         response["ETag"] = f'"{version.content_hash}"'

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from api import knowledge, release_views, shell, transfer_views, views, views_skills, webhook_views
+from api import knowledge, release_views, routes, shell, transfer_views, views, views_skills, webhook_views
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
@@ -22,11 +22,9 @@ urlpatterns = [
     path("catalog/", views.CatalogApi.as_view()),
     path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
-    path("sessions/", views.SessionListApi.as_view()),
+    # The per-turn calls (start, fetch, heartbeat, end, render): one table, both lanes.
+    *routes.urlpatterns(),
     path("sessions/<uuid:session_id>/", views.SessionDetailApi.as_view()),
-    path("sessions/<uuid:session_id>/bundle/", views.SessionBundleApi.as_view()),
-    path("sessions/<uuid:session_id>/heartbeat/", views.SessionHeartbeatApi.as_view()),
-    path("sessions/<uuid:session_id>/end/", views.SessionEndApi.as_view()),
     path("sessions/<uuid:session_id>/compact/", views_skills.SessionCompactApi.as_view()),
     path("sessions/<uuid:session_id>/route/", views_skills.SessionRouteApi.as_view()),
     path("sessions/<uuid:session_id>/turns/", views_skills.SessionTurnsApi.as_view()),
@@ -42,8 +40,7 @@ urlpatterns = [
     path(
         "webhooks/<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/", webhook_views.WebhookRedeliverApi.as_view()
     ),
-    # Knowledge packs, the per-turn render and the model's file tools (docs/rendering.md).
-    path("sessions/<uuid:session_id>/render/", knowledge.SessionRenderApi.as_view()),
+    # Knowledge packs and the model's file tools (docs/rendering.md); the render is in api/routes.py.
     re_path(
         r"^sessions/(?P<session_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/knowledge/(?P<tool>ls|glob|grep|read)$",
         knowledge.SessionKnowledgeToolApi.as_view(),

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from access.models import Role
-from api import fastlane
+from api.answers import etag_matches
 from api.authentication import actor_of
 from api.pagination import Cursor, paginated
 from api.serializers import (
@@ -32,7 +32,6 @@ from api.serializers import (
     PublishOut,
     RevokeIn,
     RollbackIn,
-    SessionIn,
     SessionOut,
     VersionIn,
     VersionOut,
@@ -45,7 +44,6 @@ from metrics import selectors as metrics_selectors
 from registry import selectors as registry_selectors
 from registry import services as registry_services
 from sessions_app import selectors as session_selectors
-from sessions_app import services as session_services
 
 
 class BaseApi(APIView):
@@ -63,14 +61,6 @@ def _valid(serializer_class, request: Request) -> dict:
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-def _etag_matches(request: Request, content_hash: str) -> bool:
-    header = request.headers.get("If-None-Match")
-    if not header:
-        return False
-    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
-    return "*" in tags or f'"{content_hash}"' in tags
 
 
 def _not_modified(content_hash: str) -> HttpResponse:
@@ -193,7 +183,7 @@ class VersionDetailApi(BaseApi):
     def get(self, request: Request, name: str, number: int) -> Response | HttpResponse:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        if _etag_matches(request, version.content_hash):
+        if etag_matches(request.headers.get("If-None-Match"), version.content_hash):
             return _not_modified(version.content_hash)
         response = Response(VersionOut(version).data)
         response["ETag"] = f'"{version.content_hash}"'
@@ -464,25 +454,6 @@ class LabelRollbackApi(BaseApi):
         return _label_answer(moved)
 
 
-class SessionListApi(BaseApi):
-    @extend_schema(
-        summary="Start a session",
-        description=(
-            "Pins a new session to the version `label` (default `production`) targets at this instant, or to "
-            "`version`: every fetch of the session then serves that version's exact bytes. 201 with the "
-            "session; the same `external_id` from the same key answers 200 with the session it started "
-            "before."
-        ),
-        request=SessionIn,
-        responses={201: SessionOut, 200: SessionOut},
-    )
-    def post(self, request: Request) -> Response:
-        # The fast lane (api.fastlane) serves this path too, through the same function.
-        session, created = fastlane.session_started(actor=actor_of(request), data=_valid(SessionIn, request))
-        # No re-read: session_start returns the session with its bundle and pinned version set.
-        return Response(SessionOut(session).data, status=201 if created else 200)
-
-
 class SessionDetailApi(BaseApi):
     @extend_schema(
         summary="Get a session",
@@ -494,64 +465,6 @@ class SessionDetailApi(BaseApi):
     )
     def get(self, request: Request, session_id) -> Response:
         return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=actor_of(request))).data)
-
-
-class SessionBundleApi(BaseApi):
-    """GET the pinned bundle: the hot path, served from cached canonical bytes."""
-
-    @extend_schema(
-        summary="Fetch the pinned bundle",
-        description=(
-            "The session's pinned bundle, the canonical JSON of bundle, version, content_hash and content: the "
-            "same bytes on every call, whatever happened to labels since the session started. `ETag` is the "
-            "content hash; a matching `If-None-Match` answers 304 with no body. Each call renews the lease. "
-            "410 `session_ended` once the session ended or expired; 410 `version_revoked` (with the labels' "
-            "current targets) when its version was revoked."
-        ),
-        responses={
-            (200, "application/json"): OpenApiResponse(description="The canonical pinned bundle"),
-            304: OpenApiResponse(description="Not modified"),
-        },
-    )
-    def get(self, request: Request, session_id) -> HttpResponse:
-        session = session_services.session_use(session_id=session_id, actor=actor_of(request))
-        # The fast lane (api.fastlane) serves this path; both build the answer with this function.
-        answer = fastlane.bundle_answer(session, request.headers.get("If-None-Match"))
-        headers = dict((name.decode(), value.decode()) for name, value in answer.headers)
-        response = HttpResponse(answer.body, status=answer.status, content_type=headers.pop("content-type"))
-        for name, value in headers.items():
-            response[name] = value
-        return response
-
-
-class SessionHeartbeatApi(BaseApi):
-    @extend_schema(
-        summary="Renew a session's lease",
-        description=(
-            "Extends the lease by the session's TTL. 410 `session_ended` once it ended or expired, 410 "
-            "`version_revoked` when its version was revoked."
-        ),
-        request=None,
-        responses=SessionOut,
-    )
-    def post(self, request: Request, session_id) -> Response:
-        session = session_services.session_use(session_id=session_id, actor=actor_of(request), force=True)
-        return Response(SessionOut(session).data)
-
-
-class SessionEndApi(BaseApi):
-    @extend_schema(
-        summary="End a session",
-        description=(
-            "Ends the session; ending it again answers 200 as well. When it was the last session on a "
-            "draining version, the worker marks that version drained."
-        ),
-        request=None,
-        responses=SessionOut,
-    )
-    def post(self, request: Request, session_id) -> Response:
-        session = session_selectors.session_get(session_id=session_id, actor=actor_of(request))
-        return Response(SessionOut(session_services.session_end(session=session, actor=actor_of(request))).data)
 
 
 class CatalogApi(BaseApi):

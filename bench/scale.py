@@ -62,8 +62,10 @@ def timed(fn: Any, items: list[Any]) -> dict[str, float]:
 def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, float]]:
     from access.services import api_key_authenticate, api_key_lookup
     from api import fastlane
+    from api.routes import BY_NAME
     from registry import lifecycle
     from registry.models import BundleVersion, VersionState
+    from sessions_app import turns
     from sessions_app.models import Session
     from sessions_app.selectors import session_get
     from sessions_app.services import session_end
@@ -82,7 +84,9 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
     assert lookup is not None
     prefix, digest = lookup
     figures = {
-        "fetch": timed(lambda sid: fastlane.serve(kind="bundle", session_id=str(sid), headers=headers), active[:calls]),
+        "fetch": timed(
+            lambda sid: fastlane.serve(route=BY_NAME["bundle"], session_id=str(sid), headers=headers), active[:calls]
+        ),
         # The batched path (8 fetches per batch, as under load): time per batch.
         "fetch batch of 8": timed(
             lambda group: fastlane.serve_calls(
@@ -90,9 +94,7 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
             ),
             [active[n : n + 8] for n in range(0, calls, 8)],
         ),
-        "start": timed(
-            lambda _: fastlane.session_started(actor=actor, data={"bundle": bundle_name}), list(range(calls))
-        ),
+        "start": timed(lambda _: turns.session_started(actor=actor, data={"bundle": bundle_name}), list(range(calls))),
         "end": timed(
             lambda sid: session_end(session=session_get(session_id=sid, actor=actor), actor=actor),
             active[calls : calls * 2 + 1],

@@ -38,12 +38,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-# The scope (and WSGI environ) key under which a sub-app that declined a request says that its
-# Bearer key is not a working key, with the key's SHA-256: Django's authentication then answers
-# without looking the key up a second time (one lookup per request, api.authentication).
-KEY_NOT_WORKING = "registry.key_not_working"
-
-
 class Decline(Exception):  # noqa: N818 (a signal, not an error)
     """Raised by a sub-app before it has sent anything: "not mine, ask the next one". A sub-app
     that has already read the body passes `receive=replay(body)` so the next one can read it."""

@@ -20,8 +20,8 @@ from typing import Any
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
+from access.bearer import KEY_NOT_WORKING
 from config.dispatch import (
-    KEY_NOT_WORKING,
     ASGIApp,
     BodyTimeout,
     BodyTooLarge,

@@ -32,7 +32,7 @@ from registry import variables as content_variables
 from registry.canonical import canonical_bytes
 from registry.parsed_content import content_document
 from sessions_app.models import Session
-from sessions_app.services import session_use
+from sessions_app.turns import UNREAD, Loaded, session_for_turn
 
 DUTY_LIMIT_BYTES = 32 * 1024
 PREFIX_CACHE_SIZE = 512
@@ -351,9 +351,12 @@ def _zone(session_variables: dict[str, Any]) -> str | None:
     return zone if isinstance(zone, str) and content_variables.timezone_problem(zone) is None else None
 
 
-def session_render(*, session_id: Any, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
-    """Render one turn of a session (renews its lease like a fetch; 410 when ended or revoked)."""
-    session = session_use(session_id=session_id, actor=actor)
+def session_render(
+    *, session_id: Any, actor: Actor, variables: Any = None, now: datetime | None = None, loaded: Loaded = UNREAD
+) -> Rendered:
+    """Render one turn of a session (renews its lease like a fetch; 410 when ended or revoked).
+    `loaded`: the session as the caller read it already (sessions_app.turns)."""
+    session = session_for_turn(session_id=session_id, actor=actor, loaded=loaded)
     return render_session(session=session, actor=actor, variables=variables, now=now)
 
 

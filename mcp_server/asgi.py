@@ -25,6 +25,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
+from access.bearer import BearerError, bearer_secret
 from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.roles import Role
 from access.services import api_key_authenticate
@@ -143,8 +144,12 @@ class McpApp:
         body = await read_body(receive, send)  # 413 or 408 answered when refused
         if body is None:
             return
-        authorization = headers.get(b"authorization", b"").split()
-        if len(authorization) != 2 or authorization[0].lower() != b"bearer":
+        try:
+            secret = bearer_secret(headers.get(b"authorization", b""))
+        except BearerError as exc:
+            # A key that cannot be one (not ASCII) is a key that is not valid, counted as such.
+            secret = "" if exc.unusable_key else None
+        if secret is None:
             await _error(
                 send,
                 401,
@@ -155,7 +160,7 @@ class McpApp:
             return
         actor, wait = await run_django(
             _admit,
-            secret=authorization[1].decode("latin-1"),
+            secret=secret,
             client_ip=scope_client_ip(scope),
             methods=rest_methods(body),
         )

@@ -1,0 +1,258 @@
+"""The per-turn route table: every endpoint an agent calls per turn or per session, once.
+
+Each TurnRoute names its path (a Django route under /api/v1/), its method, the function that
+answers it (a domain call in sessions_app.turns, or the app that owns the work, then one
+rendering in api.answers), its In and Out schemas, and whether the fast lane batches it.
+Both HTTP lanes read this table:
+
+  * Django: api/urls.py routes each path to the DRF view built here from the entry (`view`),
+    which authenticates, throttles and parses as every other view does, then calls `answer`;
+  * the fast lane (api/fastlane.py) matches the same path (the same Django route, compiled
+    by Django), reads the key and the session in one statement, counts the call and calls the
+    same `answer`, with the session it read as `loaded`. Its `Allow` header is the one
+    Django computes for the view built here.
+
+So both lanes answer a call with one function and one renderer: their bytes are equal by
+construction (tests/test_fastlane.py still compares them).
+
+Adding a per-turn endpoint (docs/architecture.md): a domain function, its In/Out schema, one
+TurnRoute in ROUTES below, and a test. An entry with `batched=False` is served one by one by
+the fast lane with no further code there."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.urls.resolvers import RoutePattern
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from access.actors import Actor
+from api.answers import Answer, bundle_answer, django_response, session_answer
+from api.authentication import actor_of
+from api.knowledge import RenderOut
+from api.serializers import RenderIn, SessionIn, SessionOut, session_in
+from api.views import BaseApi
+from knowledge.render import session_render
+from registry.models import Bundle
+from sessions_app import turns
+
+PREFIX = "api/v1/"  # where config/urls.py includes api/urls.py
+
+
+@dataclass(frozen=True)
+class TurnCall:
+    """One per-turn request, as either lane hands it to its entry."""
+
+    actor: Actor
+    session_id: Any = None  # the path's session id (str or UUID), for the routes on a session
+    data: Any = None  # the parsed JSON body, for a route with a schema_in (None: no body)
+    if_none_match: str | None = None
+    loaded: turns.Loaded = turns.UNREAD  # the fast lane's read of the session (None: no such session)
+    bundle: Bundle | None = None  # a start: the bundle the fast lane read with the key
+
+
+@dataclass(frozen=True)
+class TurnRoute:
+    name: str  # the fast lane's name for it (and its batch group)
+    path: str  # a Django route under PREFIX
+    method: str  # "GET" or "POST"
+    answer: Callable[[TurnCall], Answer]
+    schema_in: type[serializers.Serializer] | None  # the body's schema (None: the body is not read)
+    schema_out: Any  # what a 200/201 carries, for the OpenAPI document
+    doc: str
+    openapi: dict[str, Any] = field(default_factory=dict)  # extend_schema's further arguments
+    batched: bool = False  # the fast lane batches it (api.fastlane.serve_calls has its group)
+
+    @property
+    def route(self) -> str:
+        """The full Django route: the metrics label both lanes use."""
+        return PREFIX + self.path
+
+    @property
+    def on_session(self) -> bool:
+        return "<uuid:session_id>" in self.path
+
+    @cached_property
+    def view(self) -> type[APIView]:
+        """The DRF view Django routes this path to: authentication, role, throttle and body
+        parsing as for every view, then `answer`."""
+        route = self
+
+        def handle(view: APIView, request: Request, session_id: Any = None) -> HttpResponse:
+            call = TurnCall(
+                actor=actor_of(request),
+                session_id=session_id,
+                data=request.data if route.schema_in is not None else None,
+                if_none_match=request.headers.get("If-None-Match"),
+            )
+            return django_response(route.answer(call))
+
+        schema = {"request": self.schema_in, "responses": self.schema_out, **self.openapi}
+        method = self.method.lower()
+        handle.__name__ = handle.__qualname__ = method
+        name = "".join(part.capitalize() for part in ("session", self.name)) + "Api"
+        return type(
+            name, (BaseApi,), {method: extend_schema(**schema)(handle), "__doc__": self.doc, "__module__": __name__}
+        )
+
+    @cached_property
+    def allow(self) -> bytes:
+        """`Allow` as DRF computes it for `view` (e.g. GET, HEAD, OPTIONS)."""
+        view = self.view()
+        view.setup(HttpRequest())
+        return ", ".join(view.allowed_methods).encode()
+
+    @cached_property
+    def pattern(self) -> RoutePattern:
+        return RoutePattern(self.route, is_endpoint=True)
+
+
+def render_variables(data: Any) -> Any:
+    """A render's turn variables: no body (or an empty JSON value) is none; anything else
+    must pass RenderIn (400 otherwise)."""
+    if not data:
+        return None
+    serializer = RenderIn(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data.get("variables")
+
+
+def _start(call: TurnCall) -> Answer:
+    session, created = turns.session_started(actor=call.actor, data=session_in(call.data), bundle=call.bundle)
+    # No re-read: session_start returns the session with its bundle and pinned version set.
+    return session_answer(session, status=201 if created else 200)
+
+
+def _fetch(call: TurnCall) -> Answer:
+    session = turns.turn_fetch(session_id=call.session_id, actor=call.actor, loaded=call.loaded)
+    return bundle_answer(session, call.if_none_match)
+
+
+def _heartbeat(call: TurnCall) -> Answer:
+    return session_answer(turns.turn_heartbeat(session_id=call.session_id, actor=call.actor, loaded=call.loaded))
+
+
+def _end(call: TurnCall) -> Answer:
+    return session_answer(turns.turn_end(session_id=call.session_id, actor=call.actor, loaded=call.loaded))
+
+
+def _render(call: TurnCall) -> Answer:
+    variables = render_variables(call.data)
+    rendered = session_render(session_id=call.session_id, actor=call.actor, variables=variables, loaded=call.loaded)
+    return Answer(200, [(b"content-type", b"application/json")], rendered.body())
+
+
+ROUTES: list[TurnRoute] = [
+    TurnRoute(
+        name="start",
+        path="sessions/",
+        method="POST",
+        answer=_start,
+        schema_in=SessionIn,
+        schema_out={201: SessionOut, 200: SessionOut},
+        doc="POST: start a session pinned to a version.",
+        openapi={
+            "summary": "Start a session",
+            "description": (
+                "Pins a new session to the version `label` (default `production`) targets at this instant, or to "
+                "`version`: every fetch of the session then serves that version's exact bytes. 201 with the "
+                "session; the same `external_id` from the same key answers 200 with the session it started "
+                "before."
+            ),
+        },
+        batched=True,
+    ),
+    TurnRoute(
+        name="bundle",
+        path="sessions/<uuid:session_id>/bundle/",
+        method="GET",
+        answer=_fetch,
+        schema_in=None,
+        schema_out={
+            (200, "application/json"): OpenApiResponse(description="The canonical pinned bundle"),
+            304: OpenApiResponse(description="Not modified"),
+        },
+        doc="GET the pinned bundle: the hot path, served from cached canonical bytes.",
+        openapi={
+            "summary": "Fetch the pinned bundle",
+            "description": (
+                "The session's pinned bundle, the canonical JSON of bundle, version, content_hash and content: "
+                "the same bytes on every call, whatever happened to labels since the session started. `ETag` is "
+                "the content hash; a matching `If-None-Match` answers 304 with no body. Each call renews the "
+                "lease. 410 `session_ended` once the session ended or expired; 410 `version_revoked` (with the "
+                "labels' current targets) when its version was revoked."
+            ),
+        },
+        batched=True,
+    ),
+    TurnRoute(
+        name="heartbeat",
+        path="sessions/<uuid:session_id>/heartbeat/",
+        method="POST",
+        answer=_heartbeat,
+        schema_in=None,
+        schema_out=SessionOut,
+        doc="POST: renew the session's lease.",
+        openapi={
+            "summary": "Renew a session's lease",
+            "description": (
+                "Extends the lease by the session's TTL. 410 `session_ended` once it ended or expired, 410 "
+                "`version_revoked` when its version was revoked."
+            ),
+        },
+        batched=True,
+    ),
+    TurnRoute(
+        name="end",
+        path="sessions/<uuid:session_id>/end/",
+        method="POST",
+        answer=_end,
+        schema_in=None,
+        schema_out=SessionOut,
+        doc="POST: end the session.",
+        openapi={
+            "summary": "End a session",
+            "description": (
+                "Ends the session; ending it again answers 200 as well. When it was the last session on a "
+                "draining version, the worker marks that version drained."
+            ),
+        },
+        batched=True,
+    ),
+    TurnRoute(
+        name="render",
+        path="sessions/<uuid:session_id>/render/",
+        method="POST",
+        answer=_render,
+        schema_in=RenderIn,
+        schema_out={200: RenderOut},
+        doc="POST: the per-turn render (cache-stable prefix, volatile tail, change notices).",
+        openapi={"operation_id": "session_render"},
+    ),
+]
+
+BY_NAME: dict[str, TurnRoute] = {route.name: route for route in ROUTES}
+
+
+def urlpatterns() -> list[URLPattern]:
+    """The Django lane's URLs for the per-turn paths (api/urls.py includes them)."""
+    return [path(route.path, route.view.as_view()) for route in ROUTES]
+
+
+def match(path_info: str, method: str) -> tuple[TurnRoute, str] | None:
+    """(route, session id as sent) for a request the table serves, or None. The path is
+    matched by the entry's Django route, compiled by Django, so both lanes take the same
+    paths; the session id stays the string the uuid converter accepted."""
+    for route in ROUTES:
+        if route.method != method:
+            continue
+        found = route.pattern.regex.match(path_info.removeprefix("/"))
+        if found is not None:
+            return route, found.groupdict().get("session_id", "")
+    return None
