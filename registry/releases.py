@@ -1,9 +1,10 @@
 """Atomic releases: label changes across bundles applied all or none, rolled back as a whole.
+Each item is applied by registry.lifecycle.label_apply_targets, the function a single move
+uses too.
 
-Locks follow registry.lifecycle's order across the whole release: every label row first (FOR
-UPDATE, ascending id), then every version row involved (FOR UPDATE, ascending id), then the
-moves. A release can therefore never wait in a cycle with a label move, a session start or
-another release; moving label by label would take label B after versions of label A."""
+Locks follow the order of registry.lifecycle.locks across the whole release: every label row
+first, then every version row involved, then the moves (moving label by label would take
+label B after versions of label A)."""
 
 import uuid
 from dataclasses import dataclass
@@ -20,15 +21,8 @@ from core import events
 from core.errors import Conflict, InvalidContent, NotFound
 from core.limits import RELEASE_MAX_MOVES
 from registry import lifecycle
+from registry.lifecycle import Targets, label_state
 from registry.models import Bundle, BundleVersion, Label, Release
-from registry.services import (
-    Targets,
-    _change_locked,
-    _check_revision,
-    _same_targets,
-    _valid_targets,
-    label_state,
-)
 from sessions_app.models import Session
 
 
@@ -56,7 +50,7 @@ def _checked(moves: list[ReleaseMove], actor: Actor) -> list[ReleaseMove]:
             ReleaseMove(
                 move.bundle,
                 move.label,
-                _valid_targets(bundle=move.bundle, targets=move.targets),
+                lifecycle.targets_valid(bundle=move.bundle, targets=move.targets),
                 move.expected_revision,
             )
         )
@@ -107,7 +101,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
         checks = []
         gates = []
         for version, _ in move.targets:
-            if version.pk in old_ids:  # already a target: judged when it joined (as _change_locked)
+            if version.pk in old_ids:  # already a target: judged when it joined (as label_apply_targets)
                 continue
             check = lifecycle.compatibility_check(label=label, current=current, target=version, classify=True)
             checks.append(
@@ -129,7 +123,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
                 "label": move.label,
                 "current": label_state(label),
                 "becomes_live": [{"version": v.number, "weight": w} for v, w in move.targets],
-                "unchanged": _same_targets(label, move.targets),
+                "unchanged": lifecycle.same_targets(label, move.targets),
                 "leaving": draining,
                 "compatibility": checks,
                 "checks": [gate.out() for gate in gates],
@@ -181,11 +175,11 @@ def _apply(
     items = []
     for move in moves:
         label = labels[(move.bundle.pk, move.label)]
-        _check_revision(label, move.expected_revision)
+        lifecycle.revision_check(label, move.expected_revision)
         lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
         before = label_state(label)
-        if not _same_targets(label, move.targets):
-            label = _change_locked(
+        if not lifecycle.same_targets(label, move.targets):
+            label = lifecycle.label_apply_targets(
                 label=label,
                 targets=move.targets,
                 actor=actor,

@@ -1,5 +1,6 @@
 """Writes to bundles, versions and labels. Each top-level service owns its transaction, checks
-the actor's role and bundle scope itself, and takes its locks in the order registry.lifecycle writes down."""
+the actor's role and bundle scope itself, and takes its locks in the order registry.lifecycle.locks
+writes down."""
 
 import re
 from dataclasses import dataclass, field
@@ -13,14 +14,13 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
 from core import events
-from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
+from core.errors import Conflict, Forbidden, InvalidContent, NotFound
 from core.limits import (
     BUNDLE_NAME_RE,
     CHECK_DETAILS_URL_MAX,
     CHECK_NAME_RE,
     CHECK_SUMMARY_MAX,
     LABEL_NAME_RE,
-    MAX_SPLIT_TARGETS,
     REQUIRED_APPROVALS_MAX,
     REQUIRED_CHECKS_MAX,
     TEXT_MAX_CHARS,
@@ -131,138 +131,11 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
 
 # --- labels: moves, percentage splits, rollbacks ----------------------------------------------
 
-# A label's targets as a move asks for them: (version, weight) pairs, weights summing to 100.
-Targets = list[tuple[BundleVersion, int]]
-
-
-def label_state(label: Label) -> dict[str, Any]:
-    """A label's state as answers show it (the 412's `current`, a release's before and after)."""
-    return {
-        "version": label.version.number,
-        "targets": label_targets_out(label),
-        "revision": label.revision,
-        "etag": label_etag(label),
-    }
-
-
-def label_etag(label: Label) -> str:
-    return f'"rev-{label.revision}"'
-
-
-def _valid_targets(*, bundle: Bundle, targets: Targets) -> Targets:
-    """A split is 1 to MAX_SPLIT_TARGETS distinct versions of this bundle whose integer weights
-    (0 to 100) sum to 100. Returned in version number order."""
-    if not isinstance(targets, list) or not 1 <= len(targets) <= MAX_SPLIT_TARGETS:
-        raise InvalidContent("Invalid targets.", {"targets": [f"1 to {MAX_SPLIT_TARGETS} targets."]})
-    for index, (version, weight) in enumerate(targets):
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
-            raise InvalidContent("Invalid weight.", {f"targets[{index}].weight": ["An integer from 0 to 100."]})
-        if version.bundle_id != bundle.pk:
-            raise NotFound("That version does not belong to this bundle.")
-    if len({v.pk for v, _ in targets}) != len(targets):
-        raise InvalidContent("A version is listed twice.", {"targets": ["Each version at most once."]})
-    if sum(w for _, w in targets) != 100:
-        raise InvalidContent("Weights must add up to 100.", {"targets": ["The weights must sum to 100."]})
-    return sorted(targets, key=lambda t: t[0].number)
-
-
-def _check_revision(label: Label | None, expected_revision: int | None) -> None:
-    """If-Match: the caller saw revision `expected_revision` (0: the label must merely exist)."""
-    if expected_revision is None:
-        return
-    if label is None:
-        raise PreconditionFailed("The label does not exist, so it cannot match.", {"current": None})
-    if expected_revision and label.revision != expected_revision:
-        raise PreconditionFailed(
-            f"The label {label.name!r} changed since you read it (now revision {label.revision}); "
-            "read it again and decide on what it is now.",
-            {"current": label_state(label)},
-        )
-
-
-def _change_locked(
-    *,
-    label: Label,
-    targets: Targets,
-    actor: Actor,
-    reason: str,
-    action: str = "label.moved",
-    allow_breaking: bool = False,
-    release_id: Any = None,
-) -> Label:
-    """Point a label whose row this transaction has locked at `targets` (already validated).
-    Takes the version locks itself (re-locking rows this transaction holds is free, so a release
-    may lock them all first). Compatibility and protection apply to each target: every target
-    that joins the label is judged against the current primary target (one that is already a
-    target, e.g. when only the weights change, was judged when it joined)."""
-    old_ids = lifecycle.label_target_ids(label)
-    old_primary = label.version_id
-    locked = lifecycle.versions_lock(*old_ids, *(v.pk for v, _ in targets))
-    notes = []
-    for version, _ in targets:
-        target = lifecycle.check_targetable(locked[version.pk])
-        # A version that already is a target (a weight change) was judged when it joined.
-        if target.pk not in old_ids:
-            lifecycle.require_checks(label=label, target=target)
-            note = lifecycle.compatibility_note(
-                label=label, current=locked[old_primary], target=target, allow_breaking=allow_breaking
-            )
-            if note:
-                notes.append(f"v{target.number}: {note}" if len(targets) > 1 else note)
-    for version, _ in targets:
-        lifecycle.version_make_live(version=locked[version.pk])
-    primary = max(targets, key=lambda t: (t[1], t[0].number))[0]
-    label.move_note = "; ".join(notes)
-    label.change_kind = "move"
-    label.previous_version_id = old_primary
-    label.version = locked[primary.pk]
-    label.targets = (
-        [{"version_id": v.pk, "number": v.number, "weight": w} for v, w in targets] if len(targets) > 1 else []
-    )
-    label.revision += 1
-    label.release = release_id
-    label.updated_at = timezone.now()
-    label.updated_by = actor.name
-    label._change_reason = reason  # recorded by django-simple-history
-    label.save()
-    split = label_targets_out(label)
-    events.emit(
-        "label.moved",
-        bundle=label.bundle.name,
-        label=label.name,
-        from_version=locked[old_primary].number,
-        to_version=label.version.number,
-        targets=split,
-        rollback=action == "label.rolled_back",
-        release=str(release_id) if release_id else None,
-        by=actor.name,
-        reason=reason,
-    )
-    new_ids = {v.pk for v, _ in targets}
-    for old_id in sorted(set(old_ids) - new_ids):
-        lifecycle.version_release(version=locked[old_id])
-    audit_record(
-        actor=actor,
-        action=action,
-        target_type="label",
-        target=f"{label.bundle.name}:{label.name}",
-        reason=reason,
-        data={
-            "from_version": locked[old_primary].number,
-            "to_version": label.version.number,
-            "targets": split,
-            "note": label.move_note,
-            **({"release": str(release_id)} if release_id else {}),
-        },
-    )
-    return label
-
-
-def _same_targets(label: Label, targets: Targets) -> bool:
-    current = (
-        sorted((t["version_id"], t["weight"]) for t in label.targets) if label.targets else [(label.version_id, 100)]
-    )
-    return current == sorted((v.pk, w) for v, w in targets)
+# The state of a label as answers show it, and its ETag: defined with the rules of a move
+# (registry.lifecycle.labels), named here too for the API.
+Targets = lifecycle.Targets
+label_state = lifecycle.label_state
+label_etag = lifecycle.label_etag
 
 
 def label_move(
@@ -296,13 +169,13 @@ def label_move(
     if (version is None) == (targets is None):
         raise InvalidContent("Give version or targets.", {"version": ["Give either version or targets."]})
     single: Targets = [(version, 100)] if version is not None else []
-    wanted = _valid_targets(bundle=bundle, targets=targets if targets is not None else single)
+    wanted = lifecycle.targets_valid(bundle=bundle, targets=targets if targets is not None else single)
     require_bundle_scope(actor, bundle.name)
     for attempt in range(2):
         try:
             with transaction.atomic():
                 label = lifecycle.label_lock(bundle=bundle, name=name)
-                _check_revision(label, expected_revision)
+                lifecycle.revision_check(label, expected_revision)
                 if label is None:
                     created = _label_create(
                         bundle=bundle,
@@ -314,10 +187,10 @@ def label_move(
                     )
                     return created, True
                 lifecycle.check_may_move(label_name=name, protected=label.protected, actor=actor)
-                if not _same_targets(label, wanted):
+                if not lifecycle.same_targets(label, wanted):
                     # Judged by the policy the label has now: a request cannot lower the policy
                     # and slip a breaking move past it at once.
-                    label = _change_locked(
+                    label = lifecycle.label_apply_targets(
                         label=label, targets=wanted, actor=actor, reason=reason, allow_breaking=allow_breaking
                     )
                 if compatibility is not None and compatibility != label.compatibility:
@@ -393,7 +266,7 @@ def label_policy_set(
         label = lifecycle.label_lock(bundle=bundle, name=name)
         if label is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
-        _check_revision(label, expected_revision)
+        lifecycle.revision_check(label, expected_revision)
         before = label_policy(label)
         changed = {k: v for k, v in changes.items() if before[k] != v}
         if not changed:
@@ -444,12 +317,11 @@ def _label_create(
     locked = lifecycle.versions_lock(*(v.pk for v, _ in targets))
     for version, _ in targets:
         lifecycle.version_make_live(version=lifecycle.check_targetable(locked[version.pk]))
-    primary = max(targets, key=lambda t: (t[1], t[0].number))[0]
     label = Label(
         bundle=bundle,
         name=name,
-        version=locked[primary.pk],
-        targets=[{"version_id": v.pk, "number": v.number, "weight": w} for v, w in targets] if len(targets) > 1 else [],
+        version=locked[lifecycle.primary_of(targets).pk],
+        targets=lifecycle.targets_out(targets),
         protected=policy.protected,
         compatibility=policy.compatibility,
         updated_at=timezone.now(),
@@ -457,27 +329,15 @@ def _label_create(
     )
     label._change_reason = reason
     label.save()  # a concurrent first move of the same name fails here; label_move retries
-    split = label_targets_out(label)
     audit_record(
         actor=actor,
         action="label.created",
         target_type="label",
         target=f"{bundle.name}:{name}",
         reason=reason,
-        data={"to_version": label.version.number, "targets": split, "protected": policy.protected},
+        data={"to_version": label.version.number, "targets": label_targets_out(label), "protected": policy.protected},
     )
-    events.emit(
-        "label.moved",
-        bundle=bundle.name,
-        label=name,
-        from_version=None,
-        to_version=label.version.number,
-        targets=split,
-        rollback=False,
-        release=None,
-        by=actor.name,
-        reason=reason,
-    )
+    lifecycle.label_moved_emit(label=label, from_version=None, actor=actor, reason=reason)
     return label
 
 
@@ -503,7 +363,7 @@ def label_rollback(
         label = lifecycle.label_lock(bundle=bundle, name=name)
         if label is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
-        _check_revision(label, expected_revision)
+        lifecycle.revision_check(label, expected_revision)
         if to_version is None:
             if label.previous_version_id is None:
                 raise Conflict(
@@ -516,7 +376,7 @@ def label_rollback(
                 raise NotFound("That version does not belong to this bundle.")
         if target.pk == label.version_id and not label.targets:
             raise Conflict(f"The label {name!r} already targets version {target.number}.")
-        return _change_locked(
+        return lifecycle.label_apply_targets(
             label=label,
             targets=[(target, 100)],
             actor=actor,

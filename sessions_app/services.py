@@ -240,14 +240,14 @@ def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) 
 # One statement ends sessions (one, or a batch of the fast lane's): the UPDATE, the delete of
 # their L3 cards (they end with them) and the read of their versions' state. The session rows
 # are locked in id order first, so two batches that share sessions cannot deadlock.
-# The lock order with the cards (registry.lifecycle): session row, then its cards. A card
+# The lock order with the cards (registry.lifecycle.locks): session row, then its cards. A card
 # registration (skills.services) locks the session first too, so an end may wait for one;
 # the card it committed meanwhile is newer than this statement's snapshot, so _CARDS_SQL, a
 # second statement once the sessions are ended, deletes what the first could not see (a
 # registration after the end finds the session ended and adds nothing).
 # The version is read FOR SHARE, and only when the UPDATE ended the session (the scalar
 # subquery runs per ended row). That lock is what makes reading the state before our commit
-# safe, in registry.lifecycle's terms: a label move (or drain) takes the version FOR UPDATE.
+# safe, in the terms of registry.lifecycle.locks: a label move (or drain) takes the version FOR UPDATE.
 # If it holds the lock first, we wait for its commit and the locking read returns the newest
 # row, `draining`, so we ask for a drain. If we hold it first, the move waits for our commit,
 # and its later check for active sessions (a separate statement, fresh snapshot) no longer

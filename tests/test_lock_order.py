@@ -1,5 +1,5 @@
 """Session end against a session (L3) card registration: one lock order, session row then its
-cards (registry.lifecycle's docstring), on real PostgreSQL connections, one per thread.
+cards (registry.lifecycle.locks' docstring), on real PostgreSQL connections, one per thread.
 
 The end locks the session and then deletes its cards; a registration used to lock the cards
 first and take the foreign key's share lock on the session only at commit, so each waited for
