@@ -33,6 +33,12 @@ class RouteOut(serializers.Serializer):
 class TurnIn(serializers.Serializer):
     turn = serializers.IntegerField(min_value=1)
     invoked = serializers.ListField(child=serializers.CharField())
+    expected = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="Optional label: the skills this turn needed (review, evaluation); feeds decision_error_rate.",
+    )
 
 
 class TurnOut(TurnIn):
@@ -82,4 +88,9 @@ class MetricsOut(serializers.Serializer):
     routed_loads = serializers.IntegerField()
     load_hit_rate = serializers.FloatField(allow_null=True, help_text="0..1; null before any reported turn.")
     invalid_load_rate = serializers.FloatField(allow_null=True, help_text="0..1; null before any reported turn.")
+    decided_turns = serializers.IntegerField(help_text="Reported turns that invoked a skill.")
+    decision_error_rate = serializers.FloatField(
+        allow_null=True,
+        help_text="0..1 of decided turns: a skill outside the loaded ones, or outside the report's expected label.",
+    )
     routing_latency_ms = Latency()

@@ -72,11 +72,14 @@ class SessionTurnsApi(BaseApi):
     def post(self, request: Request, session_id) -> Response:
         body = _body(request)
         session = session_services.session_use(session_id=session_id, actor=actor_of(request))
-        turn = skill_services.skill_turn_report(session=session, turn=body.get("turn"), invoked=body.get("invoked"))
+        turn = skill_services.skill_turn_report(
+            session=session, turn=body.get("turn"), invoked=body.get("invoked"), expected=body.get("expected")
+        )
         return Response(
             {
                 "turn": turn.number,
                 "invoked": turn.invoked,
+                "expected": turn.expected,
                 "loaded": [*turn.resident, *turn.routed, *turn.session_skills],
             }
         )

@@ -19,7 +19,15 @@ class Instruments(Protocol):
     def version_used(self, version_ids: list[int]) -> None: ...
     def turn_routed(self, version_id: int, *, number: int, latency_us: int) -> None: ...
     def turn_reported(
-        self, version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+        self,
+        version_id: int,
+        *,
+        loaded: set[str],
+        routed: list[str],
+        before: list[str] | None,
+        after: list[str],
+        expected_before: list[str] | None = None,
+        expected: list[str] | None = None,
     ) -> None: ...
 
 
@@ -49,7 +57,15 @@ class _Nothing:
         pass
 
     def turn_reported(
-        self, version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+        self,
+        version_id: int,
+        *,
+        loaded: set[str],
+        routed: list[str],
+        before: list[str] | None,
+        after: list[str],
+        expected_before: list[str] | None = None,
+        expected: list[str] | None = None,
     ) -> None:
         pass
 
@@ -104,7 +120,24 @@ def turn_routed(version_id: int, *, number: int, latency_us: int) -> None:
 
 
 def turn_reported(
-    version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+    version_id: int,
+    *,
+    loaded: set[str],
+    routed: list[str],
+    before: list[str] | None,
+    after: list[str],
+    expected_before: list[str] | None = None,
+    expected: list[str] | None = None,
 ) -> None:
-    """Usage: a turn report, replacing an earlier one of the same turn (`before`)."""
-    _current.turn_reported(version_id, loaded=loaded, routed=routed, before=before, after=after)
+    """Usage: a turn report, replacing an earlier one of the same turn (`before`, with the
+    label it carried, `expected_before`). `expected`: the skills the turn needed, when a label
+    says so (the decision error rate counts an invocation outside them)."""
+    _current.turn_reported(
+        version_id,
+        loaded=loaded,
+        routed=routed,
+        before=before,
+        after=after,
+        expected_before=expected_before,
+        expected=expected,
+    )

@@ -109,6 +109,22 @@ class Instruments:
         usage.turn_routed(version_id, number=number, latency_us=latency_us)
 
     def turn_reported(
-        self, version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+        self,
+        version_id: int,
+        *,
+        loaded: set[str],
+        routed: list[str],
+        before: list[str] | None,
+        after: list[str],
+        expected_before: list[str] | None = None,
+        expected: list[str] | None = None,
     ) -> None:
-        usage.turn_reported(version_id, loaded=loaded, routed=routed, before=before, after=after)
+        usage.turn_reported(
+            version_id,
+            loaded=loaded,
+            routed=routed,
+            before=before,
+            after=after,
+            expected_before=expected_before,
+            expected=expected,
+        )

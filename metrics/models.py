@@ -18,6 +18,9 @@ class _Counts(models.Model):
     invocation_hits = models.BigIntegerField(default=0, db_default=0)
     routed_loads = models.BigIntegerField(default=0, db_default=0)
     invalid_loads = models.BigIntegerField(default=0, db_default=0)
+    # Reported turns that invoked a skill, and those that invoked the wrong one (metrics.usage).
+    decided_turns = models.BigIntegerField(default=0, db_default=0)
+    decision_errors = models.BigIntegerField(default=0, db_default=0)
     first_used_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     last_fetch_at = models.DateTimeField(null=True, blank=True)

@@ -35,6 +35,8 @@ COUNTERS = (
     "invocation_hits",
     "routed_loads",
     "invalid_loads",
+    "decided_turns",
+    "decision_errors",
 )
 
 
@@ -115,16 +117,30 @@ def turn_routed(version_id: int, *, number: int, latency_us: int) -> None:
 
 
 def turn_reported(
-    version_id: int, *, loaded: set[str], routed: list[str], before: list[str] | None, after: list[str]
+    version_id: int,
+    *,
+    loaded: set[str],
+    routed: list[str],
+    before: list[str] | None,
+    after: list[str],
+    expected_before: list[str] | None = None,
+    expected: list[str] | None = None,
 ) -> None:
     """A turn report, which replaces an earlier one of the same turn: adds what it contributes
-    to the routing counts and takes back what the earlier report had contributed."""
+    to the routing counts and takes back what the earlier report had contributed.
 
-    def contribution(invoked: list[str] | None) -> Counter[str]:
+    A turn that invoked something is a decision; it is a decision error when it invoked a skill
+    outside the loaded ones, or, when the report carries a label of the skills the turn needed
+    (`expected`), a loaded skill that is not among them."""
+
+    def contribution(invoked: list[str] | None, needed: list[str] | None) -> Counter[str]:
         if invoked is None:
             return Counter()
         names = set(invoked)
+        wrong = any(n not in loaded for n in invoked) or (needed is not None and any(n not in needed for n in invoked))
         return Counter(
+            decided_turns=1 if invoked else 0,
+            decision_errors=1 if invoked and wrong else 0,
             reported_turns=1,
             invocations=len(invoked),
             invocation_hits=sum(1 for name in invoked if name in loaded),
@@ -132,8 +148,8 @@ def turn_reported(
             invalid_loads=sum(1 for name in routed if name not in names),
         )
 
-    delta = contribution(after)
-    delta.subtract(contribution(before))
+    delta = contribution(after, expected)
+    delta.subtract(contribution(before, expected_before))
     with _lock:
         _record(version_id, **dict(delta))
 

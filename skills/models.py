@@ -22,6 +22,8 @@ class SkillTurn(models.Model):
     routed = models.JSONField(default=list)
     session_skills = models.JSONField(default=list)
     invoked = models.JSONField(null=True, blank=True)  # null until POST .../turns/ reports the turn
+    # The skills the turn needed, when the report carries a label (review, evaluation); else null.
+    expected = models.JSONField(null=True, blank=True)
     latency_us = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
     reported_at = models.DateTimeField(null=True, blank=True)

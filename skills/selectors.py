@@ -36,6 +36,9 @@ def version_skill_metrics(*, version_id: int) -> dict[str, Any]:
       loaded that turn (resident, routed or session);
     - invalid_load_rate: of the routed (L2) skills loaded in reported turns, the share the model
       did not invoke that turn;
+    - decision_error_rate: of the reported turns that invoked a skill, the share that invoked
+      one outside the loaded skills, or (when the report labelled the skills the turn needed,
+      `expected`) a skill not among them;
     - routing_latency_ms: p50 and p99 of the time the router took per turn (in process), read
       from a histogram with four buckets per doubling (the bucket's upper bound: within 19 %)."""
     data = version_totals(version_id=version_id)
@@ -54,6 +57,8 @@ def version_skill_metrics(*, version_id: int) -> dict[str, Any]:
         "routed_loads": data.routed_loads,
         "load_hit_rate": rate(data.invocation_hits, data.invocations),
         "invalid_load_rate": rate(data.invalid_loads, data.routed_loads),
+        "decided_turns": data.decided_turns,
+        "decision_error_rate": rate(data.decision_errors, data.decided_turns),
         "routing_latency_ms": {
             "p50": ms(latency_percentile_us(data.latency_buckets, 0.5)),
             "p99": ms(latency_percentile_us(data.latency_buckets, 0.99)),

@@ -146,24 +146,28 @@ def _check_names(values: Any, field: str) -> list[str]:
 
 
 @transaction.atomic
-def skill_turn_report(*, session: Session, turn: Any, invoked: Any) -> SkillTurn:
-    """Record what the model invoked in `turn` (replacing an earlier report of that turn)."""
+def skill_turn_report(*, session: Session, turn: Any, invoked: Any, expected: Any = None) -> SkillTurn:
+    """Record what the model invoked in `turn` (replacing an earlier report of that turn), and
+    optionally a label of the skills the turn needed (`expected`, for the decision error rate)."""
     if not isinstance(turn, int) or isinstance(turn, bool) or not 1 <= turn <= MAX_TURN:
         raise InvalidContent("turn must be a turn number.", {"turn": ["Must be a positive integer."]})
     names = _check_names(invoked, "invoked")
+    needed = None if expected is None else _check_names(expected, "expected")
     row = SkillTurn.objects.select_for_update().filter(session=session, number=turn).first()
     if row is None:
         raise NotFound(f"Turn {turn} of this session was never routed.")
-    before = row.invoked
-    row.invoked = names
+    before, expected_before = row.invoked, row.expected
+    row.invoked, row.expected = names, needed
     row.reported_at = timezone.now()
-    row.save(update_fields=["invoked", "reported_at"])
+    row.save(update_fields=["invoked", "expected", "reported_at"])
     instruments.turn_reported(
         row.version_id,
         loaded={*row.resident, *row.routed, *row.session_skills},
         routed=list(row.routed),
         before=before,
         after=names,
+        expected_before=expected_before,
+        expected=needed,
     )
     # An invoked L3 card stays alive for another SESSION_SKILL_IDLE_TURNS turns.
     SessionSkill.objects.filter(session=session, name__in=names).exclude(last_invoked_turn__gte=turn).update(

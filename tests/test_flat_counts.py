@@ -136,5 +136,8 @@ def test_the_migration_backfills_the_rollups_from_the_raw_rows(ops, agent):
     VersionUsage.objects.all().delete()  # as before the rollups existed
     backfill.SESSION_CHUNK = backfill.TURN_CHUNK = 2  # several chunks
     backfill.backfill(None, connection.schema_editor())
-    assert agent.get("/api/v1/bundles/support/versions/1/metrics/").json() == live
+    # The decision counts came after 0003 and count reports made since (docs/api.md): not backfilled.
+    later = {"decided_turns", "decision_error_rate"}
+    after = agent.get("/api/v1/bundles/support/versions/1/metrics/").json()
+    assert {k: v for k, v in after.items() if k not in later} == {k: v for k, v in live.items() if k not in later}
     assert agent.get("/api/v1/bundles/support/versions/1/usage/").json()["sessions_started"] == 3

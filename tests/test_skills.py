@@ -292,8 +292,31 @@ def test_turn_reports_feed_the_metrics(agent, session_id):
     # of the routed skills loaded, only refund_order was invoked
     assert metrics["routed_loads"] == loads and metrics["invalid_load_rate"] == round((loads - 1) / loads, 4)
     assert 0 < metrics["routing_latency_ms"]["p50"] <= metrics["routing_latency_ms"]["p99"]
+    # turn 1 invoked a loaded skill, turn 2 one outside the loaded ones: one decision error of two
+    assert metrics["decided_turns"] == 2 and metrics["decision_error_rate"] == 0.5
     empty = agent.get("/api/v1/bundles/refunds/versions/1/metrics/")
     assert empty.status_code == 404
+
+
+def test_a_label_of_the_needed_skill_makes_a_loaded_but_wrong_invocation_a_decision_error(agent, session_id):
+    url = f"/api/v1/sessions/{session_id}/"
+    agent.post(url + "route/", {"messages": [{"role": "user", "content": "I want a refund"}], "k": 3})
+    metrics_url = "/api/v1/bundles/support/versions/1/metrics/"
+    ok = agent.post(url + "turns/", {"turn": 1, "invoked": ["refund_order"], "expected": ["refund_order"]})
+    assert ok.status_code == 200 and ok.json()["expected"] == ["refund_order"]
+    assert agent.get(metrics_url).json()["decision_error_rate"] == 0.0
+    # The same turn reported again with another label replaces the first report's contribution.
+    wrong = agent.post(url + "turns/", {"turn": 1, "invoked": ["refund_order"], "expected": ["update_invoice"]})
+    assert wrong.status_code == 200
+    metrics = agent.get(metrics_url).json()
+    assert metrics["decided_turns"] == 1 and metrics["decision_error_rate"] == 1.0
+    # Nothing invoked: no decision, so no error either.
+    agent.post(url + "turns/", {"turn": 1, "invoked": [], "expected": ["update_invoice"]})
+    metrics = agent.get(metrics_url).json()
+    assert metrics["decided_turns"] == 0 and metrics["decision_error_rate"] is None
+    for bad in ("refund_order", [f"s{i}" for i in range(101)], [""], [5]):
+        refused = agent.post(url + "turns/", {"turn": 1, "invoked": [], "expected": bad})
+        assert refused.status_code == 400 and "expected" in refused.json()["error"]["details"], bad
 
 
 def test_session_skills_are_private_lapse_after_ten_idle_turns_and_go_with_the_session(agent, session_id):
@@ -336,6 +359,7 @@ def test_the_admin_version_page_shows_the_cards_and_the_metrics(agent, session_i
     page = words(client_for(make_user("pat", PROMPT_ENGINEERS)).get(u("adminui_version", "support", 1)))
     assert "Skills" in page and "refund_order" in page and "Use when the customer wants money back" in page
     assert "Load hit rate 1.0" in page and "Turns routed 1 in 1 session; 1 reported" in page
+    assert "Decision error rate 0.0 of 1 turn that invoked a skill" in page
     assert "keep the last 5 tool results" in page and "Resident cards about" in page
 
 

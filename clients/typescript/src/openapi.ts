@@ -1242,6 +1242,13 @@ export interface components {
              * @description 0..1; null before any reported turn.
              */
             invalid_load_rate: number | null;
+            /** @description Reported turns that invoked a skill. */
+            decided_turns: number;
+            /**
+             * Format: double
+             * @description 0..1 of decided turns: a skill outside the loaded ones, or outside the report's expected label.
+             */
+            decision_error_rate: number | null;
             routing_latency_ms: components["schemas"]["Latency"];
         };
         /**
@@ -1555,10 +1562,14 @@ export interface components {
         TurnInRequest: {
             turn: number;
             invoked: string[];
+            /** @description Optional label: the skills this turn needed (review, evaluation); feeds decision_error_rate. */
+            expected?: string[] | null;
         };
         TurnOut: {
             turn: number;
             invoked: string[];
+            /** @description Optional label: the skills this turn needed (review, evaluation); feeds decision_error_rate. */
+            expected?: string[] | null;
             loaded: string[];
         };
         /**
