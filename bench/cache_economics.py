@@ -84,6 +84,8 @@ EDIT_EVERY = timedelta(minutes=5)
 NAIVE_WINDOW = 12  # messages the naive compaction keeps
 TOOL_TURNS = 8  # of 20 turns, the ones that end in a tool call (scaled for other --turns)
 BYTES_PER_TOKEN = 4
+CACHE_LIFETIME = timedelta(minutes=5)  # Anthropic's default cache lifetime, renewed by each read
+RECENT_REQUESTS = 16  # the organisation's latest requests a new one is compared with
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -236,30 +238,49 @@ class Bill:
 
 @dataclass
 class Arrangement:
+    """One way of building the requests, billed four ways: by what the provider caches (every
+    prefix, or only up to the breakpoints) and by whose requests it can read from (the same
+    session's previous one, or any request of the organisation within the cache's lifetime)."""
+
     name: str
-    every_prefix: Bill = field(default_factory=Bill)
-    as_sent: Bill = field(default_factory=Bill)
+    bills: dict[tuple[str, str], Bill] = field(default_factory=dict)
     misses_in_prefix: int = 0  # turns (after the first) whose shared prefix ended inside tools + system
     previous: dict[str, bytes] = field(default_factory=dict)
+    recent: list[tuple[datetime, bytes]] = field(default_factory=list)  # the organisation's last requests
 
-    def price(self, session: str, request: dict[str, Any], stable_end: int, ns: argparse.Namespace) -> None:
+    def bill(self, scope: str, billing: str) -> Bill:
+        return self.bills.setdefault((scope, billing), Bill())
+
+    def price(
+        self, session: str, request: dict[str, Any], stable_end: int, now: datetime, ns: argparse.Namespace
+    ) -> None:
         data, breakpoint_at = provider_bytes(request)
         before = self.previous.get(session)
         self.previous[session] = data
-        shared = shared_prefix(before, data) if before is not None else 0
-        if before is not None and shared < stable_end:
+        own = shared_prefix(before, data) if before is not None else 0
+        if before is not None and own < stable_end:
             self.misses_in_prefix += 1
+        # A provider's cache belongs to the organisation: another session's request on the same
+        # prefix within the cache's lifetime (5 minutes, renewed by each read) serves it too.
+        self.recent = [(at, old) for at, old in self.recent if now - at <= CACHE_LIFETIME]
+        anyone = max([own, *(shared_prefix(old, data) for _, old in self.recent)])
+        self.recent = [*self.recent[-(RECENT_REQUESTS - 1) :], (now, data)]
+        for scope, shared in (("session", own), ("organisation", anyone)):
+            self._add(scope, data, shared, breakpoint_at, ns)
+
+    def _add(self, scope: str, data: bytes, shared: int, breakpoint_at: int, ns: argparse.Namespace) -> None:
         tokens, shared_tokens = len(data) / BYTES_PER_TOKEN, shared / BYTES_PER_TOKEN
         ratios = (ns.read, ns.write)
         read = shared_tokens if shared_tokens >= ns.floor else 0.0
-        self.every_prefix.add(tokens=tokens, read=read, written=tokens - read, ratios=ratios)
+        self.bill(scope, "every_prefix").add(tokens=tokens, read=read, written=tokens - read, ratios=ratios)
         marked = breakpoint_at / BYTES_PER_TOKEN
+        as_sent = self.bill(scope, "as_sent")
         if marked < ns.floor:  # no breakpoint, or one below the model's minimum: nothing cached
-            self.as_sent.add(tokens=tokens, read=0.0, written=0.0, ratios=ratios)
+            as_sent.add(tokens=tokens, read=0.0, written=0.0, ratios=ratios)
         elif shared >= breakpoint_at:
-            self.as_sent.add(tokens=tokens, read=marked, written=0.0, ratios=ratios)
+            as_sent.add(tokens=tokens, read=marked, written=0.0, ratios=ratios)
         else:
-            self.as_sent.add(tokens=tokens, read=0.0, written=marked, ratios=ratios)
+            as_sent.add(tokens=tokens, read=0.0, written=marked, ratios=ratios)
 
 
 # --- one turn, and the three requests built from it ---------------------------------------------
@@ -529,11 +550,10 @@ def replay(ns: argparse.Namespace) -> tuple[Replayer, int, float]:
                     {"tools": answer.prefix_tools, "system": [{"type": "text", "text": answer.prefix_system}]}
                 )[0]
             )
-            replayer.arrangements["ours"].price(key, answer.request, stable, ns)
-            replayer.arrangements["render"].price(key, replayer.render_request(answer), stable, ns)
-            replayer.arrangements["naive"].price(
-                key, replayer.naive_request(session, answer, messages, now), stable, ns
-            )
+            replayer.arrangements["ours"].price(key, answer.request, stable, now, ns)
+            replayer.arrangements["render"].price(key, replayer.render_request(answer), stable, now, ns)
+            naive = replayer.naive_request(session, answer, messages, now)
+            replayer.arrangements["naive"].price(key, naive, stable, now, ns)
             # The model answers: a tool call (its result starts the next turn) or text and the user's next line.
             if data["turn"] in data["tools"]:
                 call_id = f"call_{data['n']}_{data['turn']}"
@@ -565,7 +585,7 @@ def replay(ns: argparse.Namespace) -> tuple[Replayer, int, float]:
 
 def report(ns: argparse.Namespace, replayer: Replayer, turns: int, seconds: float) -> dict[str, Any]:
     source = (
-        "the turn call (sessions_app.turn.session_turn)"
+        f"the turn call ({replayer.turn_service.__module__}.{replayer.turn_service.__name__})"
         if replayer.turn_service
         else (
             "render + route + turns + compact, the request assembled as the turn call does"
@@ -577,37 +597,37 @@ def report(ns: argparse.Namespace, replayer: Replayer, turns: int, seconds: floa
         f" {replayer.edits} knowledge edits, one DUTY.md edit at 15:00, production v1 -> v2 at 12:00, midnight."
         f"\neach turn: {source}."
         f"\nprices x base input: {ns.provider} read {ns.read}, write {ns.write}; floor {ns.floor} tokens;"
-        f" tokens = bytes / {BYTES_PER_TOKEN}; cache shared within a session only.\n"
+        f" tokens = bytes / {BYTES_PER_TOKEN}; cache lifetime {CACHE_LIFETIME.seconds // 60} min.\n"
     )
     naive = replayer.arrangements["naive"]
     figures: dict[str, Any] = {}
-    for title, attribute in (
-        ("every prefix (provider caches what it saw)", "every_prefix"),
+    for title, billing in (
+        ("every prefix (the provider caches what it saw)", "every_prefix"),
         ("as sent (only up to the request's breakpoints)", "as_sent"),
     ):
         print(f"billing: {title}")
-        print(f"{'arrangement':<10} {'input Mtok':>10} {'cached':>7} {'written':>8} {'cost x base':>11}", end="")
-        print(f" {'vs naive':>9} {'prefix broken':>13}")
+        print(f"{'':<10} {'':>10}   {'cache of the session':^30}   {'cache of the organisation':^30}")
+        print(f"{'':<10} {'input Mtok':>10}", end="")
+        print(f"   {'cached':>8} {'cost x base':>11} {'vs naive':>9}" * 2, end="")
+        print(f"   {'prefix broken':>13}")
         for arrangement in replayer.arrangements.values():
-            bill: Bill = getattr(arrangement, attribute)
-            base: Bill = getattr(naive, attribute)
-            print(
-                f"{arrangement.name:<10} {bill.tokens / 1e6:>10.2f} {bill.read / bill.tokens:>7.1%}"
-                f" {bill.written / bill.tokens:>8.1%} {bill.cost / bill.tokens:>11.3f}"
-                f" {base.cost / bill.cost:>8.1f}x {arrangement.misses_in_prefix:>13}"
-            )
-            figures.setdefault(attribute, {})[arrangement.name] = {
-                "input_tokens": round(bill.tokens),
-                "cached_share": round(bill.read / bill.tokens, 4),
-                "cost_per_token": round(bill.cost / bill.tokens, 4),
-                "x_lower_than_naive": round(base.cost / bill.cost, 2),
-                "turns_with_prefix_broken": arrangement.misses_in_prefix,
-            }
+            line = f"{arrangement.name:<10} {arrangement.bill('session', billing).tokens / 1e6:>10.2f}"
+            for scope in ("session", "organisation"):
+                bill, base = arrangement.bill(scope, billing), naive.bill(scope, billing)
+                line += f"   {bill.read / bill.tokens:>8.1%} {bill.cost / bill.tokens:>11.3f}"
+                line += f" {base.cost / bill.cost:>8.1f}x"
+                figures.setdefault(f"{billing}/{scope}", {})[arrangement.name] = {
+                    "input_tokens": round(bill.tokens),
+                    "cached_share": round(bill.read / bill.tokens, 4),
+                    "cost_per_token": round(bill.cost / bill.tokens, 4),
+                    "x_lower_than_naive": round(base.cost / bill.cost, 2),
+                }
+            print(f"{line}   {arrangement.misses_in_prefix:>13}")
         print()
     print(
         "cached: share of input tokens read from the cache; cost x base: input cost over the day per input token,"
         "\nin units of the base price (1.0 = no cache); prefix broken: turns after a session's first whose shared"
-        "\nprefix ended inside the stable part (tools + system)."
+        "\nprefix with its previous request ended inside the stable part (tools + system)."
     )
     return {
         "sessions": ns.sessions,
@@ -616,6 +636,7 @@ def report(ns: argparse.Namespace, replayer: Replayer, turns: int, seconds: floa
         "read": ns.read,
         "write": ns.write,
         "floor": ns.floor,
+        "source": source,
         "figures": figures,
     }
 
