@@ -20,10 +20,9 @@ from audit.services import audit_record
 from core import events
 from core.errors import Conflict, InvalidContent, NotFound
 from core.limits import RELEASE_MAX_MOVES
-from registry import lifecycle
+from registry import lifecycle, pins
 from registry.lifecycle import Targets, label_state
 from registry.models import Bundle, BundleVersion, Label, Release
-from sessions_app.models import Session
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
                 {
                     "version": version.number,
                     "starts_draining": not others,
-                    "active_sessions": Session.objects.active_on(version.pk),
+                    "active_sessions": pins.active_on(version.pk),
                 }
             )
         current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)

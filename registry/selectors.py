@@ -8,9 +8,9 @@ from django.db.models import Max, Prefetch, QuerySet
 
 from access.actors import Actor
 from core.errors import NotFound
+from registry import pins
 from registry.contracts import Diff, diff_contents
 from registry.models import Bundle, BundleVersion, Label, Release, VersionCheck
-from sessions_app.models import active_sessions_annotation
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -82,7 +82,7 @@ def label_targets(bundle_id: int) -> dict[str, int]:
 def versions_of(bundle: Bundle) -> QuerySet[BundleVersion]:
     """A bundle's versions, each with `active_sessions` (a probe of the partial index of active
     sessions per row, so a version GET costs the same at any number of ended sessions)."""
-    return BundleVersion.objects.filter(bundle=bundle).annotate(active_sessions=active_sessions_annotation())
+    return BundleVersion.objects.filter(bundle=bundle).annotate(active_sessions=pins.active_annotation())
 
 
 def version_get(*, bundle: Bundle, number: int) -> BundleVersion:

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Expression
 
 from access.actors import Actor
 from access.models import Role
@@ -15,7 +16,7 @@ from registry import bundle_cache
 from registry.canonical import canonical_bytes
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.selectors import label_targets
-from sessions_app.models import Session, SessionStatus
+from sessions_app.models import Session, SessionStatus, active_sessions_annotation
 
 # The hot path reads session, version and bundle in one statement, as raw SQL: Django's query
 # compiler costs more than the query itself here (measured: about a third of a fetch). The
@@ -180,3 +181,16 @@ def pinned_body(*, bundle_name: str, content_hash: str, number: int, content: by
             b"}",
         ]
     )
+
+
+class SessionPins:
+    """registry.pins' implementation (registered by sessions_app/apps.py)."""
+
+    def active_on(self, version_id: int) -> int:
+        return Session.objects.active_on(version_id)
+
+    def any_active(self, version_id: int) -> bool:
+        return Session.objects.active().pinned_to(version_id).exists()
+
+    def active_annotation(self, label: str | None = None) -> Expression:
+        return active_sessions_annotation(label)

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from devtools.import_contracts import cycles
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +38,21 @@ def test_the_apps_register_into_cores_interfaces_at_ready():
     go nowhere (the default does nothing)."""
     from core import events, instruments
     from metrics.instruments import Instruments
+    from registry import pins
+    from sessions_app.selectors import SessionPins
     from webhooks.services import DELIVERIES
 
     assert isinstance(instruments._current, Instruments)
     assert DELIVERIES in events._subscribers
+    assert isinstance(pins._pins, SessionPins)
+
+
+def test_an_unregistered_pins_interface_refuses_rather_than_answers_none(monkeypatch):
+    """A drain that read "no sessions" from nobody would drain a version still in use."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from registry import pins
+
+    monkeypatch.setattr(pins, "_pins", None)
+    with pytest.raises(ImproperlyConfigured):
+        pins.any_active(1)

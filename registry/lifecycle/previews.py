@@ -8,6 +8,7 @@ from typing import Any
 from access.actors import Actor
 from access.permissions import require_bundle_scope
 from core.errors import InvalidContent
+from registry import pins
 from registry.canonical import normalise_content
 from registry.contracts import check_content
 from registry.lifecycle.common import content_of
@@ -22,7 +23,6 @@ from registry.lifecycle.labels import (
     new_label_policy,
 )
 from registry.models import Bundle, BundleVersion, Label, VersionState
-from sessions_app.models import Session
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def label_move_preview(*, bundle: Bundle, label_name: str, target: BundleVersion
         others = list(
             Label.objects.targeting(current.pk).exclude(pk=label.pk).order_by("name").values_list("name", flat=True)
         )
-        sessions = Session.objects.active_on(current.pk)
+        sessions = pins.active_on(current.pk)
     policy = (
         LabelPolicy(protected=label.protected, compatibility=label.compatibility)
         if label is not None
@@ -144,5 +144,5 @@ class RevokePreview:
 def version_revoke_preview(*, version: BundleVersion) -> RevokePreview:
     labels = list(Label.objects.targeting(version.pk).order_by("name").values_list("name", flat=True))
     # A revoked version's sessions already get 410: none is left to cut off.
-    active = 0 if version.state == VersionState.REVOKED else Session.objects.active_on(version.pk)
+    active = 0 if version.state == VersionState.REVOKED else pins.active_on(version.pk)
     return RevokePreview(labels=labels, active_sessions=active)

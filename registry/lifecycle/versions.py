@@ -15,12 +15,11 @@ from audit.services import audit_record
 from core import enqueue, events, instruments
 from core.errors import Conflict, NotFound, VersionRevoked
 from core.limits import DEFAULT_LABEL
-from registry import bundle_cache
+from registry import bundle_cache, pins
 from registry.lifecycle.common import require_text
 from registry.lifecycle.locks import label_lock_shared, version_lock_shared, versions_lock
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import label_targets
-from sessions_app.models import Session
 
 # The Celery task that drains a version (sessions_app.tasks); sent by name so that no service
 # imports a tasks module (tasks import services, never the other way round).
@@ -70,7 +69,7 @@ def version_release(*, version: BundleVersion) -> None:
     version.save(update_fields=["state", "draining_since"])
     bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=version.bundle_id)
     events.emit("version.draining", bundle=bundle_name, version=version.number, content_hash=version.content_hash)
-    if not Session.objects.active().pinned_to(version).exists():
+    if not pins.any_active(version.pk):
         _mark_drained(version)
     else:
         # A session counted above may expire before we commit; the sweep's drain request
@@ -114,7 +113,7 @@ def version_drain(*, version_id: int) -> bool:
         return False
     if Label.objects.targeting(version.pk).exists():
         return False
-    if Session.objects.active().pinned_to(version).exists():
+    if pins.any_active(version.pk):
         return False
     _mark_drained(version)
     return True
