@@ -1,12 +1,13 @@
 """API keys: who calls the REST API, and with which role."""
 
+from django.conf import settings
 from django.db import models
 
 from access.actors import Actor
 from access.roles import ROLE_RANK, Role
 from core import limits
 
-__all__ = ["ROLE_RANK", "ApiKey", "Role"]  # Role and ROLE_RANK live in access.roles
+__all__ = ["ROLE_RANK", "ApiKey", "Role", "SsoIdentity"]  # Role and ROLE_RANK live in access.roles
 
 
 class ApiKey(models.Model):
@@ -38,3 +39,23 @@ class ApiKey(models.Model):
         return Actor.for_key(
             key_id=self.pk, name=self.name, role=self.role, scopes=self.scopes, lineage_id=self.lineage_id
         )
+
+
+class SsoIdentity(models.Model):
+    """The account of a person who signs in through the OpenID provider: their issuer and
+    subject (`sub`), which never change, unlike an email address or a user name. An account
+    is matched by this link alone, so a provider account can never take over a local one that
+    happens to share its name or email (access.services.sso_sign_in)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity")
+    issuer = models.CharField(max_length=limits.SSO_ISSUER_MAX)
+    subject = models.CharField(max_length=limits.SSO_SUBJECT_MAX)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # The roles the provider's claim gave at the last sign-in (what the account's groups were set to).
+    roles = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_issuer_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -1,5 +1,6 @@
 """API keys: create, authenticate, revoke, rotate. Keys look like `pr_<43 url-safe chars>`
-(256 random bits); only the SHA-256 of the secret is stored, so a leaked database leaks no key."""
+(256 random bits); only the SHA-256 of the secret is stored, so a leaked database leaks no key.
+And the accounts of people who sign in through the OpenID provider (sso_sign_in)."""
 
 import hashlib
 import hmac
@@ -9,11 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 from django.utils import timezone
 
 from access.actors import Actor
-from access.models import ApiKey, Role
+from access.groups import OPS, PROMPT_ENGINEERS
+from access.models import ApiKey, Role, SsoIdentity
 from audit.services import audit_record
 from core.errors import Forbidden, InvalidContent
 from core.limits import API_KEY_NAME_MAX, SCOPE_RE
@@ -195,3 +198,72 @@ def api_key_rotate(*, key: ApiKey, actor: Actor, grace: timedelta = timedelta(0)
     else:
         api_key_revoke(key=key, actor=actor, reason=f"rotated to {new_key.prefix}")
     return new_key, secret
+
+
+# The groups single sign-on manages: what each role given by the provider's claim makes an
+# account a member of (admin is a superuser instead). Other groups are left as they are.
+SSO_ROLE_GROUPS: dict[str, str] = {Role.PUBLISHER: PROMPT_ENGINEERS, Role.OPS: OPS}
+SSO_ACTOR = Actor(name="sso", role=Role.ADMIN)
+
+
+class SsoRefused(Exception):
+    """A sign-in through the provider that may not go on; the message says why (for the log)."""
+
+
+@transaction.atomic
+def sso_sign_in(
+    *, issuer: str, subject: str, username: str, email: str, first_name: str, last_name: str, roles: frozenset[str]
+) -> User:
+    """The account of the person the provider vouches for (`issuer`, `subject`), created at their
+    first sign-in, with its roles set to exactly `roles` (publisher, ops, admin), as the provider's
+    claim says now: a role the claim no longer gives is taken away here, also when none is left
+    (the caller then refuses the sign-in; the admin reads the groups at every request, so a
+    session still open elsewhere loses its access too). Raises SsoRefused for a user name taken
+    by an account that is not this identity's (a local account is never taken over), and for a
+    first sign-in without any role (no account is created)."""
+    identity = (
+        SsoIdentity.objects.select_related("user").select_for_update().filter(issuer=issuer, subject=subject).first()
+    )
+    if identity is None:
+        if User.objects.filter(username=username).exists():
+            raise SsoRefused(
+                f"the user name {username!r} belongs to an account that did not sign in through the provider"
+            )
+        if not roles:
+            # Nothing to create: an account without a role could not use the admin.
+            raise SsoRefused(f"{username!r} has no role here (the claim names no group in OIDC_ROLE_MAP)")
+        user = User.objects.create_user(username=username, email=email, first_name=first_name, last_name=last_name)
+        identity = SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject, roles=[])
+        audit_record(
+            actor=SSO_ACTOR, action="user.sso_created", target_type="user", target=username, data={"issuer": issuer}
+        )
+    user = identity.user
+    changed: list[str] = []
+    for field, value in (("email", email), ("first_name", first_name), ("last_name", last_name)):
+        if getattr(user, field) != value:
+            setattr(user, field, value)
+            changed.append(field)
+    admin = Role.ADMIN in roles
+    if user.is_superuser != admin or user.is_staff != admin:
+        user.is_superuser = user.is_staff = admin
+        changed += ["is_superuser", "is_staff"]
+    if changed:
+        user.save(update_fields=changed)
+    wanted = {SSO_ROLE_GROUPS[r] for r in roles if r in SSO_ROLE_GROUPS}
+    managed = Group.objects.filter(name__in=SSO_ROLE_GROUPS.values())
+    user.groups.remove(*[g for g in managed if g.name not in wanted])
+    user.groups.add(*[g for g in managed if g.name in wanted])
+    previous = list(identity.roles)
+    now = sorted(roles)
+    if previous != now:
+        identity.roles = now
+        identity.save(update_fields=["roles"])
+        audit_record(
+            actor=SSO_ACTOR,
+            action="user.sso_roles",
+            target_type="user",
+            target=user.username,
+            reason="the provider's claim at sign-in",
+            data={"roles": now, "previous": previous},
+        )
+    return user

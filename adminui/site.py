@@ -8,12 +8,14 @@ taking someone out of the groups takes them out of the admin (unless they are st
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.admin import AdminSite
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from adminui import sso
 from adminui.dashboard import home
 from adminui.groups import may_use_admin
 
@@ -46,6 +48,23 @@ class RegistryAdminSite(AdminSite):
 
     def has_permission(self, request: HttpRequest) -> bool:
         return may_use_admin(request.user)
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Single sign-on next to (or instead of) the password form: templates/admin/login.html.
+        context = {
+            "sso_enabled": settings.SSO_ENABLED,
+            "password_login": settings.ADMIN_PASSWORD_LOGIN,
+            "sso_refused": request.GET.get("sso") == "refused",
+            **(extra_context or {}),
+        }
+        return super().login(request, context)
+
+    def logout(  # type: ignore[override]  # a redirect to the provider, not only the logged-out page
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Someone who signed in through the provider is sent on to end its session there too.
+        ended = sso.logout(request) if request.method == "POST" else None
+        return ended or super().logout(request, extra_context)
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
         # The dashboard first; Django's app list for those who may not read bundles.

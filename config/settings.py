@@ -210,6 +210,91 @@ CACHES = {
     }
 }
 
+# Single sign-on to the admin through an OpenID Connect provider (adminui/sso.py, docs/operations.md):
+# on when OIDC_CLIENT_ID is set. The provider's endpoints come from its discovery document
+# (OIDC_DISCOVERY_URL, or OIDC_ISSUER + /.well-known/openid-configuration), fetched when the
+# first person signs in; each OIDC_*_ENDPOINT given overrides the document's.
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+SSO_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+OIDC_DISCOVERY_URL = env_str("OIDC_DISCOVERY_URL", "")
+if not OIDC_DISCOVERY_URL and OIDC_ISSUER:
+    OIDC_DISCOVERY_URL = OIDC_ISSUER.rstrip("/") + "/.well-known/openid-configuration"
+OIDC_ENDPOINTS = {
+    "authorization_endpoint": env_str("OIDC_AUTHORIZATION_ENDPOINT", ""),
+    "token_endpoint": env_str("OIDC_TOKEN_ENDPOINT", ""),
+    "userinfo_endpoint": env_str("OIDC_USERINFO_ENDPOINT", ""),
+    "jwks_uri": env_str("OIDC_JWKS_URI", ""),
+    "end_session_endpoint": env_str("OIDC_END_SESSION_ENDPOINT", ""),
+}
+if SSO_ENABLED and not OIDC_DISCOVERY_URL:
+    _missing = [
+        k
+        for k in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri")
+        if not OIDC_ENDPOINTS[k]
+    ]
+    if _missing or not OIDC_ISSUER:
+        raise ImproperlyConfigured(
+            "OIDC_CLIENT_ID is set: set OIDC_ISSUER (or OIDC_DISCOVERY_URL), or OIDC_ISSUER and every one of "
+            "OIDC_AUTHORIZATION_ENDPOINT, OIDC_TOKEN_ENDPOINT, OIDC_USERINFO_ENDPOINT and OIDC_JWKS_URI."
+        )
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+if SSO_ENABLED and "openid" not in OIDC_RP_SCOPES.split():
+    raise ImproperlyConfigured(f"OIDC_SCOPES must include openid, got {OIDC_RP_SCOPES!r}.")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+if OIDC_RP_SIGN_ALGO not in {"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"}:
+    raise ImproperlyConfigured(
+        f"OIDC_SIGN_ALGO must be an asymmetric JWS algorithm (RS256, ES256, ...), got {OIDC_RP_SIGN_ALGO!r}."
+    )
+# Seconds any one call to the provider (discovery, token, userinfo, keys) may take.
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10)
+# The claim that carries a person's groups at the provider, and which of those groups give which
+# role here ("registry-admins=admin,registry-ops=ops,prompt-writers=publisher"): publisher is the
+# group Prompt engineers, ops the group Ops, admin a superuser. Read again at every sign-in.
+OIDC_ROLE_CLAIM = env_str("OIDC_ROLE_CLAIM", "groups")
+OIDC_ROLE_MAP: dict[str, str] = {}
+for _pair in (p.strip() for p in env_str("OIDC_ROLE_MAP", "").split(",")):
+    if not _pair:
+        continue
+    _group, _, _role = _pair.rpartition("=")
+    if not _group.strip() or _role.strip() not in {"publisher", "ops", "admin"}:
+        raise ImproperlyConfigured(
+            f"OIDC_ROLE_MAP: each entry is <provider group>=<publisher|ops|admin>, got {_pair!r}."
+        )
+    OIDC_ROLE_MAP[_group.strip()] = _role.strip()
+if SSO_ENABLED and not OIDC_ROLE_MAP:
+    raise ImproperlyConfigured("OIDC_CLIENT_ID is set: set OIDC_ROLE_MAP (which provider groups give which role).")
+# The claim whose value is the account's user name here (what authorship records: user:<name>).
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "email")
+# Who may sign in at all: email domains (empty: any), and claims that must hold a value
+# ("email_verified=true,hd=example.com"; a list claim must contain it).
+OIDC_ALLOWED_DOMAINS = [d.strip().lower() for d in env_str("OIDC_ALLOWED_DOMAINS", "").split(",") if d.strip()]
+OIDC_REQUIRED_CLAIMS: dict[str, str] = {}
+for _pair in (p.strip() for p in env_str("OIDC_REQUIRED_CLAIMS", "").split(",")):
+    if _pair:
+        _claim, _eq, _value = _pair.partition("=")
+        if not _eq or not _claim.strip():
+            raise ImproperlyConfigured(f"OIDC_REQUIRED_CLAIMS: each entry is <claim>=<value>, got {_pair!r}.")
+        OIDC_REQUIRED_CLAIMS[_claim.strip()] = _value.strip()
+# mozilla-django-oidc's own settings, fixed: PKCE (S256) and a nonce on every sign-in, the ID token
+# kept in the session for the provider's logout, our callback and where sign-ins end up.
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso_callback"
+LOGIN_REDIRECT_URL = "/admin/"
+LOGIN_REDIRECT_URL_FAILURE = "/admin/login/?sso=refused"
+# Local password sign-in to the admin; off (with single sign-on on) the login page offers only
+# the provider, password POSTs are refused, and sessions opened with a password end.
+ADMIN_PASSWORD_LOGIN = env_bool("ADMIN_PASSWORD_LOGIN", True)
+if not ADMIN_PASSWORD_LOGIN and not SSO_ENABLED:
+    raise ImproperlyConfigured("ADMIN_PASSWORD_LOGIN=0 needs single sign-on: set OIDC_CLIENT_ID (docs/operations.md).")
+AUTHENTICATION_BACKENDS = (["adminui.sso.SsoBackend"] if SSO_ENABLED else []) + (
+    ["django.contrib.auth.backends.ModelBackend"] if ADMIN_PASSWORD_LOGIN else []
+)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

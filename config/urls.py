@@ -9,6 +9,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from access.ratelimit import seconds_until_allowed
+from adminui import sso
 from api.errors import error_response, is_unavailable, unavailable_response
 from audit.context import client_ip
 from config.celery import app as celery_app
@@ -65,6 +66,10 @@ def server_error(request: HttpRequest) -> JsonResponse:
 def rate_limited_login(request: HttpRequest):
     """The admin login, with password guessing limited per client address and per user name
     (a guesser with many addresses), each counted before the password is checked."""
+    if request.method == "POST" and not settings.ADMIN_PASSWORD_LOGIN:
+        return error_response(
+            403, "forbidden", "Password sign-in is switched off here: sign in through single sign-on."
+        )
     if request.method == "POST":
         wait = seconds_until_allowed(
             group="admin-login", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE, local_fallback=True
@@ -85,6 +90,27 @@ def rate_limited_login(request: HttpRequest):
     return admin.site.login(request)
 
 
+def sso_entry(view):
+    """The single sign-on pages (adminui.sso) with their parameters bounded: 404 while it is not
+    configured, 400 for a next, code or state over 2000 characters, 503 while the provider's
+    discovery document cannot be read."""
+
+    def entry(request: HttpRequest) -> HttpResponse:
+        if not settings.SSO_ENABLED:
+            return error_response(404, "not_found", "Single sign-on is not configured (OIDC_CLIENT_ID).")
+        for name in ("next", "code", "state"):
+            if len(request.GET.get(name, "")) > 2000:
+                return error_response(
+                    400, "validation_error", f"{name} is too long.", {name: "at most 2000 characters"}
+                )
+        try:
+            return view(request)
+        except sso.ProviderUnavailable:
+            return error_response(503, "unavailable", "The identity provider cannot be reached; try again shortly.")
+
+    return entry
+
+
 urlpatterns = [
     path("", index, name="index"),
     path("favicon.ico", favicon),
@@ -92,6 +118,8 @@ urlpatterns = [
     path("readyz", readyz),
     path("metrics", metrics),
     path("admin/login/", rate_limited_login),
+    path("admin/sso/start/", sso_entry(sso.SsoStart.as_view()), name="sso_start"),
+    path("admin/sso/callback/", sso_entry(sso.SsoCallback.as_view()), name="sso_callback"),
     path("admin/", admin.site.urls),
     path("api/v1/", index),
     path("api/v1/", include("api.urls")),

@@ -34,6 +34,16 @@ TTL_DEFAULT_SECONDS = 1_800
 API_KEY_NAME_MAX = 100
 SCOPE_RE = re.compile(r"^[a-z0-9*?][a-z0-9._*?-]{0,99}$")
 
+# Single sign-on: what is kept of a provider's claims (adminui.sso). A longer issuer, subject or
+# user name refuses the sign-in; of the group claim, at most SSO_GROUPS_MAX entries of at most
+# SSO_GROUP_MAX characters are read (the rest are ignored, never stored).
+SSO_ISSUER_MAX = 500
+SSO_SUBJECT_MAX = 255
+SSO_USERNAME_MAX = 150  # django.contrib.auth's User.username
+SSO_EMAIL_MAX = 254
+SSO_GROUPS_MAX = 500
+SSO_GROUP_MAX = 256
+
 # Request bodies over this are refused with 413 before anything reads them.
 REQUEST_BODY_MAX_BYTES = 2 * 1024 * 1024
 
