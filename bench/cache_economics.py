@@ -1,7 +1,7 @@
 """What a byte-stable prefix saves: a reference day of agent turns, priced as a provider bills them.
 
     make bench-cache                      # 500 sessions x 20 turns (a few minutes)
-    make bench-cache ARGS="--short"       # 40 sessions x 10 turns (CI)
+    make bench-cache-short                # 20 sessions x 10 turns (a smoke run)
     .venv/bin/python bench/cache_economics.py --provider openai --sessions 100
 
 In process (as bench/render.py), in the database DATABASE_URL names (without one, the embedded
@@ -92,7 +92,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--turns", type=int, default=20)
-    parser.add_argument("--short", action="store_true", help="40 sessions x 10 turns")
+    parser.add_argument("--short", action="store_true", help="20 sessions x 10 turns")
     parser.add_argument("--provider", choices=sorted(PRESETS), default="anthropic")
     parser.add_argument("--read", type=float, help="price of a cached token, x the base input price")
     parser.add_argument("--write", type=float, help="price of a token written to the cache")
@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     ns = parser.parse_args(argv)
     if ns.short:
-        ns.sessions, ns.turns = 40, 10
+        ns.sessions, ns.turns = 20, 10
     read, write, floor = PRESETS[ns.provider]
     ns.read = read if ns.read is None else ns.read
     ns.write = write if ns.write is None else ns.write
@@ -190,19 +190,27 @@ def canonical(value: Any) -> bytes:
 def provider_bytes(request: dict[str, Any]) -> tuple[bytes, int]:
     """An Anthropic Messages request as the provider reads it for caching (tools, then system,
     then messages), and the offset just after its last cache breakpoint (0: none)."""
+    data, breakpoint_at, _ = provider_layout(request)
+    return data, breakpoint_at
+
+
+def provider_layout(request: dict[str, Any]) -> tuple[bytes, int, int]:
+    """provider_bytes, and the offset where the newest message starts."""
     parts: list[bytes] = []
     size = 0
     breakpoint_at = 0
+    newest = 0
     system = request.get("system") or []
     if isinstance(system, str):
         system = [{"type": "text", "text": system}]
     for item in [*(request.get("tools") or []), *system, *(request.get("messages") or [])]:
         data = canonical(item)
         parts.append(data)
+        newest = size
         size += len(data)
         if b'"cache_control":' in data:
             breakpoint_at = size
-    return b"".join(parts), breakpoint_at
+    return b"".join(parts), breakpoint_at, newest
 
 
 def shared_prefix(a: bytes, b: bytes) -> int:
@@ -245,7 +253,10 @@ class Arrangement:
     name: str
     bills: dict[tuple[str, str], Bill] = field(default_factory=dict)
     misses_in_prefix: int = 0  # turns (after the first) whose shared prefix ended inside tools + system
-    previous: dict[str, bytes] = field(default_factory=dict)
+    # Input tokens not read from the session's cache, by why: the session's first turn, a changed
+    # stable part, an earlier message rewritten (compaction), or what is new since the last turn.
+    uncached: dict[str, float] = field(default_factory=dict)
+    previous: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     recent: list[tuple[datetime, bytes]] = field(default_factory=list)  # the organisation's last requests
 
     def bill(self, scope: str, billing: str) -> Bill:
@@ -254,12 +265,20 @@ class Arrangement:
     def price(
         self, session: str, request: dict[str, Any], stable_end: int, now: datetime, ns: argparse.Namespace
     ) -> None:
-        data, breakpoint_at = provider_bytes(request)
-        before = self.previous.get(session)
-        self.previous[session] = data
+        data, breakpoint_at, newest = provider_layout(request)
+        before, before_newest = self.previous.get(session, (None, 0))
+        self.previous[session] = (data, newest)
         own = shared_prefix(before, data) if before is not None else 0
-        if before is not None and own < stable_end:
+        if before is None:
+            why = "first turn"
+        elif own < stable_end:
+            why = "stable part changed"
             self.misses_in_prefix += 1
+        elif own < before_newest:
+            why = "history rewritten"
+        else:
+            why = "new since the last turn"
+        self.uncached[why] = self.uncached.get(why, 0.0) + (len(data) - own) / BYTES_PER_TOKEN
         # A provider's cache belongs to the organisation: another session's request on the same
         # prefix within the cache's lifetime (5 minutes, renewed by each read) serves it too.
         self.recent = [(at, old) for at, old in self.recent if now - at <= CACHE_LIFETIME]
@@ -624,6 +643,17 @@ def report(ns: argparse.Namespace, replayer: Replayer, turns: int, seconds: floa
                 }
             print(f"{line}   {arrangement.misses_in_prefix:>13}")
         print()
+    print("input tokens not read from the session's cache, by why (share of all input tokens):")
+    reasons = ("first turn", "stable part changed", "history rewritten", "new since the last turn")
+    print(f"{'':<10} " + " ".join(f"{reason:>23}" for reason in reasons))
+    for arrangement in replayer.arrangements.values():
+        total = arrangement.bill("session", "every_prefix").tokens
+        shares = [arrangement.uncached.get(reason, 0.0) / total for reason in reasons]
+        print(f"{arrangement.name:<10} " + " ".join(f"{share:>23.1%}" for share in shares))
+        figures.setdefault("uncached_by_why", {})[arrangement.name] = dict(
+            zip(reasons, map(lambda x: round(x, 4), shares), strict=True)
+        )
+    print()
     print(
         "cached: share of input tokens read from the cache; cost x base: input cost over the day per input token,"
         "\nin units of the base price (1.0 = no cache); prefix broken: turns after a session's first whose shared"
