@@ -15,6 +15,7 @@ from access.bearer import KEY_NOT_WORKING, BearerError, bearer_secret
 from access.ratelimit import auth_failure_wait
 from access.services import api_key_authenticate, api_key_lookup
 from audit.context import client_ip
+from core import observe
 
 
 def request_actor(request: Request) -> Actor | None:
@@ -52,6 +53,8 @@ class ApiKeyAuthentication(BaseAuthentication):
             if wait is not None:
                 raise Throttled(wait, detail=f"Too many requests with a key that is not valid; retry in {wait} s.")
             raise AuthenticationFailed("The API key is not valid: it is unknown, expired or revoked.")
+        if lookup is not None:  # always, for a working key
+            observe.key_used(lookup[0])
         return (None, actor)
 
     def authenticate_header(self, request: Request) -> str:

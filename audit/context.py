@@ -13,6 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core import observe
+
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -71,9 +73,19 @@ class RequestContextMiddleware:
         given = request.headers.get("X-Request-ID", "")
         request_id = given if _REQUEST_ID_RE.fullmatch(given) else uuid.uuid4().hex
         token = current.set(RequestContext(request_id=request_id, client_ip=client_ip(request)))
+        notes = observe.begin()  # what the request is about, for its log lines and span
+
+        def reset() -> None:
+            observe.end(notes)
+            current.reset(token)
+
         try:
             response = self.get_response(request)
-        finally:
-            current.reset(token)
+        except BaseException:
+            reset()
+            raise
+        # Kept until the response is closed: Django logs a 4xx or 5xx answer (django.request)
+        # after the last middleware returned, and that line should carry the request id too.
+        response._resource_closers.append(reset)
         response["X-Request-ID"] = request_id
         return response

@@ -18,6 +18,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
+from config import telemetry  # noqa: E402
+
+telemetry.setup()  # traces, when OTEL_* asks: before Django loads its middleware and database backend
 django.setup()
 
 from django.conf import settings  # noqa: E402

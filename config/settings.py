@@ -492,11 +492,20 @@ SESSION_DEFAULT_TTL = limits.TTL_DEFAULT_SECONDS
 SESSION_MAX_TTL = limits.TTL_MAX_SECONDS
 SESSION_RENEW_FRACTION = 0.25
 
+# LOG_FORMAT: "plain" (the default, as `make run` shows it) or "json", one object per line with
+# the request id, key prefix, session, trace and task where known (config.logformat).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "default": {"()": "config.logformat.JsonFormatter"}
+        if LOG_FORMAT == "json"
+        else {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Parts of the MCP SDK log whole messages at DEBUG (its SSE transport; a protocol is such a message):
     # whatever LOG_LEVEL says, its loggers stay at WARNING so no protocol text reaches a log.

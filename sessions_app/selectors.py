@@ -11,6 +11,7 @@ from django.db.models import Expression
 
 from access.actors import Actor
 from access.models import Role
+from core import observe
 from core.errors import NotFound, SessionEnded, VersionRevoked
 from registry import bundle_cache
 from registry.canonical import canonical_bytes
@@ -120,7 +121,17 @@ def session_visible(*, session: Session | None, session_id: Any, actor: Actor) -
     """`session` (loaded with its bundle), or 404 when there is none or `actor` may not see it."""
     if session is None or not _visible_to(session.api_key_id, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
+    session_noted(session)
     return session
+
+
+def session_noted(session: Session) -> None:
+    """Every call that acts on a session passes here (or session_start): its span and log lines
+    carry the session and what it is pinned to (core.observe)."""
+    version = session.version
+    observe.session_used(
+        session_id=session.pk, bundle=session.bundle.name, version=version.number, content_hash=version.content_hash
+    )
 
 
 def session_for_fetch(*, session_id: Any, actor: Actor) -> Session:

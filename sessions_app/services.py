@@ -27,7 +27,7 @@ from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app.models import Session, SessionStatus
-from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch
+from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch, session_noted
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ def session_start(
     if external_id is not None and actor.api_key_id is not None:
         existing = _existing_by_external_id(actor=actor, external_id=external_id, bundle=bundle)
         if existing is not None:
+            session_noted(existing)
             return existing, False
     try:
         with transaction.atomic():
@@ -112,6 +113,7 @@ def session_start(
         return existing, False
     instruments.session_event(event="started")
     instruments.sessions_started([session.version_id])
+    session_noted(session)
     return session, True
 
 
@@ -228,7 +230,12 @@ def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:
     owners = {actor.api_key_id, actor.owner_key_id}  # as Actor.owns: the lineage, or the key itself
-    existing = Session.objects.filter(api_key_id__in=owners, external_id=external_id).first()
+    existing = (
+        Session.objects.select_related("bundle", "version")
+        .defer("version__canonical")
+        .filter(api_key_id__in=owners, external_id=external_id)
+        .first()
+    )
     if existing is not None and existing.bundle_id != bundle.pk:
         raise Conflict(
             "This external_id already names a session on another bundle.",

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from promptreg import compaction
+from promptreg import compaction, tracing
 from promptreg._core import (
     API,
     USER_AGENT,
@@ -81,7 +81,12 @@ class AsyncRegistry:
             elapsed = time.monotonic() - began
             try:
                 response = await self._http.request(
-                    method, path, json=json, params=params, headers=headers, timeout=retry.attempt_timeout(elapsed)
+                    method,
+                    path,
+                    json=json,
+                    params=params,
+                    headers=tracing.with_trace_context(headers),
+                    timeout=retry.attempt_timeout(elapsed),
                 )
                 if response.status_code < 400:
                     return response
@@ -165,6 +170,7 @@ class AsyncPinnedSession:
         self.turn_prefix = TurnPrefix()
         self._keeper: asyncio.Task[None] | None = None
         self.keep_alive_error: RegistryError | None = None
+        self.annotate_span()  # the span that started (or restored) the session
 
     @classmethod
     def offline_from(cls, registry: AsyncRegistry, pinned: Bundle, *, label: str | None) -> AsyncPinnedSession:
@@ -208,6 +214,7 @@ class AsyncPinnedSession:
         return self._bundle
 
     async def _fetch(self) -> Bundle:
+        self.annotate_span()
         known = self._bundle or self.registry.bundles.get(self.content_hash)
         headers = {"If-None-Match": f'"{self.content_hash}"'} if known else None
         response = await self.registry.request("GET", session_path(self.id, "bundle/"), headers=headers)
@@ -220,6 +227,7 @@ class AsyncPinnedSession:
     async def heartbeat(self) -> dict[str, Any]:
         if self.offline:
             return self.info
+        self.annotate_span()
         self.info = await self.registry.json("POST", session_path(self.id, "heartbeat/"))
         return self.info
 
@@ -257,6 +265,14 @@ class AsyncPinnedSession:
     def _online(self, what: str) -> None:
         if self.offline:
             raise Unavailable(f"{what} needs the registry; this session is offline (from a snapshot).")
+        self.annotate_span()
+
+    def annotate_span(self) -> None:
+        """Set the pinned version on the caller's current OpenTelemetry span, when
+        opentelemetry is installed (promptreg.tracing); every session call does."""
+        tracing.annotate(
+            bundle=self.bundle_name, version=self.version, content_hash=self.content_hash, session_id=self.id
+        )
 
     async def render(self, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         self._online("render")

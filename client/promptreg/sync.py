@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from promptreg import compaction
+from promptreg import compaction, tracing
 from promptreg._core import (
     API,
     USER_AGENT,
@@ -88,7 +88,12 @@ class Registry:
             elapsed = time.monotonic() - began
             try:
                 response = self._http.request(
-                    method, path, json=json, params=params, headers=headers, timeout=retry.attempt_timeout(elapsed)
+                    method,
+                    path,
+                    json=json,
+                    params=params,
+                    headers=tracing.with_trace_context(headers),
+                    timeout=retry.attempt_timeout(elapsed),
                 )
                 if response.status_code < 400:
                     return response
@@ -267,6 +272,7 @@ class PinnedSession:
         self._keeper: threading.Thread | None = None
         self._stop = threading.Event()
         self.keep_alive_error: RegistryError | None = None
+        self.annotate_span()  # the span that started (or restored) the session
 
     @classmethod
     def offline_from(cls, registry: Registry, pinned: Bundle, *, label: str | None) -> PinnedSession:
@@ -312,6 +318,7 @@ class PinnedSession:
         return self._bundle
 
     def _fetch(self) -> Bundle:
+        self.annotate_span()
         known = self._bundle or self.registry.bundles.get(self.content_hash)
         headers = {"If-None-Match": f'"{self.content_hash}"'} if known else None
         response = self.registry.request("GET", session_path(self.id, "bundle/"), headers=headers)
@@ -327,6 +334,7 @@ class PinnedSession:
         """Renew the lease; raises SessionEnded once the session is over."""
         if self.offline:
             return self.info
+        self.annotate_span()
         self.info = self.registry.json("POST", session_path(self.id, "heartbeat/"))
         return self.info
 
@@ -369,6 +377,14 @@ class PinnedSession:
     def _online(self, what: str) -> None:
         if self.offline:
             raise Unavailable(f"{what} needs the registry; this session is offline (from a snapshot).")
+        self.annotate_span()
+
+    def annotate_span(self) -> None:
+        """Set the pinned version on the caller's current OpenTelemetry span, when
+        opentelemetry is installed (promptreg.tracing); every session call does."""
+        tracing.annotate(
+            bundle=self.bundle_name, version=self.version, content_hash=self.content_hash, session_id=self.id
+        )
 
     def render(self, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The prompt for this turn: a byte-stable `prefix` (system text and tools, cacheable by

@@ -123,7 +123,11 @@ class _Driver:
     def __getattr__(self, name: str) -> Any:
         return getattr(psycopg, name)
 
-    connect = staticmethod(WatchedConnection.connect)
+    @staticmethod
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        # Looked up at each call, not once at import: tracing (config.telemetry) may wrap
+        # psycopg's Connection.connect after this module was imported.
+        return WatchedConnection.connect(*args, **kwargs)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -1,0 +1,98 @@
+"""What a call is about, for its trace span and its log lines: the one interface through which
+services and entry points report the key and session they act for, whatever reads it (the
+tracing set up by config.telemetry, the JSON log format of config.logformat).
+
+A request starts its notes with `begin()` (the Django middleware and the fast lane do); the
+key prefix and the session are noted as they become known, and every log line written while
+the request runs carries them. `session_used` also sets the OpenTelemetry GenAI attributes
+(`gen_ai.prompt.name`, `gen_ai.prompt.version`) on the current span when tracing is on.
+
+Nothing here imports OpenTelemetry: config.telemetry hands its trace module over when it sets
+tracing up (`tracing_on`), so a process without OTEL_* configured never imports it, and each
+call costs one `is None` test."""
+
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import Any
+
+# The attribute names on a session call's span: the GenAI semantic conventions' gen_ai.prompt.name
+# (the bundle) and gen_ai.prompt.version (the version number, an integer), then the registry's own.
+PROMPT_NAME = "gen_ai.prompt.name"
+PROMPT_VERSION = "gen_ai.prompt.version"
+CONTENT_HASH = "registry.content_hash"
+SESSION_ID = "registry.session.id"
+KEY_PREFIX = "registry.key.prefix"
+
+
+@dataclass
+class Notes:
+    """What one request is about, as far as it is known (never a secret, never content)."""
+
+    key_prefix: str = ""
+    session_id: str = ""
+    bundle: str = ""
+    version: int | None = None
+
+
+current: ContextVar[Notes | None] = ContextVar("observe_notes", default=None)
+_trace: Any = None  # opentelemetry.trace once config.telemetry turned tracing on
+
+
+def tracing_on(trace_module: Any) -> None:
+    """Called once by config.telemetry after it installed a tracer provider."""
+    global _trace
+    _trace = trace_module
+
+
+def tracing() -> Any:
+    """opentelemetry.trace when tracing is on, else None."""
+    return _trace
+
+
+def begin() -> Token[Notes | None]:
+    """Start the notes of a request (pass the token to `end`)."""
+    return current.set(Notes())
+
+
+def end(token: Token[Notes | None]) -> None:
+    current.reset(token)
+
+
+def key_used(prefix: str) -> None:
+    """The key the call authenticated with, by its public prefix (the secret never comes here)."""
+    notes = current.get()
+    if notes is not None:
+        notes.key_prefix = prefix
+    if _trace is not None:
+        _trace.get_current_span().set_attribute(KEY_PREFIX, prefix)
+
+
+def session_used(*, session_id: object, bundle: str, version: int, content_hash: str, span: Any = None) -> None:
+    """The session a call acts on and what it is pinned to: noted for the logs and set on
+    `span` (default: the current span) when tracing is on."""
+    notes = current.get()
+    if notes is not None:
+        notes.session_id, notes.bundle, notes.version = str(session_id), bundle, version
+    if _trace is not None:
+        (span if span is not None else _trace.get_current_span()).set_attributes(
+            session_attributes(session_id=session_id, bundle=bundle, version=version, content_hash=content_hash)
+        )
+
+
+def session_attributes(*, session_id: object, bundle: str, version: int, content_hash: str) -> dict[str, Any]:
+    return {
+        PROMPT_NAME: bundle,
+        PROMPT_VERSION: version,
+        CONTENT_HASH: content_hash,
+        SESSION_ID: str(session_id),
+    }
+
+
+def trace_ids() -> tuple[str, str] | None:
+    """(trace id, span id) of the current span in hex, or None (tracing off, or no span)."""
+    if _trace is None:
+        return None
+    context = _trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
