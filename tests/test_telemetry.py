@@ -116,15 +116,15 @@ def test_a_session_call_through_django_joins_the_agents_trace_with_the_pinned_ve
             # The session's own page is Django's (the fast lane serves only the per-turn calls).
             detail = client.json("GET", f"api/v1/sessions/{session.id}/")
         assert detail["version"] == 1
+        django_span = _one(
+            receiver.wait_for(
+                lambda s: s.kind == SERVER and s.attributes.get("http.route") == "api/v1/sessions/<uuid:session_id>/"
+            )
+        )
     finally:
         server.stop()
 
     trace_id = f"{turn.get_span_context().trace_id:032x}"
-    django_span = _one(
-        receiver.wait_for(
-            lambda s: s.kind == SERVER and s.attributes.get("http.route") == "api/v1/sessions/<uuid:session_id>/"
-        )
-    )
     assert django_span.service == "registry-under-test"
     assert django_span.trace_id == trace_id  # the agent's traceparent was honoured
     assert django_span.parent_span_id == f"{turn.get_span_context().span_id:016x}"
