@@ -18,6 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
+from registry.selectors import version_ids_existing
+
 FLUSH_SECONDS = 5.0
 
 # Routing latency histogram: bucket i holds latencies below 2 ** ((i + 1) / 4) µs, four buckets
@@ -170,17 +172,19 @@ _MERGE = f"""
     latency_buckets = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0)
                             FROM unnest({{table}}.latency_buckets, EXCLUDED.latency_buckets) AS t(a, b))
 """
-# INSERT ... SELECT: a count for a version id that is not (or no longer, in tests) in the
-# database is dropped instead of failing the whole batch.
+# The version id goes last. flush() drops a count for a version id that is not (or no longer,
+# in tests) in the database, asking the registry (registry.selectors.version_ids_existing), so
+# that one such id does not fail the whole batch.
+_VALUES = ", ".join(["%s"] * len(COUNTERS))
 _TOTAL_SQL = f"""
-INSERT INTO metrics_versionusage (version_id, {_COLUMNS}, first_used_at, last_used_at, last_fetch_at, latency_buckets)
-SELECT id, {", ".join(["%s"] * len(COUNTERS))}, %s, %s, %s, %s FROM registry_bundleversion WHERE id = %s
+INSERT INTO metrics_versionusage ({_COLUMNS}, first_used_at, last_used_at, last_fetch_at, latency_buckets, version_id)
+VALUES ({_VALUES}, %s, %s, %s, %s, %s)
 ON CONFLICT (version_id) DO UPDATE SET {_MERGE.format(table="metrics_versionusage")}
 """
 _DAY_SQL = f"""
-INSERT INTO metrics_versionday (version_id, day, {_COLUMNS}, first_used_at, last_used_at, last_fetch_at,
-    latency_buckets)
-SELECT id, %s, {", ".join(["%s"] * len(COUNTERS))}, %s, %s, %s, %s FROM registry_bundleversion WHERE id = %s
+INSERT INTO metrics_versionday (day, {_COLUMNS}, first_used_at, last_used_at, last_fetch_at, latency_buckets,
+    version_id)
+VALUES (%s, {_VALUES}, %s, %s, %s, %s, %s)
 ON CONFLICT (version_id, day) DO UPDATE SET {_MERGE.format(table="metrics_versionday")}
 """
 
@@ -221,9 +225,13 @@ def flush() -> int:
         with transaction.atomic(), connection.cursor() as cursor:
             # One transaction: a failure re-queues everything and counts nothing twice.
             # Version ids in ascending order: two processes flushing at once lock the rows in
-            # the same order and cannot deadlock.
-            cursor.executemany(_TOTAL_SQL, [[*row(e), vid] for vid, e in sorted(totals.items())])
-            cursor.executemany(_DAY_SQL, [[day, *row(e), vid] for (vid, day), e in sorted(pending.items())])
+            # the same order and cannot deadlock. A version deleted between the check and the
+            # INSERT (only tests delete versions) fails this flush; the next one drops it.
+            known = version_ids_existing(totals)
+            cursor.executemany(_TOTAL_SQL, [[*row(e), vid] for vid, e in sorted(totals.items()) if vid in known])
+            cursor.executemany(
+                _DAY_SQL, [[day, *row(e), vid] for (vid, day), e in sorted(pending.items()) if vid in known]
+            )
     except Exception:
         # Database away: keep the counts for the next flush rather than lose them.
         with _lock:

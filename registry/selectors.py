@@ -1,6 +1,7 @@
 """Reads of bundles, versions and labels."""
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
@@ -67,6 +68,11 @@ def catalog_entry(bundle: Bundle) -> dict[str, Any]:
         "when_to_use": bundle.when_to_use,
         "labels": bundle_label_map(bundle),
     }
+
+
+def version_ids_existing(version_ids: Iterable[int]) -> set[int]:
+    """Which of `version_ids` are versions (one index probe per id)."""
+    return set(BundleVersion.objects.filter(pk__in=list(version_ids)).values_list("pk", flat=True))
 
 
 def bundle_label_map(bundle: Bundle) -> dict[str, int]:

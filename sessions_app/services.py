@@ -26,6 +26,7 @@ from registry import lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
+from sessions_app import hooks
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch, session_noted
 
@@ -244,14 +245,14 @@ def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) 
     return existing
 
 
-# One statement ends sessions (one, or a batch of the fast lane's): the UPDATE, the delete of
-# their L3 cards (they end with them) and the read of their versions' state. The session rows
-# are locked in id order first, so two batches that share sessions cannot deadlock.
-# The lock order with the cards (registry.lifecycle.locks): session row, then its cards. A card
-# registration (skills.services) locks the session first too, so an end may wait for one;
-# the card it committed meanwhile is newer than this statement's snapshot, so _CARDS_SQL, a
-# second statement once the sessions are ended, deletes what the first could not see (a
-# registration after the end finds the session ended and adds nothing).
+# One statement ends sessions (one, or a batch of the fast lane's): the UPDATE and the read of
+# their versions' state. The session rows are locked in id order first, so two batches that
+# share sessions cannot deadlock. What ends with them in other apps (skills' L3 cards) goes in a
+# second statement, sessions_app.hooks.sessions_ended, with the rows still locked: the lock
+# order (registry.lifecycle.locks) is session row, then its cards. A card registration
+# (skills.services) locks the session first too, so an end may wait for one, and the card it
+# committed meanwhile is visible to that second statement (a registration after the end finds
+# the session ended and adds nothing).
 # The version is read FOR SHARE, and only when the UPDATE ended the session (the scalar
 # subquery runs per ended row). That lock is what makes reading the state before our commit
 # safe, in the terms of registry.lifecycle.locks: a label move (or drain) takes the version FOR UPDATE.
@@ -271,8 +272,6 @@ WITH due AS (
     UPDATE sessions_app_session e SET status = 'ended', ended_at = %(now)s
     FROM due WHERE e.id = due.id
     RETURNING e.*
-), cards AS (
-    DELETE FROM skills_sessionskill WHERE session_id IN (SELECT id FROM ended)
 )
 SELECT {PINNED_COLUMNS},
     (SELECT locked.state FROM registry_bundleversion locked WHERE locked.id = s.version_id FOR SHARE)
@@ -282,11 +281,8 @@ JOIN registry_bundle b ON b.id = s.bundle_id
 """
 
 
-_CARDS_SQL = "DELETE FROM skills_sessionskill WHERE session_id = ANY(%s::uuid[])"
-
-
 def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
-    """End the active sessions among `session_ids` (_END_SQL, then _CARDS_SQL) and ask, after
+    """End the active sessions among `session_ids` (_END_SQL, then hooks.sessions_ended) and ask, after
     the commit, for a drain of each draining version once. Returns the ended sessions by id,
     with `bundle` and `version` set."""
     with connection.cursor() as cursor:
@@ -301,9 +297,7 @@ def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
         if row[-1] == VersionState.DRAINING:
             draining.add(pinned.session.version_id)
     instruments.version_used([s.version_id for s in ended.values()])
-    if ended:
-        with connection.cursor() as cursor:
-            cursor.execute(_CARDS_SQL, [list(ended)])
+    hooks.sessions_ended(list(ended))
     for version_id in sorted(draining):
         transaction.on_commit(partial(lifecycle.enqueue_version_drain, version_id))
     return ended
@@ -312,8 +306,8 @@ def _end_active(*, session_ids: list[str], now: datetime) -> dict[str, Session]:
 def session_end(*, session: Session, actor: Actor) -> Session:
     """End a session; ending an ended or expired session changes nothing.
 
-    Two statements (_END_SQL, then _CARDS_SQL for the cards a registration committed while
-    the end waited for its lock), without a transaction of their own, when the key that
+    Two statements (_END_SQL, then hooks.sessions_ended for the cards, including one a
+    registration committed while the end waited for its lock), without a transaction of their own, when the key that
     started the session ends it (the common case); with the audit record in one transaction
     when ops end someone else's. A drain is requested after the commit only when the version is draining."""
     _check_owner(session=session, actor=actor)
@@ -411,8 +405,8 @@ def session_expire_lapsed(
             with connection.cursor() as cursor:
                 cursor.execute(_EXPIRE_SQL.format(only=only), params)
                 rows = cursor.fetchall()
-                if rows:  # their L3 cards go with them, as with an end (and in the same lock order)
-                    cursor.execute(_CARDS_SQL, [[str(session_id) for session_id, _ in rows]])
+            # Their L3 cards go with them, as with an end (and in the same lock order).
+            hooks.sessions_ended([str(session_id) for session_id, _ in rows])
             version_ids = [version_id for _, version_id in rows]
             for version_id in set(version_ids):
                 transaction.on_commit(partial(lifecycle.version_drain_request, version_id))

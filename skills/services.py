@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core import instruments
@@ -238,3 +238,10 @@ def session_skill_remove(*, session: Session, name: str) -> None:
     deleted, _ = SessionSkill.objects.filter(session=session, name=name).delete()
     if not deleted:
         raise NotFound(f"No session skill {name!r}.")
+
+
+def session_cards_drop(session_ids: list[str]) -> None:
+    """Delete the L3 cards of sessions that just ended or expired (sessions_app.hooks calls it
+    inside the end's transaction, with the session rows locked; skills/apps.py registers it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM skills_sessionskill WHERE session_id = ANY(%s::uuid[])", [session_ids])

@@ -45,6 +45,10 @@ def test_the_apps_register_into_cores_interfaces_at_ready():
     assert isinstance(instruments._current, Instruments)
     assert DELIVERIES in events._subscribers
     assert isinstance(pins._pins, SessionPins)
+    from sessions_app import hooks
+    from skills.services import session_cards_drop
+
+    assert session_cards_drop in hooks._on_end
 
 
 def test_an_unregistered_pins_interface_refuses_rather_than_answers_none(monkeypatch):

@@ -100,3 +100,15 @@ def test_usage_is_added_up_across_flushes(agent, production):
     usage.flush()
     assert usage.flush() == 0  # nothing pending
     assert VersionUsage.objects.get().fetches == 3
+
+
+def test_a_count_for_a_version_that_is_not_there_is_dropped_and_the_rest_are_written(agent, production):
+    from metrics import usage
+    from metrics.models import VersionUsage
+
+    started = agent.post("/api/v1/sessions/", {"bundle": "refunds"}).json()
+    agent.get(f"/api/v1/sessions/{started['id']}/bundle/")
+    usage.fetch_recorded(987654321)  # no such version
+    usage.flush()
+    assert usage.pending(987654321, "fetches") == 0  # dropped, not re-queued
+    assert list(VersionUsage.objects.values_list("fetches", flat=True)) == [1]
