@@ -252,6 +252,7 @@ class SsoCallback(OIDCAuthenticationCallbackView):
         target = self.success_url
         id_token = self.request.session.get("oidc_id_token")
         super().login_success()
+        self.request.session.set_expiry(settings.OIDC_SESSION_SECONDS)
         if id_token:
             self.request.session["oidc_id_token"] = id_token
         return HttpResponseRedirect(target)

@@ -13,6 +13,13 @@ from django.contrib.auth.models import User
 from django.db.models import ManyToManyField
 from django.http import HttpRequest
 
+from access.models import SsoIdentity
+
+SSO_HELP = (
+    "This person signs in through the identity provider. Their roles are set from the provider's group "
+    "claim at every sign-in, so a change of roles here lasts until their next sign-in; untick Active to "
+    "keep them out."
+)
 ROLES_HELP = (
     "Prompt engineers write versions and move labels that are not protected; Ops also move protected "
     "labels, roll back, revoke versions and end sessions. Membership alone lets the person sign in."
@@ -33,6 +40,9 @@ class TeammateAdmin(UserAdmin):
             ("Roles", {"fields": ("is_active", "groups"), "description": ROLES_HELP}),
             ("Important dates", {"fields": ("last_login", "date_joined")}),
         ]
+        if SsoIdentity.objects.filter(user=obj).exists():
+            # Roles edited here last until the person's next sign-in, which sets them from the claim.
+            sets.insert(2, ("Single sign-on", {"fields": ("single_sign_on",), "description": SSO_HELP}))
         if request.user.is_superuser:
             sets.append(("Advanced", {"classes": ("collapse",), "fields": ("is_staff", "is_superuser")}))
         return sets
@@ -43,6 +53,17 @@ class TeammateAdmin(UserAdmin):
             kwargs["label"] = "Roles"
             kwargs["help_text"] = ROLES_HELP
         return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return (*super().get_readonly_fields(request, obj), "single_sign_on")
+
+    @admin.display(description="Identity")
+    def single_sign_on(self, obj: User) -> str:
+        identity = SsoIdentity.objects.filter(user=obj).first()
+        if identity is None:
+            return "—"
+        roles = ", ".join(identity.roles) or "none"
+        return f"subject {identity.subject} at {identity.issuer}; roles at the last sign-in: {roles}"
 
     @admin.display(description="Roles")
     def roles(self, obj: User) -> str:

@@ -277,6 +277,11 @@ for _pair in (p.strip() for p in env_str("OIDC_REQUIRED_CLAIMS", "").split(","))
         if not _eq or not _claim.strip():
             raise ImproperlyConfigured(f"OIDC_REQUIRED_CLAIMS: each entry is <claim>=<value>, got {_pair!r}.")
         OIDC_REQUIRED_CLAIMS[_claim.strip()] = _value.strip()
+# How long an admin session opened through the provider lasts (then the person signs in again,
+# and their roles are read again from the claim); password sessions keep Django's two weeks.
+OIDC_SESSION_SECONDS = env_int("OIDC_SESSION_SECONDS", 8 * 3600)
+if not 300 <= OIDC_SESSION_SECONDS <= 30 * 86400:
+    raise ImproperlyConfigured(f"OIDC_SESSION_SECONDS must be 300 to 2592000, got {OIDC_SESSION_SECONDS}.")
 # mozilla-django-oidc's own settings, fixed: PKCE (S256) and a nonce on every sign-in, the ID token
 # kept in the session for the provider's logout, our callback and where sign-ins end up.
 OIDC_USE_PKCE = True

@@ -146,6 +146,8 @@ def test_the_settings_refuse_a_configuration_that_cannot_work():
     assert "OIDC_SIGN_ALGO" in settings_error(**{**good, "OIDC_SIGN_ALGO": "HS256"})
     assert "ADMIN_PASSWORD_LOGIN" in settings_error(ADMIN_PASSWORD_LOGIN="0")
     assert settings_error(**good, ADMIN_PASSWORD_LOGIN="0") == ""
+    assert "OIDC_SESSION_SECONDS" in settings_error(**good, OIDC_SESSION_SECONDS="10")
+    assert "OIDC_SESSION_SECONDS" in settings_error(**good, OIDC_SESSION_SECONDS=str(10**12))
 
 
 def test_an_id_token_from_another_issuer_or_for_another_client_is_refused(sso_settings):

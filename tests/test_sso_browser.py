@@ -23,6 +23,7 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 import pytest  # noqa: E402
 from django.apps import apps  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
+from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
 from playwright.sync_api import Page, expect  # noqa: E402
 
 from access.groups import OPS, PROMPT_ENGINEERS  # noqa: E402
@@ -194,6 +195,15 @@ def test_it_signs_in_through_the_provider_with_the_role_its_claim_gives_and_take
     expect(page.locator(".adminui-role")).to_have_text("role: admin")
     alice.refresh_from_db()
     assert alice.is_superuser and alice.is_staff
+    # The session lasts OIDC_SESSION_SECONDS, not Django's two weeks; the account's page says
+    # where its roles come from.
+    key = next(c["value"] for c in page.context.cookies() if c["name"] == "sessionid")
+    assert SessionStore(session_key=key).get_expiry_age() == 8 * 3600
+    page.goto(f"{base_url}/admin/auth/user/{alice.pk}/change/")
+    expect(page.locator("fieldset", has_text="Single sign-on")).to_contain_text(
+        f"subject {identity.subject} at {sso_on.issuer}; roles at the last sign-in: admin"
+    )
+    shot(page, "account-page")
     sign_out(page, base_url)
 
     # Out of every group at the provider: the next sign-in is refused and no role is left.
