@@ -92,12 +92,20 @@ def rate_limited_login(request: HttpRequest):
 
 def sso_entry(view):
     """The single sign-on pages (adminui.sso) with their parameters bounded: 404 while it is not
-    configured, 400 for a next, code or state over 2000 characters, 503 while the provider's
-    discovery document cannot be read."""
+    configured, 429 past ADMIN_LOGIN_RATE per client address (each sign-in is a start and a
+    callback, and a callback calls the provider), 400 for a next, code or state over 2000
+    characters, 503 while the provider's discovery document cannot be read."""
 
     def entry(request: HttpRequest) -> HttpResponse:
         if not settings.SSO_ENABLED:
             return error_response(404, "not_found", "Single sign-on is not configured (OIDC_CLIENT_ID).")
+        wait = seconds_until_allowed(
+            group="admin-sso", key=client_ip(request) or "", rate=settings.ADMIN_LOGIN_RATE, local_fallback=True
+        )
+        if wait is not None:
+            response = error_response(429, "throttled", "Too many sign-in attempts; try again in a minute.")
+            response["Retry-After"] = str(wait)
+            return response
         for name in ("next", "code", "state"):
             if len(request.GET.get(name, "")) > 2000:
                 return error_response(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import RequestFactory
 
 from adminui import sso
@@ -58,6 +59,15 @@ def test_it_refuses_a_state_code_or_next_of_more_than_2000_characters(client, ss
     answer = client.get("/admin/sso/start/?next=/" + "n" * 2001)
     assert answer.status_code == 400
     assert answer.json()["error"]["details"] == {"next": "at most 2000 characters"}
+
+
+def test_its_pages_are_rate_limited_per_client_address(client, db, sso_settings):
+    cache.clear()
+    sso_settings.ADMIN_LOGIN_RATE = "3/m"
+    codes = [client.get("/admin/sso/callback/?code=x&state=y").status_code for _ in range(3)]
+    over = client.get("/admin/sso/start/")
+    assert codes == [302, 302, 302] and over.status_code == 429
+    assert over.json()["error"]["code"] == "throttled" and int(over["Retry-After"]) >= 1
 
 
 def test_a_callback_whose_state_this_browser_never_started_is_no_sign_in(client, db, sso_settings):
