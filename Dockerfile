@@ -43,6 +43,6 @@ USER 10001:10001
 
 EXPOSE 8000
 
-# granian serving the ASGI application (config/serve.py): WEB_CONCURRENCY worker processes,
+# granian serving the ASGI application (edge/serve.py): WEB_CONCURRENCY worker processes,
 # WEB_THREADS threads each for Django and the fast lane.
-CMD ["python", "-m", "config.serve", "--host", "0.0.0.0", "--port", "8000", "--access-log"]
+CMD ["python", "-m", "edge.serve", "--host", "0.0.0.0", "--port", "8000", "--access-log"]

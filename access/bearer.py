@@ -3,11 +3,6 @@ takes a key (the DRF authentication class, the fast lane, /mcp)."""
 
 from access.services import api_key_lookup
 
-# The scope (and WSGI environ) key under which an ASGI app that declined a request says that
-# its Bearer key is not a working key, with the key's SHA-256: Django's authentication then
-# answers without looking the key up a second time (one lookup per request).
-KEY_NOT_WORKING = "registry.key_not_working"
-
 MALFORMED = "Send the key as 'Authorization: Bearer <api key>'."
 NOT_VALID = "The API key is not valid."
 

@@ -5,7 +5,7 @@ client. We tried django-ratelimit first: through Django's cache API it costs two
 and two client constructions per request, a third of a pinned-bundle fetch.
 
 When Redis is away (an error, a timeout, or the process's circuit breaker open after one:
-config.breaker) the API throttle fails open: a request is let through rather than refused,
+core.breaker) the API throttle fails open: a request is let through rather than refused,
 because the registry staying available matters more than exact limits while Redis is down.
 The admin login does not: password guessing must stay limited, so it falls back to counting
 in this process (`local_fallback`), which limits each web process separately: a guesser gets
@@ -20,9 +20,8 @@ from typing import Any
 
 from django.conf import settings
 
-from config import breaker
-from config.redis_client import redis_client
-from core import instruments
+from core import breaker, instruments
+from core.redis_client import redis_client
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -11,11 +11,12 @@ from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Th
 from rest_framework.request import Request
 
 from access.actors import Actor
-from access.bearer import KEY_NOT_WORKING, BearerError, bearer_secret
+from access.bearer import BearerError, bearer_secret
 from access.ratelimit import auth_failure_wait
 from access.services import api_key_authenticate, api_key_lookup
 from audit.context import client_ip
 from core import observe
+from edge.dispatch import KEY_NOT_WORKING
 
 
 def request_actor(request: Request) -> Actor | None:

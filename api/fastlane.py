@@ -12,7 +12,7 @@ Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web 
 the ones that arrive while its previous batch runs and answers them together on one pool
 thread, with one SQL read, one pipelined Redis round trip and one statement per kind of write.
 Only plain calls are answered there; any other, and every call of a route that is not batched,
-goes to the one-by-one path (serve), also on the web thread pool (config.django_lane.pool):
+goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool):
 
 1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
    session, its version and its bundle (a start: with the bundle its body names);
@@ -24,9 +24,9 @@ goes to the one-by-one path (serve), also on the web thread pool (config.django_
 Nothing about a key, session or version is cached: each call is answered from a read of
 PostgreSQL that started after the call arrived. Errors are rendered by
 api.errors.exception_handler, so their bodies are the contract's to the byte. Anything unusual
-is declined (config.dispatch.Decline) before any work is counted and goes to Django, which
+is declined (edge.dispatch.Decline) before any work is counted and goes to Django, which
 answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
-is Django's; the decline says the key is not working, access.bearer.KEY_NOT_WORKING, so that
+is Django's; the decline says the key is not working, edge.dispatch.KEY_NOT_WORKING, so that
 Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP
 request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read
 (Django's path reconnects and reports it). Headers are the ones Django's middleware would add
@@ -54,7 +54,7 @@ from django.utils import timezone
 from rest_framework.exceptions import APIException, ParseError, Throttled
 
 from access.actors import Actor
-from access.bearer import KEY_NOT_WORKING, bearer_lookup
+from access.bearer import bearer_lookup
 from access.ratelimit import api_throttle_wait, api_throttle_waits
 from access.services import (
     KEY_COLUMNS,
@@ -78,10 +78,10 @@ from api.parsers import SafeJSONParser
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
 from api.serializers import session_in
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
-from config.dispatch import Decline, Receive, Scope, Send, replay
-from config.django_lane import pool, read_body, request_is_secure
 from core.errors import DomainError
 from core.limits import is_bundle_name
+from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
+from edge.django_lane import pool, read_body, request_is_secure
 from metrics.instruments import request_answered
 from registry.models import Bundle
 from sessions_app.models import Session
@@ -124,7 +124,7 @@ _START_SQL = (
 
 class _KeyNotWorking(Decline):
     """Declined because the Bearer key is not a working key: Django answers (401, or 429 past the
-    failed-auth budget) without looking the key up again (access.bearer.KEY_NOT_WORKING)."""
+    failed-auth budget) without looking the key up again (edge.dispatch.KEY_NOT_WORKING)."""
 
     def __init__(self, digest: str) -> None:
         super().__init__()
@@ -626,7 +626,7 @@ class _Meta:
 
 
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
-    """ASGI: serve the fast lane's paths, decline everything else (config.dispatch)."""
+    """ASGI: serve the fast lane's paths, decline everything else (edge.dispatch)."""
     if scope["type"] != "http":
         raise Decline
     found = match(scope["path"], scope["method"])

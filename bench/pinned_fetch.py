@@ -1,7 +1,7 @@
 """Benchmark the hot path: fetching a session's pinned bundle, revalidating it, starting sessions.
 
 Starts the service the way `make run` does (embedded PostgreSQL and Redis from devtools.stack
-unless DATABASE_URL / REDIS_URL are set, migrate, `python -m config.serve` (granian, ASGI) with WEB_CONCURRENCY
+unless DATABASE_URL / REDIS_URL are set, migrate, `python -m edge.serve` (granian, ASGI) with WEB_CONCURRENCY
 workers, a Celery worker), creates a bundle, a production label, an agent key and N
 sessions through the REST API, then drives 127.0.0.1 with wrk and prints requests/s and
 p50/p99 latency for:
@@ -807,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 str(BIN / "python"),
                 "-m",
-                "config.serve",
+                "edge.serve",
                 "--port",
                 str(bare_port),
                 "--workers",
@@ -953,7 +953,7 @@ def report(
     print(
         f"\nwrk: {ns.threads} threads, {ns.connections} connections, {ns.duration}s per scenario, {ns.rounds} round(s)"
         f" (medians), timeout {WRK_TIMEOUT}"
-        f"\nserver: python -m config.serve (granian, config.asgi), {workers} workers, no access log; the bare app on"
+        f"\nserver: python -m edge.serve (granian, config.asgi), {workers} workers, no access log; the bare app on"
         f" the same server and worker count; {os.cpu_count()} CPUs shared with wrk, PostgreSQL and Redis;"
         f" load average at the end {os.getloadavg()[0]:.1f}"
         f"\ndata: {ns.sessions} sessions, pinned-bundle body {body_size} bytes\n"
@@ -1008,7 +1008,7 @@ def report(
         "commit": git_commit(),
         "short": ns.short,
         "machine": {"cpus": os.cpu_count(), "load_average_end": round(os.getloadavg()[0], 2)},
-        "server": {"command": "python -m config.serve", "workers": int(workers)},
+        "server": {"command": "python -m edge.serve", "workers": int(workers)},
         "wrk": {"threads": ns.threads, "connections": ns.connections, "duration_s": ns.duration, "rounds": ns.rounds},
         "body_bytes": body_size,
         "scenarios": {

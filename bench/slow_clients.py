@@ -6,7 +6,7 @@ client. Prints p50, p99 and the maximum, with and without the slow connections.
 
 `make bench` runs it against the server it measures (issue 10: five such connections held all
 four gunicorn sync workers for 30 s; with the ASGI front they hold coroutines, see
-config/dispatch.py)."""
+edge/dispatch.py)."""
 
 import argparse
 import socket

@@ -190,7 +190,7 @@ class Stack:
         return out.stdout
 
     def start_web(self) -> None:
-        command = [PY, "-m", "config.serve", "--port", str(self.web_port), "--workers", "2"]
+        command = [PY, "-m", "edge.serve", "--port", str(self.web_port), "--workers", "2"]
         self.procs["web"] = Proc("web", command, env=self.env, log=self.dir / "web.log").start()
         wait_port(self.web_port, 60)
 

@@ -1,7 +1,7 @@
 """Two web nodes behind a real nginx, one killed under load (docs/operations.md, "More than one
 web node").
 
-Two web processes (each `config.serve`, on its own loopback port) share the stack's PostgreSQL
+Two web processes (each `edge.serve`, on its own loopback port) share the stack's PostgreSQL
 and Redis behind nginx with deploy/nginx-nodes.conf's upstream and retry rules. Agents start
 sessions, fetch, heartbeat and end them through nginx; one node is killed with SIGKILL (its
 whole process group) mid-load, later started again. Invariants: every acknowledged start (201)
@@ -118,7 +118,7 @@ class Agents:
 
 
 def _start_node(stack: Stack, name: str, port: int, *, wait: bool = True) -> Proc:
-    command = [PY, "-m", "config.serve", "--port", str(port), "--workers", "1"]
+    command = [PY, "-m", "edge.serve", "--port", str(port), "--workers", "1"]
     proc = Proc(name, command, env=stack.env, log=stack.dir / f"{name}.log").start()
     stack.procs[name] = proc
     if wait:

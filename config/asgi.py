@@ -1,15 +1,15 @@
-"""The one ASGI application every server entry point serves (`python -m config.serve`: make run,
+"""The one ASGI application every server entry point serves (`python -m edge.serve`: make run,
 the image, compose, the benchmark).
 
-A prefix table (config.dispatch) in front of:
-  * the fast lane for the per-turn session calls (api.fastlane): it serves
-    GET .../bundle/, POST .../heartbeat/ and POST .../end/ itself and declines every
-    other session path (they go on to Django);
+A prefix table (edge.dispatch) in front of:
+  * the fast lane for the per-turn session calls (api.fastlane): it serves the paths of the
+    per-turn route table (api/routes.py) itself and declines every other session path (they
+    go on to Django);
   * `/mcp`: the MCP server (mcp_server.asgi): the `mcp` SDK's streamable HTTP app behind the
     API's key check. It sees the full path, and its lifespan (the SDK session manager's task
     group) is started and stopped by the dispatcher with the server's;
   * Django for everything else, run as WSGI on a fixed thread pool after the body has been
-    read on the event loop (config.django_lane).
+    read on the event loop (edge.django_lane).
 """
 
 import os
@@ -26,8 +26,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from api import fastlane  # noqa: E402
-from config.dispatch import Dispatcher, Route  # noqa: E402
-from config.django_lane import django_app  # noqa: E402
+from edge.dispatch import Dispatcher, Route  # noqa: E402
+from edge.django_lane import django_app  # noqa: E402
 from mcp_server.asgi import PATH as MCP_PATH  # noqa: E402
 from mcp_server.asgi import mcp_app  # noqa: E402
 

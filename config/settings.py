@@ -10,8 +10,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.redis_client import redis_tls_options
 from core import limits
+from core.redis_client import redis_tls_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -194,7 +194,7 @@ REDIS_TLS_CA_FILE = env_str("REDIS_TLS_CA_FILE", "")
 BUNDLE_CACHE_URL = env_str("BUNDLE_CACHE_URL", REDIS_URL)
 # Socket timeouts of the Redis calls made while serving a request (rate limits, the bytes cache,
 # enqueueing a task). A hung Redis costs a request at most this, once per process and breaker
-# cooldown (config.breaker); a healthy one answers in well under a millisecond.
+# cooldown (core.breaker); a healthy one answers in well under a millisecond.
 REDIS_REQUEST_TIMEOUT_MS = env_int("REDIS_REQUEST_TIMEOUT_MS", 50)
 CACHES = {
     "default": {
@@ -329,7 +329,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # per worker process that run Django and the fast lane (each keeps one database connection).
 WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 10)
 WEB_THREADS = env_int("WEB_THREADS", 8)
-# A web worker whose event loop does not come round for this many seconds exits (config.watchdog)
+# A web worker whose event loop does not come round for this many seconds exits (edge.watchdog)
 # and granian starts another; 0 turns the watchdog off.
 WEB_WATCHDOG_SECONDS = env_int("WEB_WATCHDOG_SECONDS", 10)
 

@@ -3,7 +3,7 @@
 Services never import a tasks module (tasks import services), so they send by the task's
 registered name. Sending never raises and never waits on the broker longer than one short
 timeout (REDIS_REQUEST_TIMEOUT_MS): it goes through the process's Redis circuit breaker
-(config.breaker), so while Redis is down or hung a request skips the broker entirely after
+(core.breaker), so while Redis is down or hung a request skips the broker entirely after
 the first timeout. Every task sent from here has a periodic sweep behind it, so a request
 still succeeds while Redis is away and the sweep catches up."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
-from config import breaker
 from config.celery import app
+from core import breaker
 
 logger = logging.getLogger(__name__)
 _publish_lock = threading.Lock()

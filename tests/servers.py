@@ -1,4 +1,4 @@
-"""Real web server processes for tests: `python -m config.serve` (granian, config.asgi) on a
+"""Real web server processes for tests: `python -m edge.serve` (granian, config.asgi) on a
 free loopback port, against the test database, so that what is tested is what runs."""
 
 import os
@@ -45,7 +45,7 @@ def web_server(*, workers: int = 1, env: dict[str, str] | None = None, timeout: 
         **(env or {}),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "config.serve", "--port", str(port), "--workers", str(workers)],
+        [sys.executable, "-m", "edge.serve", "--port", str(port), "--workers", str(workers)],
         cwd=ROOT,
         env=environment,
         stdout=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""The ASGI front (config.dispatch, config.django_lane, config.serve): routing by prefix,
+"""The ASGI front (edge.dispatch, edge.django_lane, edge.serve): routing by prefix,
 lifespan forwarded to sub-apps, bodies read on the event loop with a size cap and a deadline,
 and a real server that keeps answering while slow clients hold connections."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from config.dispatch import Decline, Dispatcher, Route
-from config.django_lane import django_app, shutdown_pool
+from edge.dispatch import Decline, Dispatcher, Route
+from edge.django_lane import django_app, shutdown_pool
 from tests.servers import web_server
 
 

@@ -1,4 +1,4 @@
-"""The Redis circuit breaker (config.breaker) and the request paths behind it, with Redis hung
+"""The Redis circuit breaker (core.breaker) and the request paths behind it, with Redis hung
 (a listener that accepts connections and never answers, which is what a SIGSTOPped Redis looks
 like from outside) or unreachable (a closed port)."""
 
@@ -11,8 +11,8 @@ import pytest
 from django.test import override_settings
 
 from access.ratelimit import local_counts, seconds_until_allowed
-from config import breaker
-from config.breaker import CircuitBreaker
+from core import breaker
+from core.breaker import CircuitBreaker
 from core.enqueue import send
 from registry import bundle_cache
 

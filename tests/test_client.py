@@ -29,7 +29,7 @@ from promptreg import (
     VersionRevoked,
 )
 
-from config.redis_client import redis_client
+from core.redis_client import redis_client
 from registry.services import bundle_create, label_move, version_publish, version_revoke
 from tests.conftest import content, pinned_body
 from tests.live import WebServer, registry_server  # noqa: F401 (fixture)

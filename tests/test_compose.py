@@ -1,6 +1,6 @@
 """docker-compose.yml and the Dockerfile, checked by reading them: no Docker engine needed.
 
-Every command is parsed by the program that will run it (config.serve's own option parser,
+Every command is parsed by the program that will run it (edge.serve's own option parser,
 Celery's click commands, Django's command registry), every module it names is imported, and
 the environment is compared with what config/settings.py reads, so a typo in any of them
 fails here rather than in a container that restarts in a loop."""
@@ -28,7 +28,7 @@ from celery.bin.celery import celery as celery_cli
 from django.core.management import get_commands
 from django.test import override_settings
 
-from config import serve
+from edge import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -39,7 +39,7 @@ WORKERS = {"worker-lifecycle": "lifecycle", "worker-deliveries": "deliveries"}  
 CORE_SERVICES = {"postgres", "redis", "redis-cache", "web", "beat", *WORKERS}
 APP_SERVICES = {"web", "beat", *WORKERS}
 MUST_HAVE_HEALTHCHECK = {"postgres", "redis", "redis-cache", "web", *WORKERS}
-# Read by a program rather than by settings.py: config.serve's default worker count.
+# Read by a program rather than by settings.py: edge.serve's default worker count.
 NON_SETTINGS_ENV = {"WEB_CONCURRENCY"}
 
 
@@ -72,9 +72,9 @@ def _settings_env_names() -> tuple[set[str], set[str]]:
 
 
 def _server_app(argv: list[str]) -> tuple[Any, Any]:
-    """Parse `python -m config.serve ...` with its own parser (unknown options fail), check the
+    """Parse `python -m edge.serve ...` with its own parser (unknown options fail), check the
     granian command it would exec, and import the ASGI application that command names."""
-    assert argv[:3] == ["python", "-m", "config.serve"], argv
+    assert argv[:3] == ["python", "-m", "edge.serve"], argv
     parsed = serve.parse_args(argv[3:])
     granian = serve.command(host=parsed.host, port=parsed.port, workers=parsed.workers, access_log=parsed.access_log)
     assert granian[1:3] == ["-m", "granian"] and "asgi" in granian

@@ -203,7 +203,7 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(
     first enqueue fails fast and opens the process's breaker, the second skips the broker."""
     from django.test import override_settings
 
-    from config import breaker
+    from core import breaker
 
     dead = "redis://127.0.0.1:1/0"
     with override_settings(BUNDLE_CACHE_URL=dead, CELERY_BROKER_URL=dead):

@@ -1,5 +1,5 @@
 """The edges a hostile client reaches before any key is checked, against a real server process
-(python -m config.serve) where the server's own parsing matters, and in process where
+(python -m edge.serve) where the server's own parsing matters, and in process where
 statements are counted:
 
 - Prometheus label values never come from client input: random methods, paths, bundle names
@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from access.models import Role
 from audit.models import AuditEvent
-from config.django_lane import shutdown_pool
+from edge.django_lane import shutdown_pool
 from mcp_server.server import close_pool_connections
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.services import session_start

@@ -1,6 +1,6 @@
 """The fast lane (api.fastlane) answers exactly what Django answers for the per-turn calls, and
 serves nothing stale: checked in process against Django's path, and across two real server
-processes (python -m config.serve) for revoked and expired keys, ended and expired sessions
+processes (python -m edge.serve) for revoked and expired keys, ended and expired sessions
 and revoked versions."""
 
 import asyncio
@@ -23,8 +23,8 @@ from access.models import ApiKey
 from access.services import api_key_create, api_key_revoke
 from api import fastlane
 from api.serializers import SessionIn, SessionOut, session_in, session_out
-from config.dispatch import Decline
-from config.django_lane import django_app, shutdown_pool
+from edge.dispatch import Decline
+from edge.django_lane import django_app, shutdown_pool
 from registry.models import Bundle, BundleVersion
 from registry.services import bundle_create, label_move, version_publish, version_revoke
 from sessions_app.models import Session

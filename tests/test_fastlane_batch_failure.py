@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from access.models import ApiKey
 from api import fastlane
-from config.django_lane import shutdown_pool
-from config.redis_client import redis_client
+from core.redis_client import redis_client
+from edge.django_lane import shutdown_pool
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
 from sessions_app.services import session_start

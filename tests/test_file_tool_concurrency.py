@@ -9,7 +9,7 @@ import time
 from django.test import override_settings
 
 from access import ratelimit
-from config import breaker
+from core import breaker
 from tests.servers import web_server
 from tests.test_knowledge import World
 

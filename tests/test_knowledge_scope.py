@@ -154,7 +154,7 @@ def test_the_render_shows_only_the_duty_and_domains_of_packs_in_the_keys_scope(w
 @pytest.fixture
 def live_world(transactional_db):
     """A World for code that runs on other threads (the fast lane's pool, MCP's pool)."""
-    from config.django_lane import shutdown_pool
+    from edge.django_lane import shutdown_pool
 
     yield World()
     shutdown_pool()

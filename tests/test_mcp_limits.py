@@ -14,8 +14,8 @@ from django.test import override_settings
 from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
-from config.redis_client import redis_client
 from core.limits import REQUEST_BODY_MAX_BYTES
+from core.redis_client import redis_client
 from mcp_server.asgi import McpApp
 from registry.services import bundle_create, label_move, version_publish
 from tests.conftest import content, make_api

@@ -23,8 +23,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from access.ratelimit import api_throttle_waits
-from config.redis_client import redis_client
 from core import enqueue
+from core.redis_client import redis_client
 from registry import bundle_cache
 from sessions_app.services import session_start
 
@@ -117,7 +117,7 @@ def test_rediss_urls_verify_the_certificate_in_every_client():
         "import json, ssl\n"
         "from django.conf import settings\n"
         "from config.celery import app\n"
-        "from config.redis_client import redis_client\n"
+        "from core.redis_client import redis_client\n"
         "pool = redis_client(settings.REDIS_URL).connection_pool\n"
         "broker = app.connection_for_write()\n"
         "options = settings.CACHES['default']['OPTIONS'].items()\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from config.redis_client import redis_client
+from core.redis_client import redis_client
 from registry.services import bundle_create, label_move, version_publish
 from tests.conftest import content, make_api, pinned_body
 from tests.live import ROOT, WebServer, registry_server  # noqa: F401 (fixture)

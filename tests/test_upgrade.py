@@ -151,7 +151,7 @@ class Server:
         self.port = free_port()
         self.log = log
         self.proc = subprocess.Popen(
-            [PY, "-m", "config.serve", "--port", str(self.port), "--workers", "1"],
+            [PY, "-m", "edge.serve", "--port", str(self.port), "--workers", "1"],
             cwd=tree,
             env=env,
             stdout=open(log, "ab"),  # noqa: SIM115 (the child's for its life)

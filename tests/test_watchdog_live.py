@@ -1,5 +1,5 @@
 """A worker whose event loop stops answering is restarted (issue 18): the real server
-(`python -m config.serve`, granian) with one worker and a 2 s watchdog, a request that holds the
+(`python -m edge.serve`, granian) with one worker and a 2 s watchdog, a request that holds the
 GIL on the event loop (tests/freeze_app.py), and /healthz timed until a new worker answers.
 Without the watchdog (WEB_WATCHDOG_SECONDS=0) the worker stays frozen and the test fails."""
 
@@ -42,7 +42,7 @@ def test_a_worker_whose_event_loop_freezes_is_replaced_within_seconds(transactio
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
         "WEB_WATCHDOG_SECONDS": os.environ.get("TEST_WATCHDOG_SECONDS", str(WATCHDOG_SECONDS)),
     }
-    command = [sys.executable, "-m", "config.serve", "--port", str(port), "--workers", "1"]
+    command = [sys.executable, "-m", "edge.serve", "--port", str(port), "--workers", "1"]
     proc = subprocess.Popen(
         [*command, "--app", "tests.freeze_app:application"],
         cwd=ROOT,

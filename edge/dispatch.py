@@ -13,7 +13,7 @@ serve), and the dispatcher then hands the request to the next matching route or 
 Lifespan: the server sends one lifespan scope; the dispatcher runs the lifespan of every route
 marked `lifespan=True` in its own task, starts them in table order and stops them in reverse,
 and reports startup failure if any fails. Django itself has no lifespan. Once started, the
-lifespan also runs the event-loop watchdog (config.watchdog) when `watchdog_seconds` > 0.
+lifespan also runs the event-loop watchdog (edge.watchdog) when `watchdog_seconds` > 0.
 
 Slow clients: the sync parts (Django, the fast lane's database calls) run on a bounded thread
 pool, so they must never wait on a socket. `buffered_body` reads the whole request body on the
@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from config.watchdog import LoopWatchdog
+from edge.watchdog import LoopWatchdog
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+# The scope (and WSGI environ) key under which a sub-app that declined a request says that its
+# Bearer key is not a working key, with the key's SHA-256: Django's authentication then answers
+# without looking the key up a second time (one lookup per request, api.authentication).
+KEY_NOT_WORKING = "registry.key_not_working"
 
 
 class Decline(Exception):  # noqa: N818 (a signal, not an error)

@@ -23,7 +23,7 @@ def redis_tls_options(url: str, ca_file: str) -> dict[str, Any]:
 def redis_client(url: str) -> redis.Redis:
     # Short timeouts and no retries: Redis here is an accelerator and a counter, answering in
     # well under a millisecond on a healthy server, and a slow or hung Redis must not slow the
-    # requests it serves. Callers go through config.breaker, so after one timeout a process
+    # requests it serves. Callers go through core.breaker, so after one timeout a process
     # stops asking for a while; the timeout bounds what that one request pays.
     # A password, an ACL user and rediss:// come with the URL; redis_tls_options says how
     # the certificate is verified.

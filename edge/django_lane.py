@@ -3,7 +3,7 @@
 Measured against the alternatives (docs/performance.md): Django's own ASGI handler creates a
 thread (and so a database connection) per request and served /healthz at about a quarter of
 this; a2wsgi's bridge hops between the loop and the thread for every message. Here a request
-is one hop: the body is read on the event loop first (config.dispatch.buffered_body), the
+is one hop: the body is read on the event loop first (edge.dispatch.buffered_body), the
 WSGI call runs to completion in a pool thread (whose database connection persists, as under
 gunicorn), and the collected response is sent from the loop. Django responses are not
 streamed here, so collecting them is fine; static files are small (whitenoise)."""
@@ -20,8 +20,8 @@ from typing import Any
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
-from access.bearer import KEY_NOT_WORKING
-from config.dispatch import (
+from edge.dispatch import (
+    KEY_NOT_WORKING,
     ASGIApp,
     BodyTimeout,
     BodyTooLarge,

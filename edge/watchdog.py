@@ -1,5 +1,5 @@
 """The event-loop watchdog of a web worker: a worker whose event loop stops answering exits, so
-that granian (`--respawn-failed-workers`, config.serve) starts a fresh one.
+that granian (`--respawn-failed-workers`, edge.serve) starts a fresh one.
 
 Why: everything a worker serves goes through its event loop (the fast lane, MCP, the Django
 lane's hand-off to its threads). One call that holds the GIL in C code (a backtracking regex

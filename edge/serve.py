@@ -1,6 +1,6 @@
 """The web server, started the same way by `make run`, the image, compose and the benchmark:
 
-    python -m config.serve [--host 0.0.0.0] [--port 8000] [--workers N] [--access-log]
+    python -m edge.serve [--host 0.0.0.0] [--port 8000] [--workers N] [--access-log]
 
 It execs granian serving the ASGI application `config.asgi:application` (why granian, and the
 measurements behind it: docs/performance.md). Worker processes default to WEB_CONCURRENCY
@@ -38,7 +38,7 @@ def command(*, host: str, port: int, workers: int, access_log: bool) -> list[str
         "1",
         "--http1-header-read-timeout",
         str(HEADER_READ_TIMEOUT_MS),
-        "--respawn-failed-workers",  # also what restarts a worker its watchdog stopped (config.watchdog)
+        "--respawn-failed-workers",  # also what restarts a worker its watchdog stopped (edge.watchdog)
         "--respawn-interval",
         "1",
         "--workers-kill-timeout",
@@ -50,7 +50,7 @@ def command(*, host: str, port: int, workers: int, access_log: bool) -> list[str
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m config.serve", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m edge.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2")))
