@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.core.checks import Error, register
 
@@ -5,12 +7,12 @@ from access.ratelimit import parse_rate
 
 
 @register()
-def check_rates(app_configs, **kwargs):
+def check_rates(app_configs: Any, **kwargs: Any) -> list[Error]:
     """A malformed rate must stop the process at start, not fail every request."""
     rates = {f"API_THROTTLE_RATES[{k!r}]": v for k, v in settings.API_THROTTLE_RATES.items()}
     for name in ("ADMIN_LOGIN_RATE", "ADMIN_LOGIN_ACCOUNT_RATE", "AUTH_FAILURE_RATE"):
         rates[name] = getattr(settings, name)
-    errors = []
+    errors: list[Error] = []
     for name, rate in rates.items():
         if not rate:
             continue

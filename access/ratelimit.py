@@ -152,7 +152,7 @@ def _kind(method: str) -> str:
     return "read" if method in ("GET", "HEAD", "OPTIONS") else "write"
 
 
-def api_throttle_wait(*, actor, method: str) -> int | None:
+def api_throttle_wait(*, actor: Any, method: str) -> int | None:
     """api_throttle_waits for one request: what the DRF throttle and the fast lane's
     one-by-one path call."""
     return api_throttle_waits(requests=[(actor, method)])[0]

@@ -6,12 +6,14 @@ no request argument and work the same from commands and tasks (where it is empty
 import ipaddress
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from core import observe
 
@@ -26,7 +28,7 @@ current: ContextVar[RequestContext] = ContextVar("audit_request_context", defaul
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-def client_ip(request) -> str | None:
+def client_ip(request: Any) -> str | None:
     """The client's address: REMOTE_ADDR, or behind TRUSTED_PROXY_HOPS proxies the entry of
     X-Forwarded-For that the outermost trusted proxy appended (entries further left are
     whatever the client sent, so they are never trusted)."""
@@ -34,8 +36,9 @@ def client_ip(request) -> str | None:
     if hops:
         forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= hops and _is_ip(forwarded[-hops]):
-            return forwarded[-hops]
-    return request.META.get("REMOTE_ADDR") or None
+            return str(forwarded[-hops])
+    address: str | None = request.META.get("REMOTE_ADDR") or None
+    return address
 
 
 class _ScopeMeta:
@@ -66,10 +69,10 @@ def _is_ip(text: str) -> bool:
 class RequestContextMiddleware:
     """Takes a well-formed X-Request-ID from the client or makes one, and echoes it back."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         given = request.headers.get("X-Request-ID", "")
         request_id = given if _REQUEST_ID_RE.fullmatch(given) else uuid.uuid4().hex
         token = current.set(RequestContext(request_id=request_id, client_ip=client_ip(request)))
@@ -86,6 +89,6 @@ class RequestContextMiddleware:
             raise
         # Kept until the response is closed: Django logs a 4xx or 5xx answer (django.request)
         # after the last middleware returned, and that line should carry the request id too.
-        response._resource_closers.append(reset)
+        response._resource_closers.append(reset)  # type: ignore[attr-defined]  # a private list, not in the stubs
         response["X-Request-ID"] = request_id
         return response

@@ -166,7 +166,7 @@ def compile_bounded(pattern: Any, limits: Limits, *, flags: str = "") -> Any:
 
 def program_size(compiled: Any) -> int:
     """RE2 instructions of a compiled pattern (the larger of its forward and reverse programs)."""
-    return max(compiled._regexp.ProgramSize(), compiled._regexp.ReverseProgramSize())
+    return int(max(compiled._regexp.ProgramSize(), compiled._regexp.ReverseProgramSize()))
 
 
 def _explain(error: str, limits: Limits) -> str:

@@ -1,6 +1,8 @@
 """Reads of knowledge packs. Key scopes name packs as they name bundles: a pack outside the
 key's scope answers exactly like one that does not exist."""
 
+from typing import Any
+
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -45,7 +47,7 @@ def file_get(*, pack: Pack, path: str) -> PackFile:
     return file
 
 
-def bundles_using(pack_name: str) -> list[dict]:
+def bundles_using(pack_name: str) -> list[dict[str, Any]]:
     """The bundles with a version whose content lists the pack: [{"bundle", "versions", "labels"}],
     versions newest first, labels as {name: number} for the labels targeting one of them.
 
@@ -62,7 +64,7 @@ def bundles_using(pack_name: str) -> list[dict]:
             [pack_name],
         )
         rows = cursor.fetchall()
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     for bundle, number, labels in rows:
         entry = found.setdefault(bundle, {"bundle": bundle, "versions": [], "labels": {}})
         entry["versions"].append(number)

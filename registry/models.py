@@ -76,7 +76,7 @@ class Compatibility(models.TextChoices):
     BACKWARD = "backward"
 
 
-class LabelQuerySet(models.QuerySet):
+class LabelQuerySet(models.QuerySet["Label"]):
     def targeting(self, version_id: int) -> "LabelQuerySet":
         """Labels that target `version_id`, alone or as one target of a split (weight 0 too)."""
         return self.filter(models.Q(version_id=version_id) | models.Q(targets__contains=[{"version_id": version_id}]))

@@ -13,7 +13,8 @@ from registry import bundle_cache
 
 @lru_cache(maxsize=64)
 def _load(content_hash: str, version_id: int) -> dict[str, Any]:
-    return json.loads(bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash))
+    content: dict[str, Any] = json.loads(bundle_cache.content_bytes(version_id=version_id, content_hash=content_hash))
+    return content
 
 
 def content_document(*, version_id: int, content_hash: str) -> dict[str, Any]:

@@ -99,15 +99,16 @@ def version_get(*, bundle: Bundle, number: int) -> BundleVersion:
 
 
 def label_get(*, bundle: Bundle, name: str) -> Label:
-    label = Label.objects.filter(bundle=bundle, name=name).select_related("version").first()
+    label: Label | None = Label.objects.filter(bundle=bundle, name=name).select_related("version").first()
     if label is None:
         raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
     return label
 
 
-def label_history(label: Label) -> QuerySet:
+def label_history(label: Label) -> QuerySet[Any]:
     """Every move of a label, newest first, with the numbers of the versions it moved between."""
-    return label.history.select_related("version", "previous_version").order_by("-history_id")
+    history: QuerySet[Any] = label.history.select_related("version", "previous_version").order_by("-history_id")
+    return history
 
 
 def version_diff(*, old: BundleVersion, new: BundleVersion) -> Diff:

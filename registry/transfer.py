@@ -173,7 +173,7 @@ def _verified_content(digest: str, data: bytes) -> dict[str, Any]:
             {"content_hash": [digest], "actual": [hashlib.sha256(data).hexdigest()]},
         )
     try:
-        content = json.loads(data)
+        content: dict[str, Any] = json.loads(data)
     except ValueError:
         raise InvalidContent(f"The bytes of {digest} are not JSON.", {"content_hash": [digest]}) from None
     _, canonical, again = canonicalise(content)

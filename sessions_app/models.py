@@ -16,7 +16,7 @@ class SessionStatus(models.TextChoices):
     EXPIRED = "expired"
 
 
-class SessionQuerySet(models.QuerySet):
+class SessionQuerySet(models.QuerySet["Session"]):
     def active(self) -> "SessionQuerySet":
         return self.filter(status=SessionStatus.ACTIVE)
 

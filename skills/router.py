@@ -199,7 +199,8 @@ def _zsum(lexical: list[float], semantic: list[float]) -> list[float]:
         std = float(array.std()) or 1.0
         return np.maximum(0.0, (array - array.mean()) / std)
 
-    return (z(lexical) + SEMANTIC_WEIGHT * z(semantic)).tolist()
+    fused: list[float] = (z(lexical) + SEMANTIC_WEIGHT * z(semantic)).tolist()
+    return fused
 
 
 def _rrf(lexical: list[float], semantic: list[float]) -> list[float]:

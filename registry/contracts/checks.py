@@ -9,8 +9,8 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from core.limits import TOOL_NAME_RE
 from registry import variables
-from registry.canonical import TOOL_NAME_RE
 from registry.contracts.base import (
     _DIALECT,
     _META,

@@ -20,4 +20,5 @@ def require_text(field: str, value: object, *, max_chars: int = TEXT_MAX_CHARS) 
 
 def content_of(version: BundleVersion) -> dict[str, Any]:
     """The content document a version stores (decoded from its canonical bytes)."""
-    return json.loads(bytes(version.canonical))
+    content: dict[str, Any] = json.loads(bytes(version.canonical))
+    return content

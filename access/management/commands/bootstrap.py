@@ -7,9 +7,10 @@ first run's cannot be shown again; rotate a key with rotate_api_key, set a passw
 changepassword)."""
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from access.management.commands._keys import CLI
@@ -22,11 +23,11 @@ KEY_NAME = "bootstrap-{role}"
 class Command(BaseCommand):
     help = "Create the first admin (superuser) and one API key per role; prints their secrets once."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")
 
     @transaction.atomic
-    def handle(self, *args, username: str, **options):
+    def handle(self, *args: Any, username: str, **options: Any) -> None:
         User = get_user_model()
         password = None
         if not User.objects.filter(username=username).exists():

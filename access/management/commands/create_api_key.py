@@ -1,6 +1,7 @@
 from datetime import timedelta
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from access.management.commands._keys import CLI
@@ -12,7 +13,7 @@ from core.errors import DomainError
 class Command(BaseCommand):
     help = "Create an API key. The secret is printed alone on the last line of stdout, once."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
         parser.add_argument("--role", required=True, choices=Role.values)
         parser.add_argument(
@@ -20,7 +21,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--expires-in-days", type=int, default=None)
 
-    def handle(self, *args, name: str, role: str, scope: list[str], expires_in_days: int | None, **options):
+    def handle(
+        self, *args: Any, name: str, role: str, scope: list[str], expires_in_days: int | None, **options: Any
+    ) -> None:
         expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
         try:
             key, secret = api_key_create(name=name, role=role, scopes=scope, expires_at=expires_at, actor=CLI)

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from access.models import ApiKey
 
@@ -6,10 +8,10 @@ from access.models import ApiKey
 class Command(BaseCommand):
     help = "List API keys (never their secrets): prefix, name, role, scope, state, last use."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--all", action="store_true", help="include revoked keys")
 
-    def handle(self, *args, all: bool = False, **options):
+    def handle(self, *args: Any, all: bool = False, **options: Any) -> None:
         keys = ApiKey.objects.order_by("name", "created_at")
         if not all:
             keys = keys.filter(revoked_at__isnull=True)

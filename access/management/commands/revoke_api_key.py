@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from access.management.commands._keys import CLI, live_keys, replaced_by_rotation
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "period: the old key and the new one). They fail on their very next request."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("key", help="the key's prefix (pr_xxxxxxx) or name")
         parser.add_argument("--reason", default="")
         parser.add_argument(
@@ -20,7 +22,7 @@ class Command(BaseCommand):
             help="only the keys a rotation replaced: end their grace period now, keep the new key",
         )
 
-    def handle(self, *args, key: str, reason: str, rotated_out: bool = False, **options):
+    def handle(self, *args: Any, key: str, reason: str, rotated_out: bool = False, **options: Any) -> None:
         keys = live_keys(key)
         if rotated_out:
             keys = replaced_by_rotation(keys)

@@ -10,9 +10,10 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from access.actors import SYSTEM
 from access.models import ApiKey, Role
@@ -60,13 +61,21 @@ def _kept_keys(env_file: Path | None) -> dict[str, str]:
 class Command(BaseCommand):
     help = "Create the demo bundle, demo API keys and an admin login (development only)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--env-file", help="the demo keys as shell exports (kept if they still work)")
         parser.add_argument("--password-file", help="the admin's password (kept if it still works)")
         parser.add_argument("--registry-url", help="also export REGISTRY_URL (the running server) in --env-file")
         parser.add_argument("--new", action="store_true", help="new keys and a new password even if the old work")
 
-    def handle(self, *args, env_file=None, password_file=None, registry_url=None, new=False, **options):
+    def handle(
+        self,
+        *args: Any,
+        env_file: str | None = None,
+        password_file: str | None = None,
+        registry_url: str | None = None,
+        new: bool = False,
+        **options: Any,
+    ) -> None:
         bundle = Bundle.objects.filter(name="support-agent").first()
         if bundle is None:
             bundle = bundle_create(name="support-agent", description="Demo: customer support agent", actor=SYSTEM)
