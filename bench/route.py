@@ -1,10 +1,12 @@
 """Routing latency for 100 skills, in process (the router alone, warm index): p50 and p99.
 
-    .venv/bin/python bench/route.py [--skills 100] [--turns 2000]
+    .venv/bin/python bench/route.py [--skills 100] [--turns 2000] [--lexical]
 
 Builds 100 cards from eval/routing/skills.json (renamed copies past its 62), replays its
 conversations' user messages (English, Chinese, mixed; with the two previous turns as context)
-through skills.router, and prints the distribution. The goal is p99 under 20 ms.
+through skills.router with the semantic path on (--lexical: off), and prints the distribution.
+The goal (issue 22): p50 <= 1 ms and p99 <= 5 ms; printed, not asserted (a shared machine's
+wall time is mostly waiting for a core, so the thread's CPU time is printed too).
 """
 
 import argparse
@@ -25,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skills", type=int, default=100)
     parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--lexical", action="store_true", help="the semantic path off")
     args = parser.parse_args()
     base = json.loads((ROOT / "eval" / "routing" / "skills.json").read_text())
     skills = [s for s in base if s["level"] == "L1"]
@@ -44,7 +47,7 @@ def main() -> None:
             messages = [*messages, {"role": "user", "content": turn["user"]}]
             histories.append(messages)
             messages = [*messages, {"role": "assistant", "content": "Done."}]
-    index = Index(skills)
+    index = Index(skills, semantic=not args.lexical)
     history = History(loaded=[frozenset({"track_parcel"})] * 2, invoked=[frozenset(), frozenset()])
     for messages in histories:  # warm: jieba's dictionary, regex caches
         index.route(messages, k=5, history=history)
@@ -68,11 +71,15 @@ def main() -> None:
         f"  (load average {load:.1f} on {os.cpu_count()} cores)"
     )
     build = time.perf_counter()
-    Index(skills)
+    Index(skills, semantic=not args.lexical)
     build_ms = (time.perf_counter() - build) * 1000
-    print(f"skills {len(skills)}  turns {len(samples)}  p50 {p50:.3f} ms  p99 {p99:.3f} ms  max {samples[-1]:.3f} ms")
-    print(f"index build (once per content hash per process): {build_ms:.1f} ms")
-    print("goal: p99 < 20 ms:", "met" if p99 < 20 else "NOT met")
+    mode = "lexical only" if args.lexical else "semantic path on"
+    print(
+        f"skills {len(skills)} ({mode})  turns {len(samples)}  p50 {p50:.3f} ms  p99 {p99:.3f} ms"
+        f"  max {samples[-1]:.3f} ms"
+    )
+    print(f"index build (once per content hash per process, card vectors included): {build_ms:.1f} ms")
+    print("goal p50 <= 1 ms, p99 <= 5 ms (wall):", "met" if p50 <= 1 and p99 <= 5 else "not met on this run")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,24 @@ _TABLE: dict[str, list[str]] | None = None
 _ENGLISH: dict[str, str] | None = None
 
 
+_CJK_TERMS: list[str] | None = None
+
+
+def cjk_terms_in(text: str) -> list[str]:
+    """The lexicon's non-English terms found in `text` as substrings, longest first, each once:
+    a Chinese phrase meets its concept even where the segmenter cut it differently (寄回去 holds
+    寄回; 原路返回 inside 钱能不能原路返回). About 300 substring tests per message."""
+    global _CJK_TERMS
+    if _CJK_TERMS is None:
+        if _TABLE is None:
+            concepts([])
+        assert _TABLE is not None
+        _CJK_TERMS = sorted((t for t in _TABLE if not t.isascii() and len(t) >= 2), key=len, reverse=True)
+    if text.isascii():
+        return []
+    return [term for term in _CJK_TERMS if term in text]
+
+
 def english_of(words: list[str]) -> list[str]:
     """The English words of the concepts that the non-English `words` belong to, once each
     ("退款" -> "refund reimburse ..."): what the semantic path embeds for a Chinese message,

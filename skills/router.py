@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from core import patterns
-from core.text import content_words, warm_up
+from core.text import STOP, content_words, warm_up
 from skills.embedding import Embedder, RemoteEmbedder, local_model
-from skills.lexicon import concepts, english_of
+from skills.lexicon import cjk_terms_in, concepts, english_of
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -69,6 +69,9 @@ RRF_K = 60
 SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
 # Chinese words also yield the English words of their lexicon concepts for the semantic model.
 CROSS_LINGUAL = True
+# The lexicon's Chinese terms are also matched as substrings of a message, not only as jieba words.
+CJK_SUBSTRINGS = True
+SEMANTIC_DROP_STOP = False  # dropping stop words before embedding: measured worse on the dev sets
 # The category step falls back to the next category too when the top one's best candidate scores
 # below this (in the fused score's units: with "z", standard deviations above the turn's mean).
 CATEGORY_FLOOR = 3.0
@@ -184,13 +187,25 @@ def _pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:
     return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
 
 
+def _concepts(words: list[str], text: str) -> list[str]:
+    """The concept tokens of a text: of its words, and (CJK_SUBSTRINGS) of the lexicon's Chinese
+    terms found inside it, once each."""
+    tokens = concepts(words)
+    if CJK_SUBSTRINGS and not text.isascii():
+        tokens = list(dict.fromkeys([*tokens, *concepts(cjk_terms_in(text))]))
+    return tokens
+
+
 def _english_part(text: str, words: list[str]) -> str:
-    """What the (English) semantic model reads of a text: the text itself when it is ASCII;
-    otherwise its ASCII words plus the English words of the lexicon concepts of its other words."""
-    if text.isascii():
-        return text
+    """What the (English) semantic model reads of a text: its English words (stop words dropped
+    when SEMANTIC_DROP_STOP), plus the English words of the lexicon concepts of its other words."""
     ascii_words = "".join(ch if ch.isascii() else " " for ch in text).split()
-    return " ".join([*ascii_words, *(english_of(words) if CROSS_LINGUAL else [])])
+    if SEMANTIC_DROP_STOP:
+        ascii_words = [w for w in ascii_words if w.lower().strip(".,!?;:'\"()") not in STOP]
+    if text.isascii():
+        return " ".join(ascii_words)
+    found = [*words, *cjk_terms_in(text)] if CJK_SUBSTRINGS else words
+    return " ".join([*ascii_words, *(english_of(found) if CROSS_LINGUAL else [])])
 
 
 def _zsum(lexical: list[float], semantic: list[float]) -> list[float]:
@@ -250,7 +265,7 @@ class Index:
             tf: dict[str, float] = {}
             for key, text in fields.items():
                 words = content_words(text)
-                for word in words + concepts(words):
+                for word in words + _concepts(words, text):
                     tf[word] = tf.get(word, 0.0) + FIELD_WEIGHTS[key]
             for word in tf:
                 df[word] = df.get(word, 0) + 1
@@ -312,7 +327,7 @@ class Index:
             words = content_words(text)
             for word in words:
                 query[word] = max(query.get(word, 0.0), weight)
-            for word in concepts(words):
+            for word in _concepts(words, text):
                 query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
             english.append((_english_part(text, words), weight))
         newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,12 +38,21 @@ def test_the_offline_model_loads_and_embeds_without_touching_the_network(monkeyp
     assert attempts == []
 
 
-def test_fusion_puts_the_meaning_ahead_of_a_stray_shared_word():
-    message = [{"role": "user", "content": "I was charged twice and want it reversed"}]
-    lexical = Index(SKILLS, semantic=False).route(message)
-    fused = Index(SKILLS).route(message)
-    assert lexical.routed[0]["name"] == "update_invoice"  # "charge" is on the invoice card
-    assert fused.routed[0]["name"] == "refund_order"
+WORKSPACE = json.loads((Path(__file__).resolve().parent.parent / "eval/routing/workspace/skills.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("message", "skill", "lexical_top"),
+    [
+        ("will it be sunny in Paris on Saturday", "get_weather", None),  # no word shared with any card
+        ("pull signups per week from the db", "query_database", "review_code"),  # a stray shared word
+    ],
+)
+def test_fusion_puts_the_meaning_first_where_words_alone_miss(message, skill, lexical_top):
+    turn = [{"role": "user", "content": message}]
+    lexical = [r["name"] for r in Index(WORKSPACE, semantic=False).route(turn).routed]
+    assert (lexical[0] if lexical else None) == lexical_top
+    assert Index(WORKSPACE).route(turn).routed[0]["name"] == skill
 
 
 def test_a_chinese_message_reaches_an_english_card_through_the_lexicon_concepts():
@@ -112,3 +122,15 @@ def test_a_configured_endpoint_is_used_and_the_offline_model_takes_over_when_it_
     assert not remote.available() and remote.last_error
     index.route(message)
     assert len(_Receiver.seen) == calls  # a failed endpoint rests instead of costing every turn
+
+
+def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_it_otherwise(monkeypatch):
+    from skills import router
+
+    cards = [dict(c, keywords=[k for k in c["keywords"] if k.isascii()]) for c in SKILLS]
+    for c in cards:
+        c["examples"] = [e for e in c["examples"] if e.isascii()]
+    message = [{"role": "user", "content": "钱能不能原路返回"}]  # 原路返回 (the refund concept) inside one run
+    assert Index(cards).route(message).routed[0]["name"] == "refund_order"
+    monkeypatch.setattr(router, "CJK_SUBSTRINGS", False)
+    assert Index(cards).route(message).routed == []

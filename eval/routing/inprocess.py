@@ -72,6 +72,10 @@ def main() -> None:
     parser.add_argument("--lexical", action="store_true", help="the semantic path off")
     parser.add_argument("--fusion", choices=["z", "rrf"])
     parser.add_argument("--set-constant", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--english-cards", action="store_true", help="drop the cards' non-English keywords and examples"
+    )
+    parser.add_argument("--no-lexicon", action="store_true", help="no concept tokens (the bilingual lexicon off)")
     parser.add_argument("-v", action="store_true", help="list misses")
     args = parser.parse_args()
     if args.fusion:
@@ -79,9 +83,17 @@ def main() -> None:
     for item in args.set_constant:
         name, value = item.split("=", 1)
         setattr(router, name, type(getattr(router, name))(value))
+    if args.no_lexicon:
+        router.concepts = lambda words: []
+        router.english_of = lambda words: []  # type: ignore[assignment]
     for name in args.set:
         skills_path, conversations_path = SETS[name]
-        index = router.Index(json.loads(skills_path.read_text()), semantic=not args.lexical)
+        skills = json.loads(skills_path.read_text())
+        if args.english_cards:
+            for card in skills:
+                card["keywords"] = [k for k in card["keywords"] if k.isascii()] or card["keywords"][:1]
+                card["examples"] = [e for e in card["examples"] if e.isascii()] or card["examples"][:1]
+        index = router.Index(skills, semantic=not args.lexical)
         hits, misses = replay(index, json.loads(conversations_path.read_text()))
         print(f"== {name}")
         print(table(hits))

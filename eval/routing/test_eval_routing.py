@@ -1,21 +1,27 @@
-"""`make eval-routing`: publish an evaluation set as a bundle through the REST API and replay
-every conversation through POST /sessions/{id}/route/, printing hit@1, hit@3 and hit@5 per
-kind of conversation and per split.
+"""`make eval-routing`: publish each evaluation set as a bundle through the REST API and replay
+its conversations through POST /sessions/{id}/route/, printing hit@1, hit@3 and hit@5 per kind
+of conversation and the worst kind, then the version's production metrics.
 
-Two sets live here:
-- `skills.json` / `conversations.json` (customer service, HR, IT, travel...; bilingual cards):
-  the `dev` split is what the method was tuned on, `heldout` was written afterwards and
-  never tuned on. The goal (hit@5 >= 90 % overall, >= 80 % per kind) is asserted on it.
-- `workspace/` (developer and office-assistant skills, English-only cards, English and
-  Chinese messages): written after the tuning, in a domain the cards of the first set do
-  not cover; printed, not asserted, as a measure of how the method carries over.
+The sets (docs/skills.md, "Quality, measured"):
+- `dev`: `skills.json` / `conversations.json` (62 bilingual cards: customer service, HR, IT,
+  travel...; its former `heldout` split included): the router was tuned on it.
+- `workspace`: `workspace/` (24 English-only developer and office cards): tuned on too, as the
+  check that a change carries over to English-only cards in another domain.
+- `test`: `test/` (45 English-only cards in three domains neither dev set covers: a clinic,
+  property management, a mobile carrier), frozen before the tuning (`test/README.md`) and
+  never tuned on. Its figure is the one that predicts a new team's; the goal is asserted on it
+  (hit@5 >= 90 % overall and >= 80 % for every kind with at least 15 scored turns).
 
-EVAL_SKILLS / EVAL_CONVERSATIONS replace the first set by another of the same shape.
+EVAL_SETS=dev,workspace picks sets (default: all three). EVAL_SKILLS / EVAL_CONVERSATIONS
+replay one other set of the same shape instead, with the goal asserted on it. EVAL_VERBOSE=1
+lists the misses. A turn marked "scored": false is replayed (it is the context of the next one)
+but not counted.
 
 Runs under pytest (marker `eval`) so it gets the same real PostgreSQL and Redis as the suite
-and the test client; nothing is mocked. After each turn it reports the expected skill as
-invoked when it was routed (a model that calls the right skill when it can see it), so the
-per-version metrics and the ghost-loop rule see realistic reports.
+and the test client; nothing is mocked. After each turn it reports what a model that sees the
+loaded skills would invoke: the expected skill when it was loaded, else the top routed one;
+with the expected skill as the report's label, so the decision error rate is the share of
+decided turns where the right skill was not loaded.
 """
 
 import json
@@ -31,8 +37,14 @@ from access.models import Role
 from access.services import api_key_create
 
 HERE = Path(__file__).resolve().parent
+SETS = {
+    "dev": (HERE / "skills.json", HERE / "conversations.json"),
+    "workspace": (HERE / "workspace" / "skills.json", HERE / "workspace" / "conversations.json"),
+    "test": (HERE / "test" / "skills.json", HERE / "test" / "conversations.json"),
+}
 GOAL_OVERALL = 0.90
 GOAL_PER_KIND = 0.80
+GOAL_MIN_TURNS = 15  # kinds with fewer scored turns are printed, not held to the goal
 
 
 def _client(role: str) -> APIClient:
@@ -48,8 +60,39 @@ def _post(client: APIClient, path: str, body: dict) -> dict:
     return response.json()
 
 
+def _count(hits: dict[str, list[int]], kind: str, expect: str, ranked: list[str]) -> None:
+    for key in (kind, "all"):
+        counts = hits[key]
+        counts[0] += expect in ranked[:1]
+        counts[1] += expect in ranked[:3]
+        counts[2] += expect in ranked[:5]
+        counts[3] += 1
+
+
+def _conversation(agent: APIClient, bundle: str, number: int, conversation: dict, hits: dict, misses: list) -> None:
+    session = _post(agent, "/api/v1/sessions/", {"bundle": bundle, "version": number})
+    base = f"/api/v1/sessions/{session['id']}/"
+    messages: list[dict] = []
+    for turn in conversation["turns"]:
+        expect = turn["expect"]
+        messages.append({"role": "user", "content": turn["user"]})
+        routed = _post(agent, base + "route/", {"messages": messages, "k": 5})
+        # A resident (L1) skill is loaded every turn: it counts as found first.
+        ranked = [*[n for n in routed["resident"] if n == expect], *(r["name"] for r in routed["routed"])]
+        if turn.get("scored", True):
+            _count(hits, conversation["kind"], expect, ranked)
+            if expect not in ranked[:5]:
+                misses.append(
+                    f"{conversation['id']} {conversation['kind']}: {turn['user']!r} -> {expect} not in {ranked}"
+                )
+        invoked = [expect] if expect in ranked else ranked[:1]
+        _post(agent, base + "turns/", {"turn": routed["turn"], "invoked": invoked, "expected": [expect]})
+        messages.append({"role": "assistant", "content": turn.get("assistant", "Done.")})
+    _post(agent, base + "end/", {})
+
+
 def _replay(ops: APIClient, agent: APIClient, bundle: str, skills_path: Path, conversations_path: Path) -> dict:
-    """Publish, replay, print the table; return {(kind, split): [hit@1, hit@3, hit@5, turns]}."""
+    """Publish, replay, print the table; return {kind: [hit@1, hit@3, hit@5, turns]}."""
     skills = json.loads(skills_path.read_text())
     conversations = json.loads(conversations_path.read_text())
     _post(ops, "/api/v1/bundles/", {"name": bundle, "description": "routing evaluation set"})
@@ -59,47 +102,40 @@ def _replay(ops: APIClient, agent: APIClient, bundle: str, skills_path: Path, co
         {"message": "eval", "content": {"system_prompt": "Evaluation bundle.", "skills": skills}},
     )
     names = {s["name"] for s in skills}
-    hits: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     misses: list[str] = []
     for conversation in conversations:
-        session = _post(agent, "/api/v1/sessions/", {"bundle": bundle, "version": published["number"]})
-        base = f"/api/v1/sessions/{session['id']}/"
-        messages: list[dict] = []
-        for turn in conversation["turns"]:
-            assert turn["expect"] in names, (conversation["id"], turn["expect"])
-            messages.append({"role": "user", "content": turn["user"]})
-            routed = _post(agent, base + "route/", {"messages": messages, "k": 5})
-            # A resident (L1) skill is loaded every turn: it counts as found first.
-            ranked = [*[n for n in routed["resident"] if n == turn["expect"]], *(r["name"] for r in routed["routed"])]
-            for key in ((conversation["kind"], conversation["split"]), ("all", conversation["split"])):
-                counts = hits[key]
-                counts[0] += turn["expect"] in ranked[:1]
-                counts[1] += turn["expect"] in ranked[:3]
-                counts[2] += turn["expect"] in ranked[:5]
-                counts[3] += 1
-            if turn["expect"] not in ranked[:5]:
-                misses.append(f"{conversation['id']}: {turn['user']!r} -> {turn['expect']} not in {ranked}")
-            invoked = [turn["expect"]] if turn["expect"] in ranked else []
-            _post(agent, base + "turns/", {"turn": routed["turn"], "invoked": invoked})
-            messages.append({"role": "assistant", "content": turn.get("assistant", "Done.")})
-        _post(agent, base + "end/", {})
+        assert all(t["expect"] in names for t in conversation["turns"]), conversation["id"]
+        _conversation(agent, bundle, published["number"], conversation, hits, misses)
     metrics = agent.get(f"/api/v1/bundles/{bundle}/versions/{published['number']}/metrics/").json()
-
     print(
         f"\n{bundle}: {len(skills)} skills, {len({s['category'] for s in skills})} categories, "
         f"{len(conversations)} conversations"
     )
-    print(f"{'kind':<14}{'split':<9}{'turns':>6}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}")
-    for (kind, split), (h1, h3, h5, n) in sorted(hits.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
-        print(f"{kind:<14}{split:<9}{n:>6}{h1 / n:>8.1%}{h3 / n:>8.1%}{h5 / n:>8.1%}")
+    print(f"{'kind':<14}{'turns':>6}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}")
+    for kind, (h1, h3, h5, n) in sorted(hits.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        print(f"{kind:<14}{n:>6}{h1 / n:>8.1%}{h3 / n:>8.1%}{h5 / n:>8.1%}")
+    kinds = {k: v for k, v in hits.items() if k != "all"}
+    worst = min(kinds, key=lambda k: (kinds[k][2] / kinds[k][3], k))
+    print(f"worst kind: {worst} (hit@5 {kinds[worst][2] / kinds[worst][3]:.1%} of {kinds[worst][3]} turns)")
     lat = metrics["routing_latency_ms"]
     print(
         f"metrics: load hit rate {metrics['load_hit_rate']}, invalid-load rate {metrics['invalid_load_rate']}, "
+        f"decision error rate {metrics['decision_error_rate']}, "
         f"routing p50 {lat['p50']} ms, p99 {lat['p99']} ms over {metrics['turns']} turns"
     )
     if os.environ.get("EVAL_VERBOSE"):
         print("\n".join(misses))
     return hits
+
+
+def _goal_failures(hits: dict[str, list[int]]) -> list[str]:
+    failures = []
+    for kind, (_h1, _h3, h5, n) in hits.items():
+        goal = GOAL_OVERALL if kind == "all" else GOAL_PER_KIND
+        if (kind == "all" or n >= GOAL_MIN_TURNS) and h5 / n < goal:
+            failures.append(f"{kind}: hit@5 {h5 / n:.1%} < {goal:.0%}")
+    return failures
 
 
 @pytest.mark.eval
@@ -108,26 +144,16 @@ def test_routing_quality(capsys, settings):
     # One key replays every conversation: lift its per-key budgets (the limiter still runs).
     settings.API_THROTTLE_RATES = {"read": "100000000/m", "write": "100000000/m"}
     ops, agent = _client(Role.OPS), _client(Role.AGENT)
+    if os.environ.get("EVAL_SKILLS"):
+        chosen = {"custom": (Path(os.environ["EVAL_SKILLS"]), Path(os.environ["EVAL_CONVERSATIONS"]))}
+        held = "custom"
+    else:
+        wanted = os.environ.get("EVAL_SETS", "dev,workspace,test").split(",")
+        chosen = {name: SETS[name] for name in wanted}
+        held = "test"
+    results = {}
     with capsys.disabled():
-        hits = _replay(
-            ops,
-            agent,
-            "eval-routing",
-            Path(os.environ.get("EVAL_SKILLS", HERE / "skills.json")),
-            Path(os.environ.get("EVAL_CONVERSATIONS", HERE / "conversations.json")),
-        )
-        if not os.environ.get("EVAL_SKILLS"):
-            _replay(
-                ops,
-                agent,
-                "eval-workspace",
-                HERE / "workspace" / "skills.json",
-                HERE / "workspace" / "conversations.json",
-            )
-    total = [sum(v[i] for (kind, _), v in hits.items() if kind == "all") for i in (2, 3)]
-    assert total[0] / total[1] >= GOAL_OVERALL, total
-    kinds: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for (kind, _split), (_h1, _h3, h5, n) in hits.items():
-        kinds[kind][0] += h5
-        kinds[kind][1] += n
-    assert all(h5 / n >= GOAL_PER_KIND for h5, n in kinds.values()), dict(kinds)
+        for name, (skills_path, conversations_path) in chosen.items():
+            results[name] = _replay(ops, agent, f"eval-{name}", skills_path, conversations_path)
+    if held in results:
+        assert not _goal_failures(results[held]), _goal_failures(results[held])
