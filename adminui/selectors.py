@@ -1,15 +1,20 @@
-"""Reads of the admin's pages that are more than one query: what each label targets with its
-sessions per target, and the home dashboard. Flat: each read is bounded by what is live now
-(labels, live/draining versions, pending deliveries, the last few events), never by history."""
+"""Every read of the admin's pages (adminui/views/ holds no query of its own): lists and
+searches, what each label targets with its sessions per target, the drain dashboard, the home
+dashboard. The counts are flat: bounded by what is live now (labels, live/draining versions,
+pending deliveries, the last few events), never by history."""
 
+from collections import defaultdict
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from audit.models import AuditEvent
 from registry.models import Bundle, BundleVersion, Label, VersionState
+from registry.selectors import versions_of
 from sessions_app.models import Session, active_sessions_annotation
 from webhooks.models import Delivery, DeliveryStatus, Endpoint
 
@@ -106,3 +111,246 @@ def dashboard() -> dict[str, Any]:
         "webhooks": [{"endpoint": e, "retrying": retrying.get(e.pk, 0)} for e in endpoints],
         "at": now,
     }
+
+
+# --- bundles ----------------------------------------------------------------------------------
+
+
+def bundle_names() -> list[str]:
+    return list(Bundle.objects.order_by("name").values_list("name", flat=True))
+
+
+def bundle_rows(q: str) -> list[dict[str, Any]]:
+    """The bundle list: each bundle (matching `q` in its name, description or when_to_use) with
+    its labels, latest version number and active sessions (three queries whatever the count)."""
+    bundles_qs = Bundle.objects.annotate(latest=Max("versions__number")).order_by("name")
+    if q:
+        bundles_qs = bundles_qs.filter(Q(name__icontains=q) | Q(description__icontains=q) | Q(when_to_use__icontains=q))
+    labels_by_bundle: dict[int, list[Label]] = defaultdict(list)
+    for label in Label.objects.select_related("version").defer("version__canonical").order_by("name"):
+        labels_by_bundle[label.bundle_id].append(label)
+    # order_by(): the default ordering would otherwise join the GROUP BY.
+    active = dict(Session.objects.active().order_by().values_list("bundle_id").annotate(n=Count("id")))
+    return [
+        {"bundle": b, "labels": labels_by_bundle[b.pk], "latest": b.latest, "active": active.get(b.pk, 0)}
+        for b in bundles_qs
+    ]
+
+
+def bundle_labels(bundle: Bundle) -> list[Label]:
+    return list(Label.objects.filter(bundle=bundle).select_related("version").defer("version__canonical"))
+
+
+def bundle_versions(bundle: Bundle) -> list[BundleVersion]:
+    """The bundle's versions, newest first, without their content."""
+    return list(versions_of(bundle).defer("canonical").order_by("-number"))
+
+
+def label_moves(bundle: Bundle) -> list[Any]:
+    """Every history row of the bundle's labels, newest first (moves, rollbacks, releases,
+    policy changes), with both versions."""
+    return list(
+        Label.history.filter(bundle_id=bundle.pk)
+        .select_related("version", "previous_version")
+        .defer("version__canonical", "previous_version__canonical")
+        .order_by("-history_date", "-history_id")
+    )
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+def version_search(data: dict[str, Any] | None) -> QuerySet[BundleVersion]:
+    """Every version of every bundle (with its active sessions), narrowed by the search form's
+    cleaned data: bundle, state, and `q` in the bundle name, message, author, a content-hash
+    prefix of at least 6 hex digits, or `bundle@n`."""
+    versions = (
+        BundleVersion.objects.select_related("bundle")
+        .defer("canonical")
+        .annotate(active_sessions=active_sessions_annotation())
+        .order_by("bundle__name", "-number")
+    )
+    if data is None:
+        return versions
+    if data["bundle"]:
+        versions = versions.filter(bundle__name=data["bundle"])
+    if data["state"]:
+        versions = versions.filter(state=data["state"])
+    if q := data["q"].strip():
+        versions = versions.filter(_version_match(q))
+    return versions
+
+
+def _version_match(q: str) -> Q:
+    match = Q(bundle__name__icontains=q) | Q(message__icontains=q) | Q(author__icontains=q)
+    if len(q) >= 6 and all(c in "0123456789abcdef" for c in q.lower()):
+        match |= Q(content_hash__startswith=q.lower())
+    name, at, number = q.rpartition("@")
+    if at and number.isdigit():
+        match |= Q(bundle__name=name, number=int(number))
+    return match
+
+
+def version_by_number(bundle: Bundle, number: int) -> BundleVersion | None:
+    return versions_of(bundle).filter(number=number).first()
+
+
+def version_latest(bundle: Bundle) -> BundleVersion | None:
+    return BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
+
+
+def version_before(bundle: Bundle, number: int) -> BundleVersion | None:
+    """The version published just before `number`, or None."""
+    return BundleVersion.objects.filter(bundle=bundle, number__lt=number).order_by("-number").first()
+
+
+def version_brief(version_id: int) -> BundleVersion:
+    return BundleVersion.objects.defer("canonical").get(pk=version_id)
+
+
+def versions_brief(bundle: Bundle, *, exclude_revoked: bool) -> list[BundleVersion]:
+    """The bundle's versions, newest first, without content (the choices of a version field)."""
+    versions = BundleVersion.objects.filter(bundle=bundle).defer("canonical").order_by("-number")
+    if exclude_revoked:
+        versions = versions.exclude(state=VersionState.REVOKED)
+    return list(versions)
+
+
+def versions_by_number(bundle: Bundle, numbers: Iterable[int]) -> dict[int, BundleVersion]:
+    return {
+        v.number: v for v in BundleVersion.objects.filter(bundle=bundle, number__in=set(numbers)).defer("canonical")
+    }
+
+
+def versions_by_id(ids: Iterable[int]) -> dict[int, BundleVersion]:
+    return {v.pk: v for v in BundleVersion.objects.filter(pk__in=set(ids)).defer("canonical")}
+
+
+def active_by_version(version_ids: set[int]) -> dict[int, int]:
+    """Active sessions per version id. The partial index of active sessions serves it; revoked
+    versions count 0 (their sessions only get 410)."""
+    # order_by(): the default ordering would otherwise join the GROUP BY.
+    rows = (
+        Session.objects.active()
+        .filter(version_id__in=version_ids)
+        .exclude(version__state=VersionState.REVOKED)
+        .order_by()
+        .values_list("version_id")
+    )
+    return dict(rows.annotate(n=Count("id")))
+
+
+def active_on(version: BundleVersion) -> int:
+    """Active sessions pinned to `version` (0 for a revoked one: its sessions only get 410)."""
+    return 0 if version.state == VersionState.REVOKED else Session.objects.active_on(version.pk)
+
+
+# --- labels -----------------------------------------------------------------------------------
+
+
+def labels_by_version(labels: QuerySet[Label] | None = None) -> dict[int, list[str]]:
+    """Label names per version id, a split label under each of its targets (weight 0 too)."""
+    labels = Label.objects.all() if labels is None else labels
+    out: dict[int, list[str]] = defaultdict(list)
+    for version_id, name, targets in labels.order_by("name").values_list("version_id", "name", "targets"):
+        for vid in sorted({t["version_id"] for t in targets} | {version_id}):
+            out[vid].append(name)
+    return out
+
+
+def labels_on_versions(version_ids: list[int]) -> dict[int, list[str]]:
+    """labels_by_version for a page of versions: the labels targeting them, and every split."""
+    return labels_by_version(Label.objects.filter(Q(version_id__in=version_ids) | ~Q(targets=[])))
+
+
+def label_search(q: str) -> list[Label]:
+    labels = (
+        Label.objects.select_related("bundle", "version").defer("version__canonical").order_by("bundle__name", "name")
+    )
+    if q:
+        labels = labels.filter(Q(bundle__name__icontains=q) | Q(name__icontains=q))
+    return list(labels)
+
+
+def label_now(bundle: Bundle, name: str) -> Label | None:
+    """The label as it is now (with its primary target), or None."""
+    return Label.objects.select_related("version").defer("version__canonical").filter(bundle=bundle, name=name).first()
+
+
+def labels_targeting(version: BundleVersion) -> list[Label]:
+    """Labels that target `version` alone or as one target of a split (weight 0 included)."""
+    return list(Label.objects.targeting(version.pk).order_by("name"))
+
+
+def protected_label_names(bundle: Bundle) -> list[str]:
+    return list(Label.objects.filter(bundle=bundle, protected=True).values_list("name", flat=True))
+
+
+def rollback_choices(label: Label) -> list[BundleVersion]:
+    """The versions `label` targeted before, newest move first, never its current single
+    target (the versions label_rollback accepts without judging them as a new move)."""
+    seen: list[int] = []
+    for version_id in label.history.order_by("-history_id").values_list("version_id", flat=True):
+        if (version_id != label.version_id or label.targets) and version_id not in seen:
+            seen.append(version_id)
+    by_id = versions_by_id(seen)
+    return [by_id[i] for i in seen if i in by_id]
+
+
+# --- sessions and the drain dashboard ---------------------------------------------------------
+
+# How long a drained or revoked version stays on the drain dashboard. The page polls every 3 s:
+# it must read what is in motion (live, draining, just finished), not every version ever released.
+DRAIN_DASHBOARD_RECENT = timedelta(days=7)
+
+
+def drain_versions(bundle_name: str | None) -> list[Any]:
+    """The versions in motion: live, draining, and drained or revoked within
+    DRAIN_DASHBOARD_RECENT, with their active sessions."""
+    since = timezone.now() - DRAIN_DASHBOARD_RECENT
+    versions = (
+        BundleVersion.objects.filter(
+            Q(state__in=[VersionState.LIVE, VersionState.DRAINING])
+            | Q(state=VersionState.DRAINED, drained_at__gte=since)
+            | Q(state=VersionState.REVOKED, revoked_at__gte=since)
+        )
+        .select_related("bundle")
+        .defer("canonical")
+        .annotate(active_sessions=active_sessions_annotation())
+        .order_by("bundle__name", "-number")
+    )
+    if bundle_name:
+        versions = versions.filter(bundle__name=bundle_name)
+    return list(versions)
+
+
+def session_search(data: dict[str, Any] | None) -> QuerySet[Session]:
+    """Sessions, newest first, narrowed by the search form's cleaned data: bundle, version
+    number, status, and `q` in the external id (or the session's id)."""
+    sessions = Session.objects.select_related("bundle", "version").defer("version__canonical").order_by("-started_at")
+    if data is None:
+        return sessions
+    if data["bundle"]:
+        sessions = sessions.filter(bundle__name=data["bundle"])
+    if data["version"]:
+        sessions = sessions.filter(version__number=data["version"])
+    if data["status"]:
+        sessions = sessions.filter(status=data["status"])
+    if data["q"]:
+        q = data["q"].strip()
+        match = Q(external_id__icontains=q)
+        try:
+            match |= Q(pk=UUID(q))
+        except ValueError:
+            pass
+        sessions = sessions.filter(match)
+    return sessions
+
+
+def session_brief(session_id: UUID) -> Session | None:
+    return (
+        Session.objects.select_related("bundle", "version", "api_key")
+        .defer("version__canonical")
+        .filter(pk=session_id)
+        .first()
+    )

@@ -110,7 +110,7 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
     """The operations that counted every historic session before (issue 20): what ops and the
     admin call, each as its view calls it (the selector or service and the serializer)."""
     from access.actors import SYSTEM
-    from adminui.views import _drain_data
+    from adminui.views.sessions import drain_data as _drain_data
     from api.serializers import LabelOut, VersionOut
     from metrics.selectors import version_usage
     from registry import lifecycle, releases

@@ -20,7 +20,7 @@ from audit.services import audit_record
 from core import events
 from core.errors import Conflict, InvalidContent, NotFound
 from core.limits import RELEASE_MAX_MOVES
-from registry import lifecycle, pins
+from registry import lifecycle
 from registry.lifecycle import Targets, label_state
 from registry.models import Bundle, BundleVersion, Label, Release
 
@@ -76,65 +76,20 @@ def _existing_labels(moves: list[ReleaseMove], *, lock: bool) -> dict[tuple[int,
 
 
 def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str, Any]]:
-    """What applying `moves` would do now, without changing anything (dry_run): per move, what
-    becomes live, what starts draining and how many sessions are pinned to it, the
-    compatibility verdict for each new target, and whether the actor may make the move."""
+    """What applying `moves` would do now, without changing anything (dry_run): per move,
+    registry.lifecycle.label_move_preview, the preview the admin shows for the same move (what
+    becomes live, what starts draining with its sessions, the verdicts on each new target,
+    whether the actor may), with If-Match checked against the label's revision."""
     moves = _checked(moves, actor)
     labels = _existing_labels(moves, lock=False)
     impact = []
     for move in moves:
         label = labels[(move.bundle.pk, move.label)]
-        old_ids = set(lifecycle.label_target_ids(label))
-        new_ids = {v.pk for v, _ in move.targets}
-        draining = []
-        for version in BundleVersion.objects.filter(pk__in=old_ids - new_ids).order_by("number"):
-            others = Label.objects.targeting(version.pk).exclude(pk=label.pk).exists()
-            draining.append(
-                {
-                    "version": version.number,
-                    "starts_draining": not others,
-                    "active_sessions": pins.active_on(version.pk),
-                }
-            )
-        current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
-        checks = []
-        gates = []
-        for version, _ in move.targets:
-            if version.pk in old_ids:  # already a target: judged when it joined (as label_apply_targets)
-                continue
-            check = lifecycle.compatibility_check(label=label, current=current, target=version, classify=True)
-            checks.append(
-                {
-                    "version": version.number,
-                    "level": check.diff.level if check.diff else None,
-                    "policy_applies": check.applies,
-                    "needs_allow_breaking": check.needs_override,
-                    "breaking": [c.message for c in check.breaking],
-                }
-            )
-            if label.required_checks:
-                gates.append(lifecycle.checks_verdict(label=label, target=version))
-        refusal = lifecycle.move_refusal(actor, label_name=label.name, protected=label.protected)
-        stale = move.expected_revision is not None and move.expected_revision not in (0, label.revision)
-        impact.append(
-            {
-                "bundle": move.bundle.name,
-                "label": move.label,
-                "current": label_state(label),
-                "becomes_live": [{"version": v.number, "weight": w} for v, w in move.targets],
-                "unchanged": lifecycle.same_targets(label, move.targets),
-                "leaving": draining,
-                "compatibility": checks,
-                "checks": [gate.out() for gate in gates],
-                "allowed": refusal is None and not stale and all(gate.passes for gate in gates),
-                "refusal": refusal
-                or ("If-Match does not match the label's current state." if stale else None)
-                or next(
-                    (f"Version {g.version} has not passed the label's required checks." for g in gates if not g.passes),
-                    None,
-                ),
-            }
+        preview = lifecycle.label_move_preview(
+            bundle=move.bundle, label_name=move.label, targets=move.targets, actor=actor
         )
+        stale = move.expected_revision is not None and move.expected_revision not in (0, label.revision)
+        impact.append(preview.out(stale=stale))
     return impact
 
 

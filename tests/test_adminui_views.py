@@ -1343,10 +1343,22 @@ def test_ops_confirm_a_ramp_and_the_pages_show_the_split_with_sessions_per_targe
     assert "starts draining" not in page
 
 
-def test_a_split_needs_an_existing_label(ops_user, bundle, v1, v2_compatible, production):
+def test_a_new_label_may_start_as_a_split_as_the_api_allows(ops_user, bundle, v1, v2_compatible, production):
+    """The admin used to refuse this (a rule of its own the API lacked); it now offers what
+    PUT .../labels/{label}/ with targets does: the label is created split, with one preview."""
     form = split_post([("1", "90"), ("2", "10")], label="", new_label="canary")
     response = ops_user.post(u("adminui_move", "refunds"), form)
-    assert field_errors(response, "targets") == ["A split moves an existing label: create canary at one version first."]
+    assert response.status_code == 200
+    page = words(response)
+    assert "A new label canary is created, split as v1 90% · v2 10%." in page
+    assert "Creating a label is not checked" in page
+    assert 'name="expected_revision" value=""' in response.content.decode()
+    response = ops_user.post(u("adminui_move", "refunds"), {**form, "confirm": "yes", "expected_revision": ""})
+    assert response.status_code == 302
+    canary = Label.objects.get(bundle=bundle, name="canary")
+    assert [(t["number"], t["weight"]) for t in canary.targets] == [(1, 90), (2, 10)]
+    assert not canary.protected and canary.compatibility == "none"
+    assert "Created label canary: it targets v1 90% · v2 10%." in text(ops_user.get(response["Location"]))
 
 
 def test_a_confirm_computed_from_an_older_revision_asks_again_with_the_current_state(

@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from adminui.views import _drain_data, label_targets
+from adminui.selectors import label_targets
+from adminui.views.sessions import drain_data as _drain_data
 from registry import lifecycle
 from registry.models import BundleVersion, Label
 from registry.selectors import version_get

@@ -145,6 +145,31 @@ def test_bad_splits_are_400_and_change_nothing(ops, production, v2, body):
     assert Label.objects.get(name="production").revision == before
 
 
+def test_a_put_with_targets_creates_a_label_already_split(ops, production, v2):
+    """A split may create its label: the API's contract, and the admin's move page agrees
+    (tests/test_adminui_views.py). Creating is not judged (nobody is on the label yet); later
+    moves of the label are, against its primary target."""
+    body = {"targets": [{"version": 1, "weight": 80}, {"version": 2, "weight": 20}], "reason": "a/b from the start"}
+    response = ops.put("/api/v1/bundles/refunds/labels/canary/", body)
+    assert response.status_code == 201, response.json()
+    assert response.json()["targets"] == [{"version": 1, "weight": 80}, {"version": 2, "weight": 20}]
+    assert response.json()["version"] == 1 and response["ETag"] == '"rev-1"'
+    # The release dry run previews a change of it with the same preview the admin shows.
+    dry = ops.post(
+        "/api/v1/releases/",
+        {
+            "moves": [{"bundle": "refunds", "label": "canary", "version": 2}],
+            "reason": "all in",
+            "dry_run": True,
+        },
+    )
+    assert dry.status_code == 200, dry.json()
+    move = dry.json()["moves"][0]
+    assert move["current"]["targets"] == [{"version": 1, "weight": 80}, {"version": 2, "weight": 20}]
+    assert move["leaving"] == [{"version": 1, "starts_draining": False, "active_sessions": 0}]  # production keeps v1
+    assert move["compatibility"] == [] and move["allowed"] is True
+
+
 def test_a_split_naming_a_version_that_does_not_exist_is_404(ops, production):
     assert ramp(ops, [(1, 90), (7, 10)]).status_code == 404
 

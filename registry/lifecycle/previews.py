@@ -16,17 +16,24 @@ from registry.lifecycle.labels import (
     ChecksVerdict,
     CompatibilityCheck,
     LabelPolicy,
+    Targets,
     checks_verdict,
     compatibility_check,
+    label_state,
     label_target_ids,
     move_refusal,
     new_label_policy,
+    primary_of,
+    same_targets,
+    targets_valid,
 )
 from registry.models import Bundle, BundleVersion, Label, VersionState
 
 
 @dataclass(frozen=True)
 class MoveConsequence:
+    """A move to one target, in the words of the admin's confirmation page."""
+
     label: str
     creates_label: bool
     current: BundleVersion | None  # what the label targets now (None: a new label)
@@ -47,56 +54,192 @@ class MoveConsequence:
 
 
 @dataclass(frozen=True)
-class MovePreview:
-    """What moving `label` to `target` would do now, and whether the actor may do it. The move
-    itself runs in registry.services.label_move under its locks and applies the same rules."""
+class Leaving:
+    """A version that leaves every target of the label."""
 
-    consequence: MoveConsequence
+    version: BundleVersion
+    other_labels: list[str]  # other labels that keep it live
+    active_sessions: int
+
+    @property
+    def starts_draining(self) -> bool:
+        return not self.other_labels
+
+    def out(self) -> dict[str, Any]:
+        return {
+            "version": self.version.number,
+            "starts_draining": self.starts_draining,
+            "active_sessions": self.active_sessions,
+        }
+
+
+@dataclass(frozen=True)
+class Joining:
+    """A version that joins the label's targets, judged as label_apply_targets will judge it:
+    the compatibility policy against the current primary target, and the required checks."""
+
+    version: BundleVersion
     check: CompatibilityCheck
+    checks: ChecksVerdict | None  # None for a label being created (it has no required checks)
+
+    def out(self) -> dict[str, Any]:
+        return {
+            "version": self.version.number,
+            "level": self.check.diff.level if self.check.diff else None,
+            "policy_applies": self.check.applies,
+            "needs_allow_breaking": self.check.needs_override,
+            "breaking": [c.message for c in self.check.breaking],
+        }
+
+
+@dataclass(frozen=True)
+class MovePreview:
+    """What pointing `label_name` at `targets` (one version at 100, or a split) would do now,
+    and whether the actor may do it: the one preview of a move, which the admin's confirmation
+    pages show and the API's release dry run answers (`out`). The move itself runs in
+    label_apply_targets under its locks and applies the same rules."""
+
+    bundle: Bundle
+    label_name: str
+    label: Label | None  # None: the move creates the label
+    policy: LabelPolicy  # the label's, or the one it is created with
+    current: BundleVersion | None  # the primary target now
+    targets: Targets
+    leaving: list[Leaving]
+    joining: list[Joining]
     refusal: str | None  # why the actor may not make this move (None: it may)
-    checks: ChecksVerdict | None = None  # the label's required checks (None: a new label)
+    consequence: MoveConsequence  # the move in the words of one target (the primary)
 
     @property
     def allowed(self) -> bool:
         return self.refusal is None
 
+    @property
+    def check(self) -> CompatibilityCheck:
+        """The compatibility verdict on the primary target (classified whatever the policy)."""
+        target = self.consequence.target
+        joined = next((j for j in self.joining if j.version.pk == target.pk), None)
+        if joined is not None:
+            return joined.check
+        return compatibility_check(label=self.label, current=self.current, target=target, classify=True)
 
-def label_move_preview(*, bundle: Bundle, label_name: str, target: BundleVersion, actor: Actor) -> MovePreview:
-    require_bundle_scope(actor, bundle.name)
-    label = Label.objects.filter(bundle=bundle, name=label_name).first()
-    current = None
-    others: list[str] = []
-    sessions = 0
-    if label is not None:
-        current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
-        others = list(
-            Label.objects.targeting(current.pk).exclude(pk=label.pk).order_by("name").values_list("name", flat=True)
+    @property
+    def checks(self) -> ChecksVerdict | None:
+        """The required-checks verdict on the primary target when it joins the label."""
+        return next((j.checks for j in self.joining if j.version.pk == self.consequence.target.pk), None)
+
+    @property
+    def gates(self) -> list[ChecksVerdict]:
+        """The required-checks verdicts of the joining targets (none when the label requires none)."""
+        if self.label is None or not self.label.required_checks:
+            return []
+        return [j.checks for j in self.joining if j.checks is not None]
+
+    @property
+    def unchanged(self) -> bool:
+        return self.label is not None and same_targets(self.label, self.targets)
+
+    def out(self, *, stale: bool = False) -> dict[str, Any]:
+        """The preview as the release dry run answers it (docs/api.md); `stale`: the caller's
+        If-Match does not match the label's revision."""
+        gates = self.gates
+        failing = next(
+            (f"Version {g.version} has not passed the label's required checks." for g in gates if not g.passes), None
         )
-        sessions = pins.active_on(current.pk)
-    policy = (
-        LabelPolicy(protected=label.protected, compatibility=label.compatibility)
-        if label is not None
-        else new_label_policy(label_name)
-    )
-    consequence = MoveConsequence(
+        return {
+            "bundle": self.bundle.name,
+            "label": self.label_name,
+            "current": label_state(self.label) if self.label is not None else None,
+            "becomes_live": [{"version": v.number, "weight": w} for v, w in self.targets],
+            "unchanged": self.unchanged,
+            "leaving": [leaving.out() for leaving in self.leaving],
+            "compatibility": [joining.out() for joining in self.joining],
+            "checks": [gate.out() for gate in gates],
+            "allowed": self.refusal is None and not stale and all(gate.passes for gate in gates),
+            "refusal": self.refusal
+            or ("If-Match does not match the label's current state." if stale else None)
+            or failing,
+        }
+
+
+def _others(version_id: int, label: Label | None) -> list[str]:
+    labels = Label.objects.targeting(version_id)
+    if label is not None:
+        labels = labels.exclude(pk=label.pk)
+    return list(labels.order_by("name").values_list("name", flat=True))
+
+
+def _leaving(label: Label, targets: Targets) -> list[Leaving]:
+    gone = set(label_target_ids(label)) - {v.pk for v, _ in targets}
+    return [
+        Leaving(
+            version=version,
+            other_labels=_others(version.pk, label),
+            active_sessions=pins.active_on(version.pk),
+        )
+        for version in BundleVersion.objects.filter(pk__in=gone).defer("canonical").order_by("number")
+    ]
+
+
+def _joining(label: Label | None, current: BundleVersion | None, targets: Targets) -> list[Joining]:
+    already = set(label_target_ids(label)) if label is not None else set()
+    return [
+        Joining(
+            version=version,
+            check=compatibility_check(label=label, current=current, target=version, classify=True),
+            checks=checks_verdict(label=label, target=version) if label is not None else None,
+        )
+        for version, _ in targets
+        if version.pk not in already
+    ]
+
+
+def _consequence(
+    *, label_name: str, label: Label | None, policy: LabelPolicy, current: BundleVersion | None, target: BundleVersion
+) -> MoveConsequence:
+    return MoveConsequence(
         label=label_name,
         creates_label=label is None,
         current=current,
         target=target,
         already_there=current is not None and current.pk == target.pk,
-        old_other_labels=others,
-        old_active_sessions=sessions,
+        old_other_labels=_others(current.pk, label) if current is not None else [],
+        old_active_sessions=pins.active_on(current.pk) if current is not None else 0,
         compatibility=policy.compatibility,
         protected=policy.protected,
     )
+
+
+def label_move_preview(
+    *,
+    bundle: Bundle,
+    label_name: str,
+    actor: Actor,
+    target: BundleVersion | None = None,
+    targets: Targets | None = None,
+) -> MovePreview:
+    """The preview of pointing `label_name` at `target` alone, or at `targets` (a split).
+    Raises InvalidContent (or NotFound) for targets the move would refuse as invalid."""
+    require_bundle_scope(actor, bundle.name)
+    wanted = targets_valid(bundle=bundle, targets=targets if targets is not None else [(target, 100)] if target else [])
+    label = Label.objects.select_related("bundle", "version").filter(bundle=bundle, name=label_name).first()
+    current = None
+    policy = new_label_policy(label_name)
+    if label is not None:
+        current = BundleVersion.objects.defer("canonical").get(pk=label.version_id)
+        policy = LabelPolicy(protected=label.protected, compatibility=label.compatibility)
     return MovePreview(
-        consequence=consequence,
-        check=compatibility_check(label=label, current=current, target=target, classify=True),
+        bundle=bundle,
+        label_name=label_name,
+        label=label,
+        policy=policy,
+        current=current,
+        targets=wanted,
+        leaving=_leaving(label, wanted) if label is not None else [],
+        joining=_joining(label, current, wanted),
         refusal=move_refusal(actor, label_name=label_name, protected=policy.protected),
-        checks=(
-            checks_verdict(label=label, target=target)
-            if label is not None and target.pk not in label_target_ids(label)
-            else None
+        consequence=_consequence(
+            label_name=label_name, label=label, policy=policy, current=current, target=primary_of(wanted)
         ),
     )
 
