@@ -65,6 +65,7 @@ from access.services import (
     key_row,
     key_use_due,
 )
+from api import fastlane_trace
 from api.answers import (
     Answer,
     bug_answer,
@@ -78,6 +79,7 @@ from api.parsers import SafeJSONParser
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
 from api.serializers import session_in
 from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
+from core import observe
 from core.errors import DomainError
 from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
@@ -232,6 +234,7 @@ def serve(
         actor = api_key_match(rows, digest)
         if actor is None:
             raise _KeyNotWorking(digest)
+        observe.key_used(prefix)
         wait = None if counted else api_throttle_wait(actor=actor, method=route.method)
         if wait is not None:
             return error_answer(Throttled(wait))
@@ -288,6 +291,7 @@ class Call:
     # Set once a batch counted it against the key's budget: if the batch leaves it unanswered
     # (its group failed before committing), the one-by-one path answers it without counting again.
     counted: bool = False
+    span: Any = None  # the request's span while tracing is on (api.fastlane_trace)
 
 
 def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
@@ -308,6 +312,11 @@ def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]
 def serve_calls(calls: list[Call]) -> list[Answer | None]:
     """Answer the plain calls of a batch (runs on a pool thread); None for each of the others,
     which nothing has counted yet."""
+    with fastlane_trace.batch(len(calls), [call.span for call in calls]):
+        return _serve_calls(calls)
+
+
+def _serve_calls(calls: list[Call]) -> list[Answer | None]:
     answers: list[Answer | None] = [None] * len(calls)
     on_sessions = [n for n, call in enumerate(calls) if call.kind != "start"]
     starts = [n for n, call in enumerate(calls) if call.kind == "start"]
@@ -348,7 +357,7 @@ def serve_calls(calls: list[Call]) -> list[Answer | None]:
     if end:
         _group(lambda: _end(calls, end, answers), "ends")
     for (bundle_id, bundle_name, label), group in start.items():
-        _group(partial(_start_group, Bundle(id=bundle_id, name=bundle_name), label, group, answers), "starts")
+        _group(partial(_start_group, calls, Bundle(id=bundle_id, name=bundle_name), label, group, answers), "starts")
     return answers
 
 
@@ -399,6 +408,9 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
             except DatabaseError:
                 connection.close()
                 continue
+        fastlane_trace.session(
+            call.span, session_id=call.session_id, bundle=name, version=number, content_hash=content_hash
+        )
         plain.append((n, actor, (name, version_id, content_hash, number, content)))
     return plain
 
@@ -431,7 +443,9 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
     return plain
 
 
-def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor, Any]], answers: list) -> None:
+def _start_group(
+    calls: list[Call], bundle: Bundle, label: str | None, group: list[tuple[int, Actor, Any]], answers: list
+) -> None:
     """The starts of a batch on one bundle and label, counted already: one transaction."""
     try:
         sessions = sessions_start_on_label(
@@ -449,6 +463,14 @@ def _start_group(bundle: Bundle, label: str | None, group: list[tuple[int, Actor
             answers[n] = outage
         return
     for (n, _, _), session in zip(group, sessions, strict=True):
+        version = session.version
+        fastlane_trace.session(
+            calls[n].span,
+            session_id=session.pk,
+            bundle=bundle.name,
+            version=version.number,
+            content_hash=version.content_hash,
+        )
         try:
             answers[n] = session_answer(session, status=201)
         except Exception:  # a bug: the session exists, so this call must not be served again
@@ -656,28 +678,36 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
 
     call = _call_of(route, session_id, headers, body)
+    span = fastlane_trace.request_span(
+        method=route.method, route=route.route, headers=headers, key_prefix=call.prefix if call else None
+    )
+    if call is not None:
+        call.span = span
 
     def work() -> Answer:
         context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
-        token = current.set(context)
+        token, notes = current.set(context), observe.begin()
         counted = call is not None and call.counted
         try:
-            return serve(route=route, session_id=session_id, headers=headers, body=body, counted=counted)
+            with fastlane_trace.current(span):
+                return serve(route=route, session_id=session_id, headers=headers, body=body, counted=counted)
         finally:
+            observe.end(notes)
             current.reset(token)
 
     answer = None
-    if call is not None:
-        answer = await _batcher(route).submit(call)
-        if answer is None and call.key_not_working:  # looked up once: Django answers, not again
-            scope[KEY_NOT_WORKING] = call.digest
-            raise Decline(replay(body))
     try:
+        if call is not None:
+            answer = await _batcher(route).submit(call)
+            if answer is None and call.key_not_working:  # looked up once: Django answers, not again
+                scope[KEY_NOT_WORKING] = call.digest
+                raise Decline
         if answer is None:
             answer = await asyncio.get_running_loop().run_in_executor(pool(), work)
     except Decline as decline:
         if isinstance(decline, _KeyNotWorking):
             scope[KEY_NOT_WORKING] = decline.digest
+        fastlane_trace.declined(span)
         raise Decline(replay(body)) from None
     response_headers = [
         *answer.headers,
@@ -688,6 +718,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     ]
     await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
     await send({"type": "http.response.body", "body": answer.body})
+    fastlane_trace.answered(span, answer.status)
     request_answered(
         route=route.route, method=route.method, status=answer.status, seconds=time.perf_counter() - started
     )

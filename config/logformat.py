@@ -38,7 +38,7 @@ class JsonFormatter(logging.Formatter):
                 line["session_id"] = notes.session_id
                 line["bundle"] = notes.bundle
                 line["version"] = notes.version
-        ids = observe.trace_ids()
+        ids = observe.trace_ids() or (notes.trace_ids if notes is not None else None)
         if ids is not None:
             line["trace_id"], line["span_id"] = ids
         task = _current_task()

@@ -32,6 +32,9 @@ class Notes:
     session_id: str = ""
     bundle: str = ""
     version: int | None = None
+    # The request's span when its notes began: for a line written once the span is no longer
+    # current (Django logs a 4xx or 5xx answer after its middleware, the tracing one included).
+    trace_ids: tuple[str, str] | None = None
 
 
 current: ContextVar[Notes | None] = ContextVar("observe_notes", default=None)
@@ -51,7 +54,7 @@ def tracing() -> Any:
 
 def begin() -> Token[Notes | None]:
     """Start the notes of a request (pass the token to `end`)."""
-    return current.set(Notes())
+    return current.set(Notes(trace_ids=trace_ids()))
 
 
 def end(token: Token[Notes | None]) -> None:

@@ -3,13 +3,17 @@ exporter pointed at a receiver in the test (tests/otlp.py), the Python client ca
 inside a span of the test's own, so that the trace id it propagates can be followed through the
 registry's spans into the worker's."""
 
+import json
 import os
+import subprocess
+import threading
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from promptreg import Registry
+from promptreg import Registry, tracing
 
 from access.models import Role
 from config import telemetry
@@ -17,11 +21,11 @@ from core import observe
 from registry.models import Bundle
 from registry.services import bundle_create, label_move, version_publish
 from tests.conftest import content, make_api
-from tests.live import WebServer
+from tests.live import ROOT, WebServer, database_url
 from tests.otlp import OtlpReceiver, Span
-from tests.test_worker import worker  # noqa: F401 (fixture)
+from tests.test_worker import purge_queues, worker_command
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 MARKER = "OTTER-MARKER-81f3"  # prompt content: never in a span
 SERVER, CLIENT, PRODUCER, CONSUMER = 2, 3, 4, 5
@@ -150,3 +154,144 @@ def test_a_session_call_through_django_joins_the_agents_trace_with_the_pinned_ve
     everything = b"".join(receiver.payloads)
     assert MARKER.encode() not in everything
     assert agent.secret.encode() not in everything
+
+
+def _json_lines(lines: list[str]) -> list[dict]:
+    out = []
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+@pytest.fixture
+def traced_worker(receiver):
+    """A real `celery worker` on the lifecycle queue, tracing to the receiver, logging JSON."""
+    purge_queues()
+    env = {
+        **os.environ,
+        **otel_env(receiver),
+        "LOG_FORMAT": "json",
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+    }
+    proc = subprocess.Popen(
+        worker_command("lifecycle", name="otel"),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if " ready." in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        if not ready.wait(60):
+            pytest.fail("the Celery worker did not start:\n" + "".join(lines[-40:]))
+        yield lines
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_fast_lane_calls_and_the_task_they_cause_continue_the_agents_trace(receiver, caller, traced_worker):
+    tracer, _ = caller
+    ops = make_api(Role.OPS, name="otel-ops")
+    agent = make_api(Role.AGENT, name="otel-agent")
+    bundle = published(ops.actor)
+    server = WebServer(env={**otel_env(receiver), "LOG_FORMAT": "json"})
+    server.start()
+    try:
+        with Registry(server.url, agent.secret) as client, tracer.start_as_current_span("agent turn") as turn:
+            session = client.start_session("support")  # the fast lane: start, then the fetch
+            assert MARKER in json.dumps(session.bundle.content)
+            for _ in range(5):  # the key's last use is fresh now: these are batched
+                session.heartbeat()
+            # v1 starts draining (its drain is enqueued by the move, in this trace too); ending
+            # its last session (through Django: a body on an end is Django's) enqueues another,
+            # which drains it.
+            version_publish(bundle=bundle, content=content("v2"), message="v2", actor=ops.actor)
+            with Registry(server.url, ops.secret) as ops_client:
+                ops_client.request(
+                    "PUT", "api/v1/bundles/support/labels/production/", json={"version": 2, "reason": "v2"}
+                )
+            client.request("POST", f"api/v1/sessions/{session.id}/end/", json={})
+            # An ended session's bundle through Django (HEAD is Django's): a 410 that Django logs.
+            headers = tracing.with_trace_context(
+                {"Authorization": f"Bearer {agent.secret}", "X-Request-ID": "otel-req-1"}
+            )
+            gone = httpx.head(f"{server.url}/api/v1/sessions/{session.id}/bundle/", headers=headers)
+            assert gone.status_code == 410
+        trace_id = f"{turn.get_span_context().trace_id:032x}"
+        in_trace = lambda s: s.trace_id == trace_id  # noqa: E731
+        drains = receiver.wait_for(lambda s: in_trace(s) and s.kind == CONSUMER and "drain" in s.name, count=2)
+        heartbeats = receiver.wait_for(
+            lambda s: in_trace(s) and s.name.startswith("POST api/v1/sessions/<uuid:session_id>/heartbeat/"), count=5
+        )
+    finally:
+        server.stop()
+
+    agent_span_id = f"{turn.get_span_context().span_id:016x}"
+    start = _one([s for s in receiver.spans if in_trace(s) and s.name == "POST api/v1/sessions/"])
+    fetch = _one(
+        [s for s in receiver.spans if in_trace(s) and s.name == "GET api/v1/sessions/<uuid:session_id>/bundle/"]
+    )
+    for span in (start, fetch, *heartbeats):
+        assert span.kind == SERVER and span.parent_span_id == agent_span_id
+        assert span.attributes["registry.lane"] == "fast"
+        assert span.attributes[observe.PROMPT_NAME] == "support"
+        assert span.attributes[observe.PROMPT_VERSION] == 1
+        assert span.attributes[observe.CONTENT_HASH] == session.content_hash
+        assert span.attributes[observe.SESSION_ID] == session.id
+        assert span.attributes[observe.KEY_PREFIX] == agent.secret[:10]
+        assert span.attributes["http.status_code"] in (200, 201)
+    # Batched calls: each its own span, linked to the span of the batch that answered it.
+    batches = {s.span_id: s for s in receiver.spans if s.name == "fast lane batch"}
+    linked = [s for s in heartbeats if any(span_id in batches for _, span_id in s.links)]
+    assert linked, "no heartbeat was answered in a batch"
+    for span in linked:
+        (batch_id,) = [span_id for _, span_id in span.links if span_id in batches]
+        assert batches[batch_id].attributes["registry.batch.size"] >= 1
+    # The drain continues the trace of the request that ended the session (Django's span, then
+    # the task's publication, then the worker's run).
+    end_span = _one(
+        [s for s in receiver.spans if in_trace(s) and s.name.startswith("POST api/v1/sessions/<uuid:session_id>/end/")]
+    )
+    assert end_span.kind == SERVER and end_span.parent_span_id == agent_span_id
+    assert "registry.lane" not in end_span.attributes  # Django's
+    assert end_span.attributes[observe.SESSION_ID] == session.id
+    by_id = {s.span_id: s for s in receiver.spans}
+    published_by = [by_id[drain.parent_span_id] for drain in drains]
+    assert all(p.kind == PRODUCER and p.service == "registry-under-test" for p in published_by)
+    assert end_span.span_id in [p.parent_span_id for p in published_by]
+
+    # JSON logs: the web's 410 line and the worker's drained line, with their context.
+    web = _json_lines(server.output)
+    (gone_line,) = [line for line in web if line.get("request_id") == "otel-req-1"]
+    assert gone_line["level"] == "WARNING" and gone_line["logger"] == "django.request"
+    assert gone_line["key_prefix"] == agent.secret[:10]
+    assert gone_line["session_id"] == session.id and gone_line["bundle"] == "support" and gone_line["version"] == 1
+    assert gone_line["trace_id"] == trace_id and len(gone_line["span_id"]) == 16
+    assert {"time", "level", "logger", "message"} <= set(gone_line)
+    worker_lines = _json_lines(traced_worker)
+    (drained,) = [line for line in worker_lines if "version.drained" in line["message"]]
+    assert drained["task"] == "sessions_app.tasks.version_drain_task" and drained["task_id"]
+    assert drained["trace_id"] == trace_id
+
+    # Neither prompt content nor the key's secret in any span or log line.
+    everything = b"".join(receiver.payloads) + "".join(server.output + traced_worker).encode()
+    assert MARKER.encode() not in everything
+    assert agent.secret.encode() not in everything and ops.secret.encode() not in everything
