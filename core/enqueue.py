@@ -5,15 +5,18 @@ registered name. Sending never raises and never waits on the broker longer than 
 timeout (REDIS_REQUEST_TIMEOUT_MS): it goes through the process's Redis circuit breaker
 (core.breaker), so while Redis is down or hung a request skips the broker entirely after
 the first timeout. Every task sent from here has a periodic sweep behind it, so a request
-still succeeds while Redis is away and the sweep catches up."""
+still succeeds while Redis is away and the sweep catches up.
+
+The Celery app is config.celery's, reached as Celery's current app (it makes itself current
+when config/__init__.py creates it, before settings load), so core does not import config."""
 
 import logging
 import threading
 from typing import Any
 
+from celery import current_app as app
 from django.conf import settings
 
-from config.celery import app
 from core import breaker
 
 logger = logging.getLogger(__name__)

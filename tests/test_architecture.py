@@ -60,3 +60,11 @@ def test_an_unregistered_pins_interface_refuses_rather_than_answers_none(monkeyp
     monkeypatch.setattr(pins, "_pins", None)
     with pytest.raises(ImproperlyConfigured):
         pins.any_active(1)
+
+
+def test_core_sends_tasks_through_the_configured_celery_app():
+    """core.enqueue reaches config.celery's app as Celery's current app (no import of config)."""
+    from config.celery import app as configured
+    from core import enqueue
+
+    assert enqueue.app._get_current_object() is configured
