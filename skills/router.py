@@ -1,23 +1,27 @@
 """Per-turn skill routing: pure, no Django, no database. See docs/skills.md for the method.
 
-`index_for(content_hash, skills)` builds the index of a version's cards once per content hash
-per process (content is immutable, so it never goes stale); `Index.route(...)` ranks the
-routed (L2) skills for one turn:
+`index_for(content_hash, skills, embedder)` builds the index of a version's cards (with their
+vectors) once per content hash and embedding model per process (content is immutable, so it
+never goes stale); `Index.route(...)` ranks the routed (L2) skills for one turn, one method per
+phase:
 
-1. Query: the newest user message, plus the last two turns before it at lower weights, so a
-   follow-up such as "and the other one?" inherits the words of the turn it follows.
-2. Skill score: BM25F over name, summary, keywords, examples (and the description at a low
+1. `_turn`: the query, the newest user message plus the last two turns before it at lower
+   weights, so a follow-up such as "and the other one?" inherits the words of the turn it
+   follows; the triggers that fire.
+2. `_lexical`: BM25F over name, summary, keywords, examples (and the description at a low
    weight), normalised by the best score of the turn, plus a bonus for each of the skill's
    keywords found verbatim in the newest message (and a smaller one in the context).
-3. Category: each category scores its best skill plus a share of its second best; the top
-   category is chosen, and the second too when it is within CATEGORY_CLOSE of the first.
-   Skills of the chosen categories are ranked first; the rest follow at a discount, so a
-   wrong category guess can still recover lower in the list.
-4. Rules: a skill whose trigger matches the newest message is routed whatever its score;
-   a skill loaded in each of the last two reported turns and invoked in neither is dropped
-   (the "ghost loop") unless the newest message points at it (names it, matches a trigger or
-   one of its keywords); members of one exclusive group never appear together (nor with a
-   resident member of their group).
+3. `_semantic`: the cosine of the turn's vector with each card's (skills.embedding).
+4. `_fuse`: z-scored lexical and semantic scores summed (FUSION).
+5. `_categories`: each category scores its best skill plus a share of its second best; the top
+   category is chosen, and the second too when it is within CATEGORY_CLOSE of the first, or
+   when the top one's best candidate is below CATEGORY_FLOOR (the fallback, said in `why`).
+6. `_rank`: skills of the chosen categories first; the rest follow at a discount, so a wrong
+   category guess can still recover lower in the list; a firing trigger on top.
+7. `_select`: a skill loaded in each of the last two reported turns and invoked in neither is
+   dropped (the "ghost loop") unless the newest message points at it (names it, matches a
+   trigger or one of its keywords); members of one exclusive group never appear together (nor
+   with a resident member of their group).
 
 Triggers are publisher-written regular expressions run on every turn's end-user text, so they
 run on RE2 (core.patterns: linear time, the GIL released while it matches), never on Python's

@@ -134,3 +134,17 @@ def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_i
     assert Index(cards).route(message).routed[0]["name"] == "refund_order"
     monkeypatch.setattr(router, "CJK_SUBSTRINGS", False)
     assert Index(cards).route(message).routed == []
+
+
+def test_a_weak_top_category_makes_the_category_step_try_the_next_one_and_say_so(monkeypatch):
+    from skills import router
+
+    turn = [{"role": "user", "content": "my parcel tracking shows nothing and the invoice is wrong"}]
+    monkeypatch.setattr(router, "CATEGORY_FLOOR", 1000.0)  # every top category counts as weak
+    result = Index(SKILLS).route(turn)
+    assert result.categories[0] == "shipping" and len(result.categories) == 2
+    tried = [r for r in result.routed if r["category"] == result.categories[1]]
+    assert tried and all("category shipping weak" in r["why"] and "also tried" in r["why"] for r in tried)
+    monkeypatch.setattr(router, "CATEGORY_FLOOR", 0.0)  # nothing is weak: one category, no fallback
+    result = Index(SKILLS).route(turn)
+    assert result.categories == ["shipping"] and not any("also tried" in r["why"] for r in result.routed)
