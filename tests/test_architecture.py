@@ -68,3 +68,26 @@ def test_core_sends_tasks_through_the_configured_celery_app():
     from core import enqueue
 
     assert enqueue.app._get_current_object() is configured
+
+
+def test_every_runtime_package_is_in_the_package_graph_and_the_layers():
+    import tomllib
+
+    from devtools import package_graph
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert sorted(package_graph.PACKAGES) == sorted(config["root_packages"])
+    layers = next(c for c in config["contracts"] if c["name"].startswith("Packages in layers"))
+    layered = {name.strip() for layer in layers["layers"] for name in layer.replace(":", "|").split("|")}
+    assert layered == set(config["root_packages"])
+    assert not layers.get("ignore_imports")  # no exception left
+
+
+def test_the_package_graph_has_no_cycle_and_its_finder_finds_one():
+    from devtools import package_graph
+
+    edges = package_graph.package_edges()
+    assert package_graph.components(edges) == [] and package_graph.mutual_pairs(edges) == []
+    knot = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert package_graph.components(knot) == [["a", "b", "c"]]
+    assert package_graph.mutual_pairs({"a": {"b"}, "b": {"a"}}) == [("a", "b")]
