@@ -148,3 +148,14 @@ def test_a_weak_top_category_makes_the_category_step_try_the_next_one_and_say_so
     monkeypatch.setattr(router, "CATEGORY_FLOOR", 0.0)  # nothing is weak: one category, no fallback
     result = Index(SKILLS).route(turn)
     assert result.categories == ["shipping"] and not any("also tried" in r["why"] for r in result.routed)
+
+
+def test_the_frozen_test_split_is_the_one_that_was_run():
+    # eval/routing/test was committed before the tuning and run once (docs/skills.md): a change
+    # to it would make the reported figure describe another set.
+    import hashlib
+
+    folder = Path(__file__).resolve().parent.parent / "eval/routing/test"
+    for line in (folder / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split()
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
