@@ -94,3 +94,77 @@ class MetricsOut(serializers.Serializer):
         help_text="0..1 of decided turns: a skill outside the loaded ones, or outside the report's expected label.",
     )
     routing_latency_ms = Latency()
+
+
+class TurnCallIn(serializers.Serializer):
+    messages = ChatMessage(many=True, help_text="The conversation so far (neutral or Anthropic shape), at most 500.")
+    invoked = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        max_length=100,
+        required=False,
+        help_text="Skill names the model invoked in the previous turn (recorded as turns/ does).",
+    )
+    variables = serializers.DictField(required=False, help_text="Turn-scoped variables, as render takes them.")
+    prefix_sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", required=False, help_text="The prefix the client holds.")
+    format = serializers.ChoiceField(
+        choices=["anthropic", "openai-responses", "openai-chat", "bedrock-converse", "gemini"], required=False
+    )
+    k = serializers.IntegerField(min_value=1, max_value=20, default=5, required=False)
+
+
+class TurnSkills(serializers.Serializer):
+    resident = serializers.ListField(child=serializers.CharField())
+    routed = RoutedSkill(many=True)
+    session = serializers.ListField(child=serializers.CharField())
+    demoted = serializers.ListField(child=serializers.CharField())
+    categories = serializers.ListField(child=serializers.CharField())
+
+
+class TurnPrefix(serializers.Serializer):
+    system = serializers.CharField()
+    tools = serializers.ListField(child=serializers.DictField())
+
+
+class TurnCache(serializers.Serializer):
+    prefix_tokens = serializers.IntegerField()
+    floor = serializers.IntegerField(allow_null=True)
+    cacheable = serializers.BooleanField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class TurnReported(serializers.Serializer):
+    turn = serializers.IntegerField()
+    invoked = serializers.ListField(child=serializers.CharField())
+
+
+class TurnReuse(serializers.Serializer):
+    keys = serializers.ListField(child=serializers.CharField())
+    list = serializers.CharField()
+    messages = serializers.IntegerField()
+
+
+class TurnCompaction(serializers.Serializer):
+    elided = serializers.IntegerField()
+    truncated = serializers.IntegerField()
+    chars_before = serializers.IntegerField()
+    chars_after = serializers.IntegerField()
+
+
+class TurnCallOut(serializers.Serializer):
+    turn = serializers.IntegerField()
+    version = serializers.IntegerField()
+    content_hash = serializers.CharField()
+    prefix_sha256 = serializers.CharField()
+    prefix = TurnPrefix(required=False, help_text="Absent when the request's prefix_sha256 matched.")
+    prefix_unchanged = serializers.BooleanField(required=False)
+    tail = serializers.CharField()
+    notices = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    skills = TurnSkills()
+    reported = TurnReported(allow_null=True)
+    messages = serializers.ListField(child=serializers.JSONField())
+    compaction = TurnCompaction()
+    format = serializers.CharField(required=False)
+    request = serializers.DictField(required=False, help_text="The provider request body (when format is given).")
+    request_reuse = TurnReuse(required=False, help_text="With prefix_unchanged: what to take from the held request.")
+    request_notes = serializers.ListField(child=serializers.CharField(), required=False)
+    cache = TurnCache()

@@ -245,3 +245,10 @@ def session_cards_drop(session_ids: list[str]) -> None:
     inside the end's transaction, with the session rows locked; skills/apps.py registers it)."""
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM skills_sessionskill WHERE session_id = ANY(%s::uuid[])", [session_ids])
+
+
+# The checks of the route and report fields, for the turn call (api.turn_call), which
+# checks every field before it writes anything.
+check_messages = _check_messages
+check_k = _check_k
+check_names = _check_names

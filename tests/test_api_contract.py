@@ -833,6 +833,7 @@ CONTRACT_PATHS = {
     "/api/v1/knowledge/{pack}/files/{path}": {"get", "put", "delete"},
     "/api/v1/sessions/{session_id}/render/": {"post"},
     "/api/v1/sessions/{session_id}/knowledge/{tool}": {"get"},
+    "/api/v1/sessions/{session_id}/turn/": {"post"},  # issue 21: one call per turn
 }
 
 

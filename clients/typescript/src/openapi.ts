@@ -760,6 +760,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{session_id}/turn/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * One call per turn: report, route, render and compact, with the provider request
+         * @description One call per turn: report, route, render and compact, with the provider request.
+         */
+        post: operations["session_turn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{session_id}/turns/": {
         parameters: {
             query?: never;
@@ -1118,6 +1138,15 @@ export interface components {
             content: string;
             updated_by: string;
         };
+        /**
+         * @description * `anthropic` - anthropic
+         *     * `openai-responses` - openai-responses
+         *     * `openai-chat` - openai-chat
+         *     * `bedrock-converse` - bedrock-converse
+         *     * `gemini` - gemini
+         * @enum {string}
+         */
+        FormatEnum: "anthropic" | "openai-responses" | "openai-chat" | "bedrock-converse" | "gemini";
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
          *
@@ -1559,6 +1588,59 @@ export interface components {
             version: number;
             weight: number;
         };
+        TurnCache: {
+            prefix_tokens: number;
+            floor: number | null;
+            cacheable: boolean | null;
+            reason: string;
+        };
+        TurnCallInRequest: {
+            /** @description The conversation so far (neutral or Anthropic shape), at most 500. */
+            messages: components["schemas"]["ChatMessageRequest"][];
+            /** @description Skill names the model invoked in the previous turn (recorded as turns/ does). */
+            invoked?: string[];
+            /** @description Turn-scoped variables, as render takes them. */
+            variables?: {
+                [key: string]: unknown;
+            };
+            /** @description The prefix the client holds. */
+            prefix_sha256?: string;
+            format?: components["schemas"]["FormatEnum"];
+            /** @default 5 */
+            k: number;
+        };
+        TurnCallOut: {
+            turn: number;
+            version: number;
+            content_hash: string;
+            prefix_sha256: string;
+            /** @description Absent when the request's prefix_sha256 matched. */
+            prefix?: components["schemas"]["TurnPrefix"];
+            prefix_unchanged?: boolean;
+            tail: string;
+            notices: {
+                [key: string]: string;
+            }[];
+            skills: components["schemas"]["TurnSkills"];
+            reported: components["schemas"]["TurnReported"] | null;
+            messages: unknown[];
+            compaction: components["schemas"]["TurnCompaction"];
+            format?: string;
+            /** @description The provider request body (when format is given). */
+            request?: {
+                [key: string]: unknown;
+            };
+            /** @description With prefix_unchanged: what to take from the held request. */
+            request_reuse?: components["schemas"]["TurnReuse"];
+            request_notes?: string[];
+            cache: components["schemas"]["TurnCache"];
+        };
+        TurnCompaction: {
+            elided: number;
+            truncated: number;
+            chars_before: number;
+            chars_after: number;
+        };
         TurnInRequest: {
             turn: number;
             invoked: string[];
@@ -1571,6 +1653,28 @@ export interface components {
             /** @description Optional label: the skills this turn needed (review, evaluation); feeds decision_error_rate. */
             expected?: string[] | null;
             loaded: string[];
+        };
+        TurnPrefix: {
+            system: string;
+            tools: {
+                [key: string]: unknown;
+            }[];
+        };
+        TurnReported: {
+            turn: number;
+            invoked: string[];
+        };
+        TurnReuse: {
+            keys: string[];
+            list: string;
+            messages: number;
+        };
+        TurnSkills: {
+            resident: string[];
+            routed: components["schemas"]["RoutedSkill"][];
+            session: string[];
+            demoted: string[];
+            categories: string[];
         };
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
@@ -7118,6 +7222,130 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    session_turn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TurnCallInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TurnCallOut"];
+                };
             };
             /** @description malformed_json or validation_error */
             400: {

@@ -1,0 +1,186 @@
+"""One call per turn (`POST /sessions/{id}/turn/`, docs/api.md#the-turn-call): the report of the
+previous turn, the route, the render and the compaction on one read of the session, answered
+together, with the provider request laid out by `core.providers`.
+
+It is the four per-turn calls composed, not a second implementation of them: the report is
+`skills.services.skill_turn_report`, the route `skill_route`, the render
+`knowledge.render.render_session`, the compaction `core.compaction.compact`, in that order
+(the report first, because routing reads the previous turns' invocations), inside one
+transaction, after every field of the request was checked, so a malformed field changes
+nothing (no turn opened, no notice claimed)."""
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from access.actors import Actor
+from core import providers
+from core.compaction import CompactionError, compact, policy_from_content
+from core.errors import InvalidContent
+from knowledge.render import render_session
+from registry import variables as content_variables
+from registry.parsed_content import content_document
+from sessions_app.models import Session
+from sessions_app.services import session_use
+from skills import services as skill_services
+from skills.content import render_card
+from skills.models import SessionSkill, SkillTurn
+
+FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k"}
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SKILLS_HEADER = "Skills for this turn:"
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    messages: list[dict[str, Any]]
+    invoked: list[str] | None
+    variables: dict[str, Any] | None
+    prefix_sha256: str | None
+    format: str | None
+    k: int
+
+
+def parse(body: Any) -> TurnRequest:
+    """Every field checked, before anything is written; 400 in the contract's shape naming the
+    field. messages: as route takes them (at most skills.services.MAX_MESSAGES), in a shape the
+    compaction reads; k: 1..MAX_K; invoked: at most 100 skill names; variables: an object
+    (checked against the pinned declarations by the render); prefix_sha256: 64 lowercase hex."""
+    if not isinstance(body, dict):
+        raise InvalidContent("Send a JSON object.", {"body": ["Expected a JSON object."]})
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise InvalidContent("Unknown fields.", {name: ["Unknown field."] for name in unknown})
+    messages = skill_services.check_messages(body.get("messages"))
+    try:
+        json.dumps(messages, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidContent("The messages hold text that is not valid Unicode.", {"messages": ["Lone surrogate."]})
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidContent("The messages are not JSON this can answer.", {"messages": ["Not serialisable."]})
+    k = skill_services.check_k(body.get("k"))
+    invoked = body.get("invoked")
+    if invoked is not None:
+        invoked = skill_services.check_names(invoked, "invoked")
+    variables = body.get("variables")
+    if variables is not None and not isinstance(variables, dict):
+        raise InvalidContent("variables must be an object.", {"variables": ["Expected a JSON object."]})
+    sha = body.get("prefix_sha256")
+    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.fullmatch(sha)):
+        raise InvalidContent("prefix_sha256 is not a SHA-256.", {"prefix_sha256": ["64 lowercase hex digits."]})
+    fmt = body.get("format")
+    if fmt is not None and fmt not in providers.FORMATS:
+        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
+    return TurnRequest(messages=messages, invoked=invoked, variables=variables, prefix_sha256=sha, format=fmt, k=k)
+
+
+def _cards(content: dict[str, Any], route: dict[str, Any], session_cards: list[SessionSkill]) -> list[str]:
+    """The cards of this turn's skills as the model reads them: resident (L1), routed (L2), then
+    the session's own (L3), each as skills.content.render_card renders a card."""
+    by_name = {s["name"]: s for s in content.get("skills") or []}
+    names = [*route["resident"], *[r["name"] for r in route["routed"]]]
+    cards = [render_card(by_name[name]) for name in names if name in by_name]
+    order = {name: i for i, name in enumerate(route["session"])}
+    for card in sorted((c for c in session_cards if c.name in order), key=lambda c: order[c.name]):
+        cards.append(render_card({"name": card.name, "summary": card.summary, "description": card.description}))
+    return cards
+
+
+def turn_text(tail: str, cards: list[str]) -> str:
+    """The per-turn text after the conversation: the render's tail, then the skill cards."""
+    if not cards:
+        return tail
+    return f"{tail}\n\n{SKILLS_HEADER}\n\n" + "\n".join(cards)
+
+
+def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | None:
+    previous = SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
+    if previous is None:
+        if invoked:
+            raise InvalidContent(
+                "There is no previous turn to report.", {"invoked": ["This session has no routed turn yet."]}
+            )
+        return None
+    row = skill_services.skill_turn_report(session=session, turn=previous, invoked=invoked)
+    return {"turn": row.number, "invoked": row.invoked}
+
+
+def session_turn(*, session_id: Any, actor: Actor, body: Any) -> dict[str, Any]:
+    """The turn call: renews the lease once (404, 410 session_ended / version_revoked as every
+    session call), then reports, routes, renders and compacts on that one read."""
+    request = parse(body)
+    session = session_use(session_id=session_id, actor=actor)
+    return turn_for_session(session=session, actor=actor, request=request)
+
+
+@transaction.atomic
+def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) -> dict[str, Any]:
+    """The turn of a session already read, checked and touched for `actor` (session_use, or a
+    fast lane's own read). One transaction: a turn variable the pinned version refuses, or
+    messages the compaction cannot read, leave no routed turn and no claimed notice."""
+    version = session.version
+    content = content_document(version_id=version.pk, content_hash=version.content_hash)
+    try:  # the render checks them too; here first, before the report and the route write
+        content_variables.resolve(content.get("variables"), request.variables, scope="turn")
+    except content_variables.VariableError as exc:
+        raise InvalidContent(exc.message, exc.details) from None
+    policy = policy_from_content(content)
+    try:
+        compacted = compact(request.messages, policy)
+    except CompactionError as exc:
+        raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
+    reported = _report_previous(session, request.invoked) if request.invoked is not None else None
+    route = skill_services.skill_route(session=session, messages=request.messages, k=request.k)
+    rendered = render_session(session=session, actor=actor, variables=request.variables)
+    prefix = rendered.prefix
+    session_cards = (
+        list(SessionSkill.objects.filter(session=session, name__in=route["session"])) if route["session"] else []
+    )
+    answer: dict[str, Any] = {
+        "turn": route["turn"],
+        "version": rendered.version,
+        "content_hash": rendered.content_hash,
+        "prefix_sha256": prefix.sha256,
+    }
+    unchanged = request.prefix_sha256 == prefix.sha256
+    if unchanged:
+        answer["prefix_unchanged"] = True
+    else:
+        answer["prefix"] = {"system": prefix.system, "tools": prefix.tools}
+    answer["tail"] = rendered.tail
+    answer["notices"] = rendered.notices
+    answer["skills"] = {
+        "resident": route["resident"],
+        "routed": route["routed"],
+        "session": route["session"],
+        "demoted": route["demoted"],
+        "categories": route["categories"],
+    }
+    answer["reported"] = reported
+    answer["messages"] = compacted.messages
+    answer["compaction"] = {key: value for key, value in compacted.as_dict().items() if key != "messages"}
+    model = content.get("model") or {}
+    if request.format is not None:
+        built = providers.build_request(
+            request.format,
+            providers.TurnParts(
+                system=prefix.system,
+                tools=prefix.tools,
+                prefix_sha256=prefix.sha256,
+                model=model,
+                output_schema=content.get("output_schema"),
+                messages=compacted.messages,
+                turn_text=turn_text(rendered.tail, _cards(content, route, session_cards)),
+            ),
+        )
+        if unchanged:  # the client holds the stable part: leave it out, say how to put it back
+            answer["request_reuse"] = built.reuse()
+        answer["format"] = request.format
+        answer["request"] = built.without_stable() if unchanged else built.body
+        if built.notes:
+            answer["request_notes"] = built.notes
+    answer["cache"] = providers.cache_report(system=prefix.system, tools=prefix.tools, model=model)
+    return answer
