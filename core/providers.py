@@ -24,10 +24,8 @@ a user message of its own when the conversation ends with something else. So a r
 bytes up to the breakpoint (`stable_part`) are a function of the prefix alone, and the
 conversation before the newest message is sent in the bytes the client gave.
 
-Input messages are in the neutral shape (OpenAI Chat: `role`, `content` as text or a list of
-`{"type": "text", "text"}` parts, assistant `tool_calls`, `tool` messages with
-`tool_call_id`), and may hold Anthropic content blocks (`tool_use`, `tool_result`); other
-blocks are passed on as they are. `to_messages` converts them for a format.
+Input messages are in the neutral shape or hold Anthropic content blocks;
+`core.provider_messages.to_messages` converts them for a format.
 
 The cache report (`cache_report`): the prefix's estimated tokens (`core.tokens`, the same
 offline estimate as every token limit here), the smallest prefix the provider caches for the
@@ -40,6 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.provider_messages import append_turn, to_messages
 from core.tokens import estimate_tokens
 
 __all__ = [
@@ -182,249 +181,6 @@ def cache_report(*, system: str, tools: list[dict[str, Any]], model: dict[str, A
     return {"prefix_tokens": tokens, "floor": floor, "cacheable": False, "reason": reason}
 
 
-# --- messages -------------------------------------------------------------------------------------
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {"arguments": value}
-        return parsed if isinstance(parsed, dict) else {"arguments": parsed}
-    return {}
-
-
-# A message as parts: ("text", str) | ("call", id, name, args) | ("result", id, content, is_error) | ("raw", block)
-Part = tuple[Any, ...]
-
-
-def _parts(message: dict[str, Any]) -> tuple[str, list[Part]]:
-    """The message's role in the conversation ("user" or "assistant", or system/developer as
-    given) and its parts."""
-    role = message.get("role", "user")
-    content = message.get("content")
-    if role in ("tool", "function"):
-        return "user", [("result", message.get("tool_call_id") or message.get("name") or "", content, False)]
-    parts: list[Part] = []
-    if isinstance(content, str):
-        if content:
-            parts.append(("text", content))
-    elif isinstance(content, list):
-        for block in content:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and isinstance(block.get("text"), str):
-                parts.append(("text", block["text"]))
-            elif kind == "tool_use":
-                parts.append(("call", block.get("id", ""), block.get("name", ""), _arguments(block.get("input"))))
-            elif kind == "tool_result":
-                parts.append(
-                    ("result", block.get("tool_use_id", ""), block.get("content", ""), bool(block.get("is_error")))
-                )
-            else:
-                parts.append(("raw", block))
-    for call in message.get("tool_calls") or []:
-        if isinstance(call, dict):
-            function = call.get("function") or {}
-            parts.append(("call", call.get("id", ""), function.get("name", ""), _arguments(function.get("arguments"))))
-    return role, parts
-
-
-def _plain(message: dict[str, Any]) -> bool:
-    """A text-only neutral message (sent as it is, so its bytes stay the client's)."""
-    return (
-        isinstance(message.get("content"), str)
-        and not message.get("tool_calls")
-        and message.get("role")
-        in (
-            "user",
-            "assistant",
-        )
-    )
-
-
-def _merge_roles(messages: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Consecutive messages of one role merged (Bedrock and Gemini want the roles to alternate)."""
-    merged: list[dict[str, Any]] = []
-    for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
-            merged[-1] = {**merged[-1], key: [*merged[-1][key], *message[key]]}
-        else:
-            merged.append(message)
-    return merged
-
-
-def _anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for message in messages:
-        if _plain(message) or (message.get("role") in ("user", "assistant") and not message.get("tool_calls")):
-            out.append({"role": message["role"], "content": message.get("content") or ""})
-            continue
-        role, parts = _parts(message)
-        blocks: list[Any] = []
-        for part in parts:
-            if part[0] == "text":
-                blocks.append({"type": "text", "text": part[1]})
-            elif part[0] == "call":
-                blocks.append({"type": "tool_use", "id": part[1], "name": part[2], "input": part[3]})
-            elif part[0] == "result":
-                block = {"type": "tool_result", "tool_use_id": part[1], "content": part[2] if part[2] else ""}
-                if part[3]:
-                    block["is_error"] = True
-                blocks.append(block)
-            else:
-                blocks.append(part[1])
-        out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
-    return out
-
-
-def _openai_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        if not any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in blocks):
-            out.append(message)  # already the Chat Completions shape
-            continue
-        role, parts = _parts(message)
-        texts = [p[1] for p in parts if p[0] == "text"]
-        calls = [p for p in parts if p[0] == "call"]
-        if role == "assistant":
-            item: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
-            if calls:
-                item["tool_calls"] = [
-                    {"id": c[1], "type": "function", "function": {"name": c[2], "arguments": json.dumps(c[3])}}
-                    for c in calls
-                ]
-            out.append(item)
-            continue
-        for part in parts:
-            if part[0] == "result":
-                out.append({"role": "tool", "tool_call_id": part[1], "content": _text_of(part[2])})
-        if texts:
-            out.append({"role": role, "content": "\n".join(texts)})
-    return out
-
-
-def _openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if _plain(message) or message.get("role") in ("system", "developer"):
-            out.append({"role": message["role"], "content": _text_of(message.get("content"))})
-            continue
-        role, parts = _parts(message)
-        texts = [p[1] for p in parts if p[0] == "text"]
-        if texts:
-            out.append({"role": "assistant" if role == "assistant" else "user", "content": "\n".join(texts)})
-        for part in parts:
-            if part[0] == "call":
-                out.append(
-                    {"type": "function_call", "call_id": part[1], "name": part[2], "arguments": json.dumps(part[3])}
-                )
-            elif part[0] == "result":
-                out.append({"type": "function_call_output", "call_id": part[1], "output": _text_of(part[2])})
-    return out
-
-
-def _bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for message in messages:
-        role, parts = _parts(message)
-        blocks: list[dict[str, Any]] = []
-        for part in parts:
-            if part[0] == "text":
-                if part[1].strip():  # Bedrock refuses blank text blocks
-                    blocks.append({"text": part[1]})
-            elif part[0] == "call":
-                blocks.append({"toolUse": {"toolUseId": part[1], "name": part[2], "input": part[3]}})
-            elif part[0] == "result":
-                result: dict[str, Any] = {"toolUseId": part[1], "content": [{"text": _text_of(part[2]) or " "}]}
-                if part[3]:
-                    result["status"] = "error"
-                blocks.append({"toolResult": result})
-            elif isinstance(part[1], dict) and "type" not in part[1]:
-                blocks.append(part[1])  # a Converse block given as it is
-        if blocks:
-            out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
-    return _merge_roles(out, "content")
-
-
-def _gemini(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    names: dict[str, str] = {}  # a tool result names its function in Gemini: found by call id
-    for message in messages:
-        role, parts = _parts(message)
-        items: list[dict[str, Any]] = []
-        for part in parts:
-            if part[0] == "text":
-                items.append({"text": part[1]})
-            elif part[0] == "call":
-                names[part[1]] = part[2]
-                items.append({"functionCall": {"name": part[2], "args": part[3]}})
-            elif part[0] == "result":
-                name = names.get(part[1], part[1] or "tool")
-                items.append({"functionResponse": {"name": name, "response": {"result": _text_of(part[2])}}})
-            elif isinstance(part[1], dict) and "type" not in part[1]:
-                items.append(part[1])
-        if items:
-            out.append({"role": "model" if role == "assistant" else "user", "parts": items})
-    return _merge_roles(out, "parts")
-
-
-_CONVERT = {
-    "anthropic": _anthropic,
-    "openai-chat": _openai_chat,
-    "openai-responses": _openai_responses,
-    "bedrock-converse": _bedrock,
-    "gemini": _gemini,
-}
-
-
-def to_messages(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The conversation in `fmt`'s shape. Text-only messages keep their content as given;
-    system or developer messages inside the conversation become user text for the formats
-    without such a role in their conversation (anthropic, bedrock-converse, gemini)."""
-    if fmt in ("anthropic", "bedrock-converse", "gemini"):
-        messages = [
-            {"role": "user", "content": m.get("content")} if m.get("role") in ("system", "developer") else m
-            for m in messages
-        ]
-    return _CONVERT[fmt](messages)
-
-
-def _append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    """The per-turn text after the conversation: a block of the newest message when it is the
-    user's (so the roles still alternate), else a user message of its own."""
-    if not text:
-        return messages
-    last = messages[-1] if messages else None
-    if fmt == "anthropic":
-        if last and last.get("role") == "user":
-            content = last["content"]
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-            return [*messages[:-1], {**last, "content": [*blocks, {"type": "text", "text": text}]}]
-        return [*messages, {"role": "user", "content": text}]
-    if fmt == "bedrock-converse":
-        if last and last.get("role") == "user":
-            return [*messages[:-1], {**last, "content": [*last["content"], {"text": text}]}]
-        return [*messages, {"role": "user", "content": [{"text": text}]}]
-    if fmt == "gemini":
-        if last and last.get("role") == "user":
-            return [*messages[:-1], {**last, "parts": [*last["parts"], {"text": text}]}]
-        return [*messages, {"role": "user", "parts": [{"text": text}]}]
-    return [*messages, {"role": "user", "content": text}]  # OpenAI: consecutive user messages are fine
-
-
 # --- request bodies -----------------------------------------------------------------------------
 
 
@@ -445,144 +201,155 @@ def _number(model: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """The pinned model settings this module forwards."""
+
+    name: str | None
+    max_tokens: int | None
+    temperature: Any
+    top_p: Any
+    stop: list[str] | None
+
+    @classmethod
+    def of(cls, model: dict[str, Any]) -> "_Settings":
+        max_tokens = _number(model, "max_tokens", "max_output_tokens")
+        return cls(
+            name=model_name(model),
+            max_tokens=int(max_tokens) if max_tokens is not None else None,
+            temperature=_number(model, "temperature"),
+            top_p=_number(model, "top_p"),
+            stop=_stop(model),
+        )
+
+
+def _set(target: dict[str, Any], **values: Any) -> dict[str, Any]:
+    """`target` with the values that are not None."""
+    target.update({key: value for key, value in values.items() if value is not None})
+    return target
+
+
+def _anthropic_body(parts: TurnParts, settings: _Settings, messages: list[Any], notes: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if parts.tools:
+        body["tools"] = [dict(t) for t in parts.tools]
+    body["system"] = [{"type": "text", "text": parts.system, "cache_control": {"type": "ephemeral"}}]
+    _set(body, model=settings.name, max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS)
+    _set(body, stop_sequences=settings.stop)
+    if parts.output_schema is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": parts.output_schema}}
+    notes += [f"{k} is not sent to this API." for k in ("temperature", "top_p", "top_k") if k in parts.model]
+    body["messages"] = messages
+    return body
+
+
+def _openai_chat_body(parts: TurnParts, settings: _Settings, messages: list[Any], notes: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": [{"role": "system", "content": parts.system}, *messages]}
+    if parts.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+            }
+            for t in parts.tools
+        ]
+    _set(body, model=settings.name, max_completion_tokens=settings.max_tokens, temperature=settings.temperature)
+    _set(body, top_p=settings.top_p, stop=settings.stop)
+    if parts.output_schema is not None:
+        schema = {"name": OUTPUT_SCHEMA_NAME, "schema": parts.output_schema}
+        body["response_format"] = {"type": "json_schema", "json_schema": schema}
+    body["prompt_cache_key"] = parts.prefix_sha256
+    return body
+
+
+def _openai_responses_body(
+    parts: TurnParts, settings: _Settings, messages: list[Any], notes: list[str]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"instructions": parts.system}
+    if parts.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": t["input_schema"],
+                "strict": False,
+            }
+            for t in parts.tools
+        ]
+    _set(body, model=settings.name, max_output_tokens=settings.max_tokens, temperature=settings.temperature)
+    _set(body, top_p=settings.top_p)
+    if settings.stop:
+        notes.append("stop is not sent to this API.")
+    if parts.output_schema is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": OUTPUT_SCHEMA_NAME, "schema": parts.output_schema}}
+    body["prompt_cache_key"] = parts.prefix_sha256
+    body["input"] = messages
+    return body
+
+
+def _bedrock_body(parts: TurnParts, settings: _Settings, messages: list[Any], notes: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = _set({}, modelId=settings.name)
+    body["system"] = [{"text": parts.system}, {"cachePoint": {"type": "default"}}]
+    if parts.tools:
+        specs = [
+            {
+                "toolSpec": _set(
+                    {"name": t["name"], "inputSchema": {"json": t["input_schema"]}},
+                    description=t["description"] or None,
+                )
+            }
+            for t in parts.tools
+        ]
+        body["toolConfig"] = {"tools": specs}
+    inference = _set({}, maxTokens=settings.max_tokens, temperature=settings.temperature, topP=settings.top_p)
+    _set(inference, stopSequences=settings.stop)
+    if inference:
+        body["inferenceConfig"] = inference
+    if parts.output_schema is not None:
+        notes.append("output_schema is not sent: Converse has no response schema.")
+    body["messages"] = messages
+    return body
+
+
+def _gemini_body(parts: TurnParts, settings: _Settings, messages: list[Any], notes: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = _set({}, model=settings.name)
+    body["systemInstruction"] = {"parts": [{"text": parts.system}]}
+    if parts.tools:
+        declarations = [
+            {"name": t["name"], "description": t["description"], "parametersJsonSchema": t["input_schema"]}
+            for t in parts.tools
+        ]
+        body["tools"] = [{"functionDeclarations": declarations}]
+    generation = _set({}, maxOutputTokens=settings.max_tokens, temperature=settings.temperature, topP=settings.top_p)
+    _set(generation, stopSequences=settings.stop)
+    if parts.output_schema is not None:
+        generation.update(responseMimeType="application/json", responseJsonSchema=parts.output_schema)
+    if generation:
+        body["generationConfig"] = generation
+    body["contents"] = messages
+    return body
+
+
+_BUILDERS = {
+    "anthropic": _anthropic_body,
+    "openai-chat": _openai_chat_body,
+    "openai-responses": _openai_responses_body,
+    "bedrock-converse": _bedrock_body,
+    "gemini": _gemini_body,
+}
+
+
 def build_request(fmt: str, parts: TurnParts) -> ProviderRequest:
     """The request body for `fmt` (one of FORMATS). Model settings read from the pinned
-    `model`: name (or model, id), max_tokens, temperature, top_p, top_k, stop; those a format's
-    API does not take are left out (listed in `notes`)."""
-    model = parts.model
-    name = model_name(model)
-    max_tokens = _number(model, "max_tokens", "max_output_tokens")
-    temperature = _number(model, "temperature")
-    top_p = _number(model, "top_p")
-    stop = _stop(model)
-    messages = _append_turn(fmt, to_messages(fmt, parts.messages), parts.turn_text)
+    `model`: name (or model, id), max_tokens, temperature, top_p, stop, in each API's own
+    names; those a format's API does not take are left out and listed in `notes`."""
+    builder = _BUILDERS.get(fmt)
+    if builder is None:
+        raise ValueError(f"Unknown format {fmt!r}; one of {', '.join(FORMATS)}.")
     notes: list[str] = []
-    body: dict[str, Any] = {}
-    schema = parts.output_schema
-    if fmt == "anthropic":
-        if parts.tools:
-            body["tools"] = [dict(t) for t in parts.tools]
-        body["system"] = [{"type": "text", "text": parts.system, "cache_control": {"type": "ephemeral"}}]
-        if name:
-            body["model"] = name
-        body["max_tokens"] = int(max_tokens) if max_tokens is not None else DEFAULT_MAX_TOKENS
-        if stop:
-            body["stop_sequences"] = stop
-        if schema is not None:
-            body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
-        notes += [f"{k} is not sent to this API." for k in ("temperature", "top_p", "top_k") if k in model]
-        body["messages"] = messages
-        return ProviderRequest(fmt, body, notes)
-    if fmt == "openai-chat":
-        body["messages"] = [{"role": "system", "content": parts.system}, *messages]
-        if parts.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
-                }
-                for t in parts.tools
-            ]
-        if name:
-            body["model"] = name
-        if max_tokens is not None:
-            body["max_completion_tokens"] = int(max_tokens)
-        if temperature is not None:
-            body["temperature"] = temperature
-        if top_p is not None:
-            body["top_p"] = top_p
-        if stop:
-            body["stop"] = stop
-        if schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": OUTPUT_SCHEMA_NAME, "schema": schema},
-            }
-        body["prompt_cache_key"] = parts.prefix_sha256
-        return ProviderRequest(fmt, body, notes)
-    if fmt == "openai-responses":
-        body["instructions"] = parts.system
-        if parts.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "name": t["name"],
-                    "description": t["description"],
-                    "parameters": t["input_schema"],
-                    "strict": False,
-                }
-                for t in parts.tools
-            ]
-        if name:
-            body["model"] = name
-        if max_tokens is not None:
-            body["max_output_tokens"] = int(max_tokens)
-        if temperature is not None:
-            body["temperature"] = temperature
-        if top_p is not None:
-            body["top_p"] = top_p
-        if schema is not None:
-            body["text"] = {"format": {"type": "json_schema", "name": OUTPUT_SCHEMA_NAME, "schema": schema}}
-        body["prompt_cache_key"] = parts.prefix_sha256
-        body["input"] = messages
-        return ProviderRequest(fmt, body, notes)
-    if fmt == "bedrock-converse":
-        if name:
-            body["modelId"] = name
-        body["system"] = [{"text": parts.system}, {"cachePoint": {"type": "default"}}]
-        if parts.tools:
-            specs = []
-            for t in parts.tools:
-                spec: dict[str, Any] = {"name": t["name"], "inputSchema": {"json": t["input_schema"]}}
-                if t.get("description"):
-                    spec["description"] = t["description"]
-                specs.append({"toolSpec": spec})
-            body["toolConfig"] = {"tools": specs}
-        inference: dict[str, Any] = {}
-        if max_tokens is not None:
-            inference["maxTokens"] = int(max_tokens)
-        if temperature is not None:
-            inference["temperature"] = temperature
-        if top_p is not None:
-            inference["topP"] = top_p
-        if stop:
-            inference["stopSequences"] = stop
-        if inference:
-            body["inferenceConfig"] = inference
-        if schema is not None:
-            notes.append("output_schema is not sent: Converse has no response schema.")
-        body["messages"] = messages
-        return ProviderRequest(fmt, body, notes)
-    if fmt == "gemini":
-        if name:
-            body["model"] = name
-        body["systemInstruction"] = {"parts": [{"text": parts.system}]}
-        if parts.tools:
-            body["tools"] = [
-                {
-                    "functionDeclarations": [
-                        {"name": t["name"], "description": t["description"], "parametersJsonSchema": t["input_schema"]}
-                        for t in parts.tools
-                    ]
-                }
-            ]
-        generation: dict[str, Any] = {}
-        if max_tokens is not None:
-            generation["maxOutputTokens"] = int(max_tokens)
-        if temperature is not None:
-            generation["temperature"] = temperature
-        if top_p is not None:
-            generation["topP"] = top_p
-        if stop:
-            generation["stopSequences"] = stop
-        if schema is not None:
-            generation["responseMimeType"] = "application/json"
-            generation["responseJsonSchema"] = schema
-        if generation:
-            body["generationConfig"] = generation
-        body["contents"] = messages
-        return ProviderRequest(fmt, body, notes)
-    raise ValueError(f"Unknown format {fmt!r}; one of {', '.join(FORMATS)}.")
+    messages = append_turn(fmt, to_messages(fmt, parts.messages), parts.turn_text)
+    return ProviderRequest(fmt, builder(parts, _Settings.of(parts.model), messages, notes), notes)
 
 
 def stable_part(fmt: str, body: dict[str, Any]) -> bytes:

@@ -374,9 +374,9 @@ def _turn_bundle(ops) -> None:
             "name": "refund_order",
             "summary": "Use when the customer wants money back",
             "description": "Refunds an order. Inputs: order id; not for exchanges.",
-            "keywords": ["refund", "money back"],
+            "keywords": ["refund", "money back", "reimburse"],
             "category": "billing",
-            "examples": ["I want a refund"],
+            "examples": ["I want a refund", "give me my money back"],
             "level": "L2",
         }
     ]

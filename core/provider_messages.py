@@ -1,0 +1,251 @@
+"""The conversation of a turn in each provider's shape (core.providers lays out the rest).
+
+Input messages are in the neutral shape (OpenAI Chat: `role`, `content` as text or a list of
+`{"type": "text", "text"}` parts, assistant `tool_calls`, `tool` messages with `tool_call_id`)
+and may hold Anthropic content blocks (`tool_use`, `tool_result`); other blocks are passed on
+as they are. Pure, standard library only."""
+
+import json
+from typing import Any
+
+__all__ = ["append_turn", "to_messages"]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {"arguments": value}
+        return parsed if isinstance(parsed, dict) else {"arguments": parsed}
+    return {}
+
+
+# A message as parts: ("text", str) | ("call", id, name, args) | ("result", id, content, is_error) | ("raw", block)
+Part = tuple[Any, ...]
+
+
+def _parts(message: dict[str, Any]) -> tuple[str, list[Part]]:
+    """The message's role in the conversation ("user" or "assistant", or system/developer as
+    given) and its parts."""
+    role = message.get("role", "user")
+    content = message.get("content")
+    if role in ("tool", "function"):
+        return "user", [("result", message.get("tool_call_id") or message.get("name") or "", content, False)]
+    parts: list[Part] = []
+    if isinstance(content, str):
+        if content:
+            parts.append(("text", content))
+    elif isinstance(content, list):
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                parts.append(("text", block["text"]))
+            elif kind == "tool_use":
+                parts.append(("call", block.get("id", ""), block.get("name", ""), _arguments(block.get("input"))))
+            elif kind == "tool_result":
+                parts.append(
+                    ("result", block.get("tool_use_id", ""), block.get("content", ""), bool(block.get("is_error")))
+                )
+            else:
+                parts.append(("raw", block))
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            function = call.get("function") or {}
+            parts.append(("call", call.get("id", ""), function.get("name", ""), _arguments(function.get("arguments"))))
+    return role, parts
+
+
+def _plain(message: dict[str, Any]) -> bool:
+    """A text-only neutral message (sent as it is, so its bytes stay the client's)."""
+    return (
+        isinstance(message.get("content"), str)
+        and not message.get("tool_calls")
+        and message.get("role")
+        in (
+            "user",
+            "assistant",
+        )
+    )
+
+
+def _merge_roles(messages: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Consecutive messages of one role merged (Bedrock and Gemini want the roles to alternate)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {**merged[-1], key: [*merged[-1][key], *message[key]]}
+        else:
+            merged.append(message)
+    return merged
+
+
+def _anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        if _plain(message) or (message.get("role") in ("user", "assistant") and not message.get("tool_calls")):
+            out.append({"role": message["role"], "content": message.get("content") or ""})
+            continue
+        role, parts = _parts(message)
+        blocks: list[Any] = []
+        for part in parts:
+            if part[0] == "text":
+                blocks.append({"type": "text", "text": part[1]})
+            elif part[0] == "call":
+                blocks.append({"type": "tool_use", "id": part[1], "name": part[2], "input": part[3]})
+            elif part[0] == "result":
+                block = {"type": "tool_result", "tool_use_id": part[1], "content": part[2] if part[2] else ""}
+                if part[3]:
+                    block["is_error"] = True
+                blocks.append(block)
+            else:
+                blocks.append(part[1])
+        out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
+    return out
+
+
+def _openai_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        if not any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in blocks):
+            out.append(message)  # already the Chat Completions shape
+            continue
+        role, parts = _parts(message)
+        texts = [p[1] for p in parts if p[0] == "text"]
+        calls = [p for p in parts if p[0] == "call"]
+        if role == "assistant":
+            item: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+            if calls:
+                item["tool_calls"] = [
+                    {"id": c[1], "type": "function", "function": {"name": c[2], "arguments": json.dumps(c[3])}}
+                    for c in calls
+                ]
+            out.append(item)
+            continue
+        for part in parts:
+            if part[0] == "result":
+                out.append({"role": "tool", "tool_call_id": part[1], "content": _text_of(part[2])})
+        if texts:
+            out.append({"role": role, "content": "\n".join(texts)})
+    return out
+
+
+def _openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if _plain(message) or message.get("role") in ("system", "developer"):
+            out.append({"role": message["role"], "content": _text_of(message.get("content"))})
+            continue
+        role, parts = _parts(message)
+        texts = [p[1] for p in parts if p[0] == "text"]
+        if texts:
+            out.append({"role": "assistant" if role == "assistant" else "user", "content": "\n".join(texts)})
+        for part in parts:
+            if part[0] == "call":
+                out.append(
+                    {"type": "function_call", "call_id": part[1], "name": part[2], "arguments": json.dumps(part[3])}
+                )
+            elif part[0] == "result":
+                out.append({"type": "function_call_output", "call_id": part[1], "output": _text_of(part[2])})
+    return out
+
+
+def _bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        role, parts = _parts(message)
+        blocks: list[dict[str, Any]] = []
+        for part in parts:
+            if part[0] == "text":
+                if part[1].strip():  # Bedrock refuses blank text blocks
+                    blocks.append({"text": part[1]})
+            elif part[0] == "call":
+                blocks.append({"toolUse": {"toolUseId": part[1], "name": part[2], "input": part[3]}})
+            elif part[0] == "result":
+                result: dict[str, Any] = {"toolUseId": part[1], "content": [{"text": _text_of(part[2]) or " "}]}
+                if part[3]:
+                    result["status"] = "error"
+                blocks.append({"toolResult": result})
+            elif isinstance(part[1], dict) and "type" not in part[1]:
+                blocks.append(part[1])  # a Converse block given as it is
+        if blocks:
+            out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
+    return _merge_roles(out, "content")
+
+
+def _gemini(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    names: dict[str, str] = {}  # a tool result names its function in Gemini: found by call id
+    for message in messages:
+        role, parts = _parts(message)
+        items: list[dict[str, Any]] = []
+        for part in parts:
+            if part[0] == "text":
+                items.append({"text": part[1]})
+            elif part[0] == "call":
+                names[part[1]] = part[2]
+                items.append({"functionCall": {"name": part[2], "args": part[3]}})
+            elif part[0] == "result":
+                name = names.get(part[1], part[1] or "tool")
+                items.append({"functionResponse": {"name": name, "response": {"result": _text_of(part[2])}}})
+            elif isinstance(part[1], dict) and "type" not in part[1]:
+                items.append(part[1])
+        if items:
+            out.append({"role": "model" if role == "assistant" else "user", "parts": items})
+    return _merge_roles(out, "parts")
+
+
+_CONVERT = {
+    "anthropic": _anthropic,
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "bedrock-converse": _bedrock,
+    "gemini": _gemini,
+}
+
+
+def to_messages(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation in `fmt`'s shape. Text-only messages keep their content as given;
+    system or developer messages inside the conversation become user text for the formats
+    without such a role in their conversation (anthropic, bedrock-converse, gemini)."""
+    if fmt in ("anthropic", "bedrock-converse", "gemini"):
+        messages = [
+            {"role": "user", "content": m.get("content")} if m.get("role") in ("system", "developer") else m
+            for m in messages
+        ]
+    return _CONVERT[fmt](messages)
+
+
+def append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The per-turn text after the conversation: a block of the newest message when it is the
+    user's (so the roles still alternate), else a user message of its own."""
+    if not text:
+        return messages
+    last = messages[-1] if messages else None
+    if fmt == "anthropic":
+        if last and last.get("role") == "user":
+            content = last["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            return [*messages[:-1], {**last, "content": [*blocks, {"type": "text", "text": text}]}]
+        return [*messages, {"role": "user", "content": text}]
+    if fmt == "bedrock-converse":
+        if last and last.get("role") == "user":
+            return [*messages[:-1], {**last, "content": [*last["content"], {"text": text}]}]
+        return [*messages, {"role": "user", "content": [{"text": text}]}]
+    if fmt == "gemini":
+        if last and last.get("role") == "user":
+            return [*messages[:-1], {**last, "parts": [*last["parts"], {"text": text}]}]
+        return [*messages, {"role": "user", "parts": [{"text": text}]}]
+    return [*messages, {"role": "user", "content": text}]  # OpenAI: consecutive user messages are fine
