@@ -23,10 +23,10 @@ from core.errors import InvalidContent
 from knowledge.render import render_session
 from registry import variables as content_variables
 from registry.parsed_content import content_document
+from registry.skills_content import render_card
 from sessions_app.models import Session
 from sessions_app.services import session_use
 from skills import services as skill_services
-from skills.content import render_card
 from skills.models import SessionSkill, SkillTurn
 
 FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k"}
