@@ -29,14 +29,17 @@ from django.urls import URLPattern, path
 from django.urls.resolvers import RoutePattern
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from access.actors import Actor
-from api.answers import Answer, bundle_answer, django_response, session_answer
+from api.answers import JSON, Answer, bundle_answer, django_response, session_answer
 from api.authentication import actor_of
 from api.knowledge import RenderOut
 from api.serializers import RenderIn, SessionIn, SessionOut, session_in
+from api.serializers_skills import TurnCallIn, TurnCallOut
+from api.turn_call import session_turn
 from api.views import BaseApi
 from knowledge.render import session_render
 from registry.models import Bundle
@@ -148,6 +151,11 @@ def _render(call: TurnCall) -> Answer:
     return Answer(200, [(b"content-type", b"application/json")], rendered.body())
 
 
+def _turn(call: TurnCall) -> Answer:
+    answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
+    return Answer(200, [JSON], JSONRenderer().render(answer))
+
+
 ROUTES: list[TurnRoute] = [
     TurnRoute(
         name="start",
@@ -234,6 +242,24 @@ ROUTES: list[TurnRoute] = [
         schema_out={200: RenderOut},
         doc="POST: the per-turn render (cache-stable prefix, volatile tail, change notices).",
         openapi={"operation_id": "session_render"},
+    ),
+    TurnRoute(
+        name="turn",
+        path="sessions/<uuid:session_id>/turn/",
+        method="POST",
+        answer=_turn,
+        schema_in=TurnCallIn,
+        schema_out={200: TurnCallOut},
+        doc="POST: one call per turn (report, route, render, compact, and the provider request).",
+        openapi={
+            "operation_id": "session_turn",
+            "summary": "One call per turn",
+            "description": (
+                "Reports `invoked` for the previous turn, routes this one, renders the prefix and tail and "
+                "compacts the messages, on one read of the session; with `format`, the provider request with "
+                "its cache breakpoint at the end of the stable prefix (docs/api.md, The turn call)."
+            ),
+        },
     ),
 ]
 

@@ -27,7 +27,6 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", views.SessionDetailApi.as_view()),
     path("sessions/<uuid:session_id>/compact/", views_skills.SessionCompactApi.as_view()),
     path("sessions/<uuid:session_id>/route/", views_skills.SessionRouteApi.as_view()),
-    path("sessions/<uuid:session_id>/turn/", views_skills.SessionTurnApi.as_view()),
     path("sessions/<uuid:session_id>/turns/", views_skills.SessionTurnsApi.as_view()),
     path("sessions/<uuid:session_id>/skills/", views_skills.SessionSkillListApi.as_view()),
     path("sessions/<uuid:session_id>/skills/<str:name>/", views_skills.SessionSkillDetailApi.as_view()),

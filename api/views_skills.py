@@ -16,8 +16,6 @@ from api.serializers_skills import (
     SessionSkillIn,
     SessionSkillList,
     SessionSkillOut,
-    TurnCallIn,
-    TurnCallOut,
     TurnIn,
     TurnOut,
 )
@@ -26,7 +24,6 @@ from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from registry import selectors as registry_selectors
 from sessions_app import services as session_services
-from sessions_app import turn_call
 from skills import selectors as skill_selectors
 from skills import services as skill_services
 
@@ -66,14 +63,6 @@ class SessionRouteApi(BaseApi):
         body = _body(request)
         session = session_services.session_use(session_id=session_id, actor=actor_of(request))
         return Response(skill_services.skill_route(session=session, messages=body.get("messages"), k=body.get("k")))
-
-
-class SessionTurnApi(BaseApi):
-    """One call per turn: report, route, render and compact, with the provider request."""
-
-    @extend_schema(operation_id="session_turn", request=TurnCallIn, responses={200: TurnCallOut})
-    def post(self, request: Request, session_id) -> Response:
-        return Response(turn_call.session_turn(session_id=session_id, actor=actor_of(request), body=request.data))
 
 
 class SessionTurnsApi(BaseApi):

@@ -770,8 +770,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * One call per turn: report, route, render and compact, with the provider request
-         * @description One call per turn: report, route, render and compact, with the provider request.
+         * One call per turn
+         * @description Reports `invoked` for the previous turn, routes this one, renders the prefix and tail and compacts the messages, on one read of the session; with `format`, the provider request with its cache breakpoint at the end of the stable prefix (docs/api.md, The turn call).
          */
         post: operations["session_turn"];
         delete?: never;

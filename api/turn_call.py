@@ -1,6 +1,12 @@
 """One call per turn (`POST /sessions/{id}/turn/`, docs/api.md#the-turn-call): the report of the
 previous turn, the route, the render and the compaction on one read of the session, answered
-together, with the provider request laid out by `core.providers`.
+together, with the provider request laid out by `core.providers`. Its entry is `turn` in the
+route table (api/routes.py), so both HTTP lanes serve it.
+
+It composes two feature apps, knowledge (the render) and skills (routing, reports), which the
+package layers keep independent of each other (pyproject.toml), so the composition sits in the
+entry-point layer, beside the route table that calls it; it holds no rule of its own beyond
+checking the fields before anything is written.
 
 It is the four per-turn calls composed, not a second implementation of them: the report is
 `skills.services.skill_turn_report`, the route `skill_route`, the render
@@ -25,7 +31,7 @@ from registry import variables as content_variables
 from registry.parsed_content import content_document
 from registry.skills_content import render_card
 from sessions_app.models import Session
-from sessions_app.services import session_use
+from sessions_app.turns import UNREAD, Loaded, session_for_turn
 from skills import services as skill_services
 from skills.models import SessionSkill, SkillTurn
 
@@ -108,11 +114,12 @@ def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | N
     return {"turn": row.number, "invoked": row.invoked}
 
 
-def session_turn(*, session_id: Any, actor: Actor, body: Any) -> dict[str, Any]:
+def session_turn(*, session_id: Any, actor: Actor, body: Any, loaded: Loaded = UNREAD) -> dict[str, Any]:
     """The turn call: renews the lease once (404, 410 session_ended / version_revoked as every
-    session call), then reports, routes, renders and compacts on that one read."""
+    session call), then reports, routes, renders and compacts on that one read. `loaded`: the
+    session as the fast lane read it already (sessions_app.turns)."""
     request = parse(body)
-    session = session_use(session_id=session_id, actor=actor)
+    session = session_for_turn(session_id=session_id, actor=actor, loaded=loaded)
     return turn_for_session(session=session, actor=actor, request=request)
 
 
