@@ -22,6 +22,7 @@ from adminui.forms import CODE, add_domain_error
 from core.errors import DomainError, Forbidden, NotFound
 from knowledge import paths, selectors, services
 from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
+from registry import selectors as registry_selectors
 
 View = Callable[..., HttpResponse]
 
@@ -135,7 +136,7 @@ def pack_detail(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
         pack=pack,
         files=files,
         domains=sorted(domains.values(), key=lambda d: d["name"]),
-        used_by=selectors.bundles_using(pack.name),
+        used_by=registry_selectors.bundles_using_pack(pack.name),
         form=FileForm(),
     )
 

@@ -1,9 +1,6 @@
 """Reads of knowledge packs. Key scopes name packs as they name bundles: a pack outside the
 key's scope answers exactly like one that does not exist."""
 
-from typing import Any
-
-from django.db import connection
 from django.db.models import QuerySet
 
 from access.actors import Actor
@@ -45,28 +42,3 @@ def file_get(*, pack: Pack, path: str) -> PackFile:
     if file is None:
         raise NotFound(f"Pack {pack.name!r} has no file {path!r}.")
     return file
-
-
-def bundles_using(pack_name: str) -> list[dict[str, Any]]:
-    """The bundles with a version whose content lists the pack: [{"bundle", "versions", "labels"}],
-    versions newest first, labels as {name: number} for the labels targeting one of them.
-
-    Reads every version's stored JSON (an admin page, not a hot path)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT b.name, v.number, COALESCE(
-                (SELECT json_object_agg(l.name, v.number) FROM registry_label l WHERE l.version_id = v.id), '{}')
-            FROM registry_bundleversion v JOIN registry_bundle b ON b.id = v.bundle_id
-            WHERE convert_from(v.canonical, 'UTF8')::jsonb -> 'knowledge' ? %s
-            ORDER BY b.name, v.number DESC
-            """,
-            [pack_name],
-        )
-        rows = cursor.fetchall()
-    found: dict[str, dict[str, Any]] = {}
-    for bundle, number, labels in rows:
-        entry = found.setdefault(bundle, {"bundle": bundle, "versions": [], "labels": {}})
-        entry["versions"].append(number)
-        entry["labels"].update(labels if isinstance(labels, dict) else {})
-    return list(found.values())

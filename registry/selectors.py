@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max, Prefetch, QuerySet
+from django.db.models import Count, Max, Prefetch, QuerySet
 
 from access.actors import Actor
 from core.errors import NotFound
@@ -139,3 +139,33 @@ def checks_latest(*, bundle_id: int, content_hash: str) -> QuerySet[VersionCheck
         .order_by("name", "-id")
         .distinct("name")
     )
+
+
+def bundles_using_pack(pack_name: str) -> list[dict[str, Any]]:
+    """The bundles with a version whose content lists the pack: [{"bundle", "versions", "labels"}],
+    versions newest first, labels as {name: number} for the labels targeting one of them.
+
+    Reads every version's stored JSON (an admin page, not a hot path)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT b.name, v.number, COALESCE(
+                (SELECT json_object_agg(l.name, v.number) FROM registry_label l WHERE l.version_id = v.id), '{}')
+            FROM registry_bundleversion v JOIN registry_bundle b ON b.id = v.bundle_id
+            WHERE convert_from(v.canonical, 'UTF8')::jsonb -> 'knowledge' ? %s
+            ORDER BY b.name, v.number DESC
+            """,
+            [pack_name],
+        )
+        rows = cursor.fetchall()
+    found: dict[str, dict[str, Any]] = {}
+    for bundle, number, labels in rows:
+        entry = found.setdefault(bundle, {"bundle": bundle, "versions": [], "labels": {}})
+        entry["versions"].append(number)
+        entry["labels"].update(labels if isinstance(labels, dict) else {})
+    return list(found.values())
+
+
+def version_state_counts() -> list[tuple[str, int]]:
+    """How many versions are in each lifecycle state (the metrics scrape)."""
+    return list(BundleVersion.objects.order_by().values_list("state").annotate(n=Count("pk")).values_list("state", "n"))

@@ -205,3 +205,17 @@ class SessionPins:
 
     def active_annotation(self, label: str | None = None) -> Expression:
         return active_sessions_annotation(label)
+
+
+def active_sessions_by_version() -> list[tuple[str, int, int]]:
+    """(bundle, version number, active sessions) for every version with one (the metrics
+    scrape); the partial index on active sessions (session_active_version_idx) serves it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT b.name, v.number, s.n
+               FROM (SELECT version_id, count(*) AS n FROM sessions_app_session
+                     WHERE status = 'active' GROUP BY version_id) s
+               JOIN registry_bundleversion v ON v.id = s.version_id
+               JOIN registry_bundle b ON b.id = v.bundle_id"""
+        )
+        return [(bundle, number, n) for bundle, number, n in cursor.fetchall()]
