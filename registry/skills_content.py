@@ -214,7 +214,42 @@ def content_warnings(content: dict[str, Any]) -> list[tuple[str, str]]:
                         f"{overlap:.0%} alike): sharpen one, or put both in one exclusive_group.",
                     )
                 )
+    warnings.extend(_language_warnings(skills))
     return warnings
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_LATIN = re.compile(r"[A-Za-z]{2,}")
+
+
+def _scripts(texts: list[str]) -> set[str]:
+    """The scripts examples are written in: "cjk" (Chinese, Japanese, Korean) or "latin"."""
+    return {"cjk" if _CJK.search(t) else "latin" for t in texts if _CJK.search(t) or _LATIN.search(t)}
+
+
+def _language_warnings(skills: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """When the bundle's examples are written in two scripts, each card whose examples cover
+    one of them only: the router has no translation model, so a message in the other reaches
+    that card only through the lexicon's bilingual concepts (docs/skills.md)."""
+    per_card = [_scripts(card.get("examples") or []) for card in skills]
+    bundle = set().union(*per_card) if per_card else set()
+    if len(bundle) < 2:
+        return []
+    names = {"cjk": "Chinese, Japanese or Korean", "latin": "a Latin-script language"}
+    out = []
+    for i, scripts in enumerate(per_card):
+        missing = bundle - scripts
+        if scripts and missing:
+            (lacking,) = missing
+            out.append(
+                (
+                    f"skills[{i}].examples",
+                    f"Other cards of this bundle have examples in {names[lacking]}; these have none: add one "
+                    "in the language your users write, or such messages reach this card only through "
+                    "the router's small bilingual lexicon.",
+                )
+            )
+    return out
 
 
 # How a change of skills or of the compaction policy is classified (registry.contracts takes these

@@ -178,6 +178,19 @@ def test_warnings_for_summaries_without_when_and_for_look_alikes(ops):
     assert "content.skills[1].summary" in paths and "content.skills[9]" in paths
 
 
+def test_a_card_whose_examples_miss_a_language_the_bundle_speaks_is_warned():
+    bilingual = card(
+        "refund_order", "Use when money goes back", "billing", ["refund", "a", "b"], ["refund it", "我要退款"]
+    )
+    english = card("track_parcel", "Use when a parcel is late", "shipping", ["parcel", "a", "b"], ["where is it"])
+    chinese = card("change_address", "Use when the address changes", "shipping", ["address", "a", "b"], ["改地址"])
+    warnings = dict(content_warnings({"skills": [bilingual, english, chinese]}))
+    assert "Chinese" in warnings["skills[1].examples"] and "Latin" in warnings["skills[2].examples"]
+    assert "skills[0].examples" not in warnings
+    # One language in the whole bundle: nothing to warn about (the test split's English-only cards).
+    assert not any(k.endswith(".examples") for k in dict(content_warnings({"skills": [english, english]})))
+
+
 # The router (pure) -------------------------------------------------------------------------------
 
 
