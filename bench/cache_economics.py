@@ -20,14 +20,16 @@ prompt and one knowledge pack (two domains, each with a DUTY.md), then a day fro
 - midnight passes.
 
 Each turn is one call to the turn endpoint's service (`format: anthropic`) when this build has
-it; otherwise (until it lands) the same inputs from render, route, turns and compact, with the
+it (its render reads the real clock, so the simulated midnight reaches only the naive
+registry's system prompt; the turn call's date is in the tail, after the breakpoint); otherwise
+(until it lands) the same inputs from render, route, turns and compact, with the
 Anthropic request assembled here the way the turn call does (the stable prefix first, one
 breakpoint at its end, then the compacted messages, the routed cards and the tail). From the
 same answers, three provider requests are built per turn:
 
   ours     the turn call's `request`: one cache breakpoint at the end of the stable prefix
-  render   the same prompt without breakpoints (an agent that calls render and assembles the
-           request itself; the tail appended to the newest user message)
+  render   the same request without its breakpoint (an agent that calls render and lays out
+           the request itself, placing no cache marker)
   naive    what a registry without a stable prefix serves: the date and the knowledge pack's
            file list at the top of the system prompt, the routed skills as tools (before the
            system prompt, in the provider's order), compaction as a window of the last 12
@@ -54,7 +56,6 @@ counted: they are the same in every arrangement.
 
 import argparse
 import heapq
-import inspect
 import json
 import os
 import random
@@ -319,12 +320,21 @@ class TurnAnswer:
 
 
 def find_turn_service() -> Callable[..., dict[str, Any]] | None:
-    """The turn endpoint's service, when this build has it."""
+    """The turn endpoint's service (sessions_app.turn_call.session_turn), when this build has it."""
     try:
-        from sessions_app import turn as turn_module  # type: ignore[attr-defined]
+        from sessions_app import turn_call  # type: ignore[attr-defined, unused-ignore]
     except ImportError:
         return None
-    return getattr(turn_module, "session_turn", None)
+    return getattr(turn_call, "session_turn", None)
+
+
+def without_breakpoints(value: Any) -> Any:
+    """`value` with every `cache_control` marker removed."""
+    if isinstance(value, dict):
+        return {k: without_breakpoints(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_breakpoints(v) for v in value]
+    return value
 
 
 def card_text(card: dict[str, Any]) -> str:
@@ -423,12 +433,11 @@ class Replayer:
         self, session: Any, messages: list[dict[str, Any]], invoked: list[str] | None, now: datetime, last_turn: int
     ) -> TurnAnswer:
         if self.turn_service is not None:
-            kwargs: dict[str, Any] = {"messages": messages, "format": "anthropic", "k": 5}
+            # The whole request every turn (no prefix_sha256): what the provider receives.
+            body: dict[str, Any] = {"messages": messages, "format": "anthropic", "k": 5}
             if invoked is not None:
-                kwargs["invoked"] = invoked
-            if "now" in inspect.signature(self.turn_service).parameters:
-                kwargs["now"] = now
-            answer = self.turn_service(session_id=session.pk, actor=self.actor, **kwargs)
+                body["invoked"] = invoked
+            answer = self.turn_service(session_id=session.pk, actor=self.actor, body=body)
             return TurnAnswer(
                 prefix_system=answer["prefix"]["system"],
                 prefix_tools=answer["prefix"]["tools"],
@@ -479,17 +488,9 @@ class Replayer:
         )
 
     def render_request(self, answer: TurnAnswer) -> dict[str, Any]:
-        """The same prompt as an agent assembles it from render, with no breakpoint: the routed
-        cards and the tail appended to the newest user message."""
-        messages = neutral_to_anthropic(answer.messages)
-        cards = "\n\n".join(card_text(self.cards[n]) for n in answer.routed if n in self.cards)
-        extra = [{"type": "text", "text": text} for text in (cards, answer.tail) if text]
-        if messages and messages[-1]["role"] == "user":
-            messages[-1] = {"role": "user", "content": [*messages[-1]["content"], *extra]}
-        else:
-            messages.append({"role": "user", "content": extra})
-        system = [{"type": "text", "text": answer.prefix_system}]
-        return {"tools": answer.prefix_tools, "system": system, "messages": messages}
+        """The same request without its breakpoint: what an agent that calls render and lays
+        out the request itself sends when it places no cache marker."""
+        return without_breakpoints(answer.request)
 
     def naive_request(
         self, session: Any, answer: TurnAnswer, raw: list[dict[str, Any]], now: datetime

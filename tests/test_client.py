@@ -391,23 +391,41 @@ def test_turn_sends_the_prefix_once_per_session_and_keeps_it_by_hash(registry_se
     messages = [{"role": "user", "content": "I want my money back for order 7"}]
     with Registry(registry_server.url, agent.secret, transport=wire) as registry:
         with registry.start_session("one-call", version=1) as session:
-            first = session.turn(messages, variables={"note": "sunny"}, k=1)
+            first = session.turn(messages, variables={"note": "sunny"}, k=1, format="anthropic")
             second = session.turn(messages, invoked=["refund_order"], format="anthropic")
+            neutral = session.turn(messages)  # no format: the hash alone is enough
+            chat = session.turn(messages, format="openai-chat")  # first time: sent whole
+            chat_again = session.turn(messages, format="openai-chat")
             # Another process holding the same session starts without a prefix: it gets one.
             other = registry.session(session.id)
-            third = other.turn(messages)
+            fresh = other.turn(messages, format="anthropic")
     turns = [(sent, size) for path, sent, size in wire.bodies if path.endswith("/turn/")]
-    assert "prefix_sha256" not in turns[0][0] and "prefix_sha256" not in turns[2][0]
-    assert turns[1][0]["prefix_sha256"] == first["prefix_sha256"]
+    hashes = [sent.get("prefix_sha256") for sent, _ in turns]
+    assert hashes == [None, first["prefix_sha256"], first["prefix_sha256"], None, first["prefix_sha256"], None]
     assert turns[1][0]["invoked"] == ["refund_order"] and turns[1][0]["format"] == "anthropic"
-    assert not first.get("prefix_unchanged") and second["prefix_unchanged"] is True
-    # The held prefix is put back: the caller always sees a whole answer.
-    assert second["prefix"] == first["prefix"] == third["prefix"]
+    assert not first.get("prefix_unchanged") and second["prefix_unchanged"] is True and neutral["prefix_unchanged"]
+    # The held prefix and the request's stable part are put back: every answer is whole.
+    assert second["prefix"] == first["prefix"] == neutral["prefix"] == fresh["prefix"]
     assert first["prefix"]["system"].startswith("Help customers, politely.") and "sunny" in first["tail"]
-    assert (session.turn_prefix.received, other.turn_prefix.received) == (1, 1)
-    # The bytes of the prefix crossed once per session, not once per turn.
-    prefix_bytes = len(json.dumps(first["prefix"]))
-    assert turns[1][1] + prefix_bytes // 2 < turns[0][1] + len(json.dumps(second.get("request", {})))
+    assert (second["request"]["system"], second["request"]["tools"]) == (
+        first["request"]["system"],
+        first["request"]["tools"],
+    )
+    assert second["request"]["system"] == fresh["request"]["system"] and "request_reuse" not in second
+    assert (
+        chat_again["request"]["messages"][0]
+        == chat["request"]["messages"][0]
+        == {
+            "role": "system",
+            "content": first["prefix"]["system"],
+        }
+    )
+    # Once per session and format: the anthropic turns, then openai-chat's first.
+    assert (session.turn_prefix.received, other.turn_prefix.received) == (2, 1)
+    # The prefix's bytes crossed once: the second answer is smaller by at least the prefix twice
+    # over (the prefix itself and the request's copy of it).
+    prefix_bytes = len(json.dumps(first["prefix"], ensure_ascii=False).encode())
+    assert turns[1][1] < turns[0][1] - prefix_bytes
     assert [r["name"] for r in first["skills"]["routed"]] == ["refund_order"]
     assert second["turn"] == first["turn"] + 1
 

@@ -222,17 +222,22 @@ TURN_FORMATS = ("anthropic", "openai-responses", "openai-chat", "bedrock-convers
 
 
 class TurnPrefix:
-    """The stable prefix (system text and tools) one session holds, kept by its SHA-256.
+    """The stable prefix (system text and tools) one session holds, kept by its SHA-256, and the
+    last complete provider request of each format built on it.
 
-    The one-call turn sends `prefix_sha256` once the session holds a prefix; the registry then
-    answers `"prefix_unchanged": true` without the prefix's bytes, and `absorb` puts the held
-    prefix back into the answer, so every answer the caller sees is complete while the bytes
-    crossed the network once per session (again only when the prefix itself changed: a
-    DUTY.md edit). A prefix whose bytes do not match the hash the registry gave is refused."""
+    The one-call turn sends `prefix_sha256` once the session holds what the answer would leave
+    out: the prefix, and for a `format` a complete request of that format. The registry then
+    answers `"prefix_unchanged": true` without the prefix's bytes, and with a `format` a
+    `request` without its stable part (`request_reuse` says which keys and leading messages).
+    `absorb` puts both back, so every answer the caller sees is whole (and carries no
+    `request_reuse`) while the bytes crossed the network once per session and format (again
+    only when the prefix itself changed: a DUTY.md edit). A prefix whose bytes do not match
+    the hash the registry gave is refused."""
 
     def __init__(self) -> None:
         self.sha256: str | None = None
         self.prefix: dict[str, Any] | None = None
+        self.requests: dict[str, dict[str, Any]] = {}  # format -> the last complete request on this prefix
         self.received = 0  # answers that carried the prefix's bytes (for tests and benchmarks)
         self._lock = threading.Lock()
 
@@ -257,22 +262,49 @@ class TurnPrefix:
         if k is not None:
             body["k"] = k
         with self._lock:
-            if self.sha256 is not None:
+            # Only what can be put back may be left out: a format asked for the first time on
+            # this prefix comes whole (the client cannot lay out a provider's request itself).
+            if self.sha256 is not None and (format is None or format in self.requests):
                 body["prefix_sha256"] = self.sha256
         return body
 
     def absorb(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The answer with its prefix: the one it carried (now held) or the one held."""
+        """The answer made whole: its prefix and request, as carried (then held) or as held."""
         with self._lock:
+            answer = dict(answer)
             if answer.get("prefix_unchanged"):
                 if self.prefix is None or answer.get("prefix_sha256") != self.sha256:
                     raise IntegrityError("The registry said the prefix is unchanged, but this client holds another.")
-                return {**answer, "prefix": self.prefix}
-            prefix = answer.get("prefix")
-            if isinstance(prefix, dict):
-                digest = hashlib.sha256(canonical_bytes(prefix)).hexdigest()
-                if digest != answer.get("prefix_sha256"):
-                    raise IntegrityError("The turn's prefix does not match its prefix_sha256.")
-                self.sha256, self.prefix = digest, prefix
-                self.received += 1
+                answer["prefix"] = self.prefix
+            else:
+                prefix = answer.get("prefix")
+                if isinstance(prefix, dict):
+                    digest = hashlib.sha256(canonical_bytes(prefix)).hexdigest()
+                    if digest != answer.get("prefix_sha256"):
+                        raise IntegrityError("The turn's prefix does not match its prefix_sha256.")
+                    if digest != self.sha256:
+                        self.requests = {}  # built on the previous prefix
+                    self.sha256, self.prefix = digest, prefix
+                    self.received += 1
+            fmt, request = answer.get("format"), answer.get("request")
+            if isinstance(fmt, str) and isinstance(request, dict):
+                reuse = answer.pop("request_reuse", None)
+                if reuse:
+                    held = self.requests.get(fmt)
+                    if held is None:
+                        raise IntegrityError(
+                            f"The registry left out the stable part of a {fmt} request this client never held."
+                        )
+                    answer["request"] = request = whole_request(request, held, reuse)
+                self.requests[fmt] = request
             return answer
+
+
+def whole_request(partial: dict[str, Any], held: dict[str, Any], reuse: dict[str, Any]) -> dict[str, Any]:
+    """A request the registry sent without its stable part, completed from `held` (the last
+    complete request of the same format and prefix) as `reuse` says (docs/api.md, the turn call)."""
+    keys, list_key, lead = reuse["keys"], reuse["list"], reuse["messages"]
+    whole = {key: held[key] for key in held if key in keys}
+    whole.update(partial)
+    whole[list_key] = [*held[list_key][:lead], *partial.get(list_key, [])]
+    return whole

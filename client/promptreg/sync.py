@@ -408,8 +408,9 @@ class PinnedSession:
         previous turn; `variables`: turn-scoped variables; `format` (`anthropic`,
         `openai-responses`, `openai-chat`, `bedrock-converse`, `gemini`): the answer's
         `request` is then the provider request body, ready to send. The stable prefix crosses
-        the network once per session: later calls send its hash and the answer's `prefix` is
-        the one this session holds (`prefix_unchanged` tells which happened)."""
+        the network once per session and format: later calls send its hash, and the answer's
+        `prefix` and the stable part of its `request` are the ones this session holds
+        (`prefix_unchanged` tells which happened); the answer is always whole."""
         self._online("turn")
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
         return self.turn_prefix.absorb(self.registry.json("POST", session_path(self.id, "turn/"), json=body))

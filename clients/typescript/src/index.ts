@@ -13,7 +13,7 @@ export {
   Unavailable,
   VersionRevoked,
 } from "./errors.js";
-export { PinnedSession, Registry, TURN_FORMATS } from "./registry.js";
+export { PinnedSession, Registry, TURN_FORMATS, wholeRequest } from "./registry.js";
 export type {
   CallOptions,
   CompactResult,
@@ -21,6 +21,7 @@ export type {
   RegistryOptions,
   RenderResult,
   RequestOptions,
+  RequestReuse,
   RouteResult,
   SessionInfo,
   StartOptions,

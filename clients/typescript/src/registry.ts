@@ -38,6 +38,24 @@ export interface TurnResult {
   cache?: Record<string, unknown>;
   [key: string]: unknown;
 }
+/** What a `request` answered with `prefix_unchanged` leaves out (docs/api.md, the turn call). */
+export interface RequestReuse {
+  keys: string[];
+  list: string;
+  messages: number;
+}
+
+/** A request the registry sent without its stable part, completed from `held` (the last complete
+ * request of the same format and prefix) as `reuse` says. */
+export function wholeRequest(partial: Record<string, unknown>, held: Record<string, unknown>, reuse: RequestReuse): Record<string, unknown> {
+  const whole: Record<string, unknown> = {};
+  for (const key of Object.keys(held)) if (reuse.keys.includes(key)) whole[key] = held[key];
+  Object.assign(whole, partial);
+  const lead = (held[reuse.list] as unknown[] | undefined)?.slice(0, reuse.messages) ?? [];
+  whole[reuse.list] = [...lead, ...((partial[reuse.list] as unknown[] | undefined) ?? [])];
+  return whole;
+}
+
 export interface TurnOptions extends CallOptions {
   /** The skills the model called in the previous turn. */
   invoked?: string[];
@@ -227,7 +245,7 @@ export class PinnedSession implements AsyncDisposable {
   keepAliveError: RegistryError | null = null;
   private pinned: Bundle | null = null;
   /** The prefix this session holds, by its hash: sent once per session. */
-  private heldPrefix: { sha256: string; prefix: TurnPrefixBody } | null = null;
+  private heldPrefix: { sha256: string; prefix: TurnPrefixBody; requests: Map<string, Record<string, unknown>> } | null = null;
   /** Answers that carried the prefix's bytes (once per session unless the prefix changed). */
   prefixReceived = 0;
   private keeper: ReturnType<typeof setTimeout> | null = null;
@@ -366,9 +384,10 @@ export class PinnedSession implements AsyncDisposable {
   }
 
   /** One call per turn: what render, route, turns and compact answer, in one request. The
-   * stable prefix crosses the network once per session: later calls send its hash, and when the
-   * registry answers `prefix_unchanged` the held prefix is put back into the answer. With
-   * `format`, `request` is the provider request body, ready to send. */
+   * stable prefix crosses the network once per session (and format): later calls send its hash,
+   * and when the registry answers `prefix_unchanged` the held prefix is put back into the
+   * answer, and with `format` the held stable part of `request` too (`request_reuse`), so the
+   * answer is always whole. With `format`, `request` is the provider request body, ready to send. */
   async turn(messages: Message[], options: TurnOptions = {}): Promise<TurnResult> {
     this.online("turn");
     const { invoked, variables, format, k, ...call } = options;
@@ -381,16 +400,36 @@ export class PinnedSession implements AsyncDisposable {
     if (format !== undefined) json["format"] = format;
     if (k !== undefined) json["k"] = k;
     const held = this.heldPrefix;
-    if (held !== null) json["prefix_sha256"] = held.sha256;
-    const answer = await this.registry.json<TurnResult>("POST", sessionPath(this.id, "turn/"), { ...call, json });
+    // Only what can be put back may be left out: a format asked for the first time on this
+    // prefix comes whole (a client cannot lay out a provider's request itself).
+    if (held !== null && (format === undefined || held.requests.has(format))) json["prefix_sha256"] = held.sha256;
+    const answer = { ...(await this.registry.json<TurnResult>("POST", sessionPath(this.id, "turn/"), { ...call, json })) };
+    let current = held;
     if (answer.prefix_unchanged) {
       if (held === null || answer.prefix_sha256 !== held.sha256) {
         throw new IntegrityError("The registry said the prefix is unchanged, but this client holds another.");
       }
-      return { ...answer, prefix: held.prefix };
+      answer.prefix = held.prefix;
+    } else {
+      if (held === null || held.sha256 !== answer.prefix_sha256) {
+        current = { sha256: answer.prefix_sha256, prefix: answer.prefix, requests: new Map() };
+      } else {
+        current = { ...held, prefix: answer.prefix };
+      }
+      this.heldPrefix = current;
+      this.prefixReceived++;
     }
-    this.heldPrefix = { sha256: answer.prefix_sha256, prefix: answer.prefix };
-    this.prefixReceived++;
+    const fmt = answer["format"];
+    if (typeof fmt === "string" && answer.request !== undefined && current !== null) {
+      const reuse = answer["request_reuse"] as RequestReuse | undefined;
+      delete answer["request_reuse"];
+      if (reuse) {
+        const whole = current.requests.get(fmt);
+        if (whole === undefined) throw new IntegrityError(`The registry left out the stable part of a ${fmt} request this client never held.`);
+        answer.request = wholeRequest(answer.request, whole, reuse);
+      }
+      current.requests.set(fmt, answer.request);
+    }
     return answer;
   }
 

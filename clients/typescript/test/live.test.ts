@@ -161,17 +161,25 @@ describe("promptreg (TypeScript) against a live registry", () => {
     const registry = new Registry(URL_, AGENT, { fetch: impl });
     await using session = await registry.startSession("refunds");
     const messages = [{ role: "user", content: "refund my order 7" }];
-    const first = await session.turn(messages, { k: 3 });
+    const first = await session.turn(messages, { k: 3, format: "anthropic" });
     const second = await session.turn(messages, { invoked: [], format: "anthropic" });
     assert.equal(first.content_hash, session.contentHash);
     assert.ok(!first.prefix_unchanged && second.prefix_unchanged === true);
     assert.deepEqual(second.prefix, first.prefix); // the held prefix, put back into the answer
+    // ... and the request's stable part: whole, as if sent in full, with nothing left to apply.
+    const [a, b] = [first.request as Record<string, unknown>, second.request as Record<string, unknown>];
+    assert.deepEqual([b["tools"], b["system"]], [a["tools"], a["system"]]);
+    assert.equal(second["request_reuse"], undefined);
     assert.equal(session.prefixReceived, 1);
     assert.equal(sent[0]["prefix_sha256"], undefined);
     assert.equal(sent[1]["prefix_sha256"], first.prefix_sha256);
-    assert.equal(sent[1]["format"], "anthropic");
     assert.equal(second.turn, first.turn + 1);
-    assert.ok(second.request !== undefined);
+    // A format asked for the first time on this prefix: no hash sent, so it comes whole.
+    const chat = await session.turn(messages, { format: "openai-chat" });
+    assert.equal(sent[2]["prefix_sha256"], undefined);
+    const again = await session.turn(messages, { format: "openai-chat" });
+    assert.equal(sent[3]["prefix_sha256"], first.prefix_sha256);
+    assert.deepEqual((again.request as { messages: unknown[] }).messages[0], (chat.request as { messages: unknown[] }).messages[0]);
     await assert.rejects(session.turn(messages, { format: "claude" as never }), TypeError);
   });
 
