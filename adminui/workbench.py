@@ -56,6 +56,35 @@ def check_against(
     latest = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
     check = contract_check(doc, previous=_content(latest) if latest else None)  # what version_publish applies
     diff = by_severity(diff_contents(_content(against), doc)) if against else None
+    labels = _label_verdicts(bundle, doc)
+    session_values = {
+        name: spec["default"]
+        for name, spec in (doc.get("variables") or {}).items()
+        if isinstance(spec, dict) and "default" in spec
+    }
+    prefix = prefix_for(
+        content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
+    )
+    resident, routed = _route(content_hash, doc, message)
+    return Verdict(
+        resident=resident,
+        routed=routed,
+        tried=message.strip(),
+        against=against,
+        errors=check.errors,
+        warnings=check.warnings,
+        level=diff.level if diff else None,
+        changes=diff.changes if diff else [],
+        labels=labels,
+        prefix_bytes=len(prefix.body),
+        prefix_tokens=estimate_tokens(prefix.body.decode()),
+        identical=BundleVersion.objects.filter(bundle=bundle, content_hash=content_hash).defer("canonical").first(),
+    )
+
+
+def _label_verdicts(bundle: Bundle, doc: dict[str, Any]) -> list[LabelVerdict]:
+    """Per label of the bundle, what its compatibility policy would make of `doc` against every
+    one of its targets (a split's changes merged, each once)."""
     labels: list[LabelVerdict] = []
     cache: dict[int, dict[str, Any]] = {}
     for label in Label.objects.filter(bundle=bundle).select_related("version").order_by("name"):
@@ -79,34 +108,16 @@ def check_against(
                 breaking=breaking,
             )
         )
-    session_values = {
-        name: spec["default"]
-        for name, spec in (doc.get("variables") or {}).items()
-        if isinstance(spec, dict) and "default" in spec
-    }
-    prefix = prefix_for(
-        content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
-    )
-    resident: list[str] = []
-    routed: list[dict[str, Any]] = []
-    if message.strip() and doc.get("skills"):
-        # The index a session of this content would route with (skills.services.skill_route).
-        result = index_for(content_hash, doc["skills"]).route([{"role": "user", "content": message}], k=5)
-        resident, routed = result.resident, result.routed
-    return Verdict(
-        resident=resident,
-        routed=routed,
-        tried=message.strip(),
-        against=against,
-        errors=check.errors,
-        warnings=check.warnings,
-        level=diff.level if diff else None,
-        changes=diff.changes if diff else [],
-        labels=labels,
-        prefix_bytes=len(prefix.body),
-        prefix_tokens=estimate_tokens(prefix.body.decode()),
-        identical=BundleVersion.objects.filter(bundle=bundle, content_hash=content_hash).defer("canonical").first(),
-    )
+    return labels
+
+
+def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The resident cards and the routed ones for `message`, with the index a session of this
+    content would route with (skills.services.skill_route)."""
+    if not message.strip() or not doc.get("skills"):
+        return [], []
+    result = index_for(content_hash, doc["skills"]).route([{"role": "user", "content": message}], k=5)
+    return result.resident, result.routed
 
 
 def _merge(changes: list[Change]) -> Diff:

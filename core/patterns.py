@@ -84,18 +84,7 @@ def _scan(pattern: str) -> tuple[str, int, list[int]]:
             i += 2
             continue
         if c == "[":  # a class: up to the first ] that is not its first character
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                if pattern[j] == "\\":
-                    j += 1
-                elif pattern.startswith("[:", j):  # [[:alpha:]]
-                    end = pattern.find(":]", j + 2)
-                    j = end + 1 if end != -1 else j
-                j += 1
+            j = _class_end(pattern, i)
             out.append(pattern[i : j + 1])
             i = j + 1
             continue
@@ -105,17 +94,45 @@ def _scan(pattern: str) -> tuple[str, int, list[int]]:
         elif c == ")":
             depth = max(depth - 1, 0)
         elif c == "{":
-            end = pattern.find("}", i)
-            body = pattern[i + 1 : end] if end != -1 else ""
-            low, comma, high = body.partition(",")
-            if low.isdigit() and (not high or high.isdigit()) and (comma or not high):
-                counted.append(max(int(x) for x in (low, high) if x))
+            end, largest = _counted_repeat(pattern, i)
+            if largest is not None:
+                counted.append(largest)
                 out.append(pattern[i : end + 1])
                 i = end + 1
                 continue
         out.append(c)
         i += 1
     return "".join(out), deepest, counted
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index of the `]` that closes the character class opened at `i` (the first `]` that
+    is not its first character, skipping escapes and `[:alpha:]`), or the end of the pattern."""
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] == "^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n and pattern[j] != "]":
+        if pattern[j] == "\\":
+            j += 1
+        elif pattern.startswith("[:", j):  # [[:alpha:]]
+            end = pattern.find(":]", j + 2)
+            j = end + 1 if end != -1 else j
+        j += 1
+    return j
+
+
+def _counted_repeat(pattern: str, i: int) -> tuple[int, int | None]:
+    """For the `{` at `i`: the index of its `}` and the largest count of a counted repeat
+    `{n}`, `{n,}` or `{n,m}`; None when it is a literal brace."""
+    end = pattern.find("}", i)
+    body = pattern[i + 1 : end] if end != -1 else ""
+    low, comma, high = body.partition(",")
+    if low.isdigit() and (not high or high.isdigit()) and (comma or not high):
+        return end, max(int(x) for x in (low, high) if x)
+    return end, None
 
 
 def problem(pattern: Any, limits: Limits) -> str | None:

@@ -236,13 +236,18 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
         compiled = patterns.compile_bounded(glob_regex(pattern), patterns.GLOB)
     except patterns.PatternRefused as exc:
         raise InvalidContent(f"The glob pattern cannot be used: {exc}", {"pattern": [str(exc)]}) from None
-    candidates = (
-        PackFile.objects.filter(pack_id__in=[scope.packs[n] for n in names])
-        .values_list("pack__name", "path")
-        .order_by()
-    )
+    matches, notes = _glob_matches(compiled, [scope.packs[n] for n in names])
+    if not matches and not notes:
+        return Answer("(no files match)", False)
+    return _page(sorted(matches), offset=start, what="matches", notes=notes)
+
+
+def _glob_matches(compiled: Any, pack_ids: list[int]) -> tuple[list[str], list[str]]:
+    """The model paths of the packs' files that `compiled` matches, within the time and count
+    bounds, and the notes saying where it stopped."""
+    candidates = PackFile.objects.filter(pack_id__in=pack_ids).values_list("pack__name", "path").order_by()
     deadline = time.monotonic() + GLOB_TIME_LIMIT_SECONDS
-    matches = []
+    matches: list[str] = []
     notes: list[str] = []
     for count, (pack, file_path) in enumerate(candidates.iterator(chunk_size=2000)):
         if count % 256 == 0 and time.monotonic() > deadline:
@@ -254,9 +259,7 @@ def glob(*, session_id: Any, actor: Actor, pattern: Any = None, offset: Any = No
             if len(matches) >= MAX_GLOB_MATCHES:
                 notes.append(f"[stopped at {MAX_GLOB_MATCHES} matching files: narrow the pattern]")
                 break
-    if not matches and not notes:
-        return Answer("(no files match)", False)
-    return _page(sorted(matches), offset=start, what="matches", notes=notes)
+    return matches, notes
 
 
 def grep(*, session_id: Any, actor: Actor, pattern: Any = None, path: Any = None, offset: Any = None) -> Answer:

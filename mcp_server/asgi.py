@@ -107,17 +107,21 @@ class McpApp:
             await self._running
         await asyncio.to_thread(close_pool_connections)
 
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await self.start()
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await self.stop()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await self._lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         if scope.get("path") != PATH:  # the dispatcher routes by prefix: /mcpx, /mcp/x are not ours

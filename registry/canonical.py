@@ -7,6 +7,7 @@ optional field, say) cannot change an old version's bytes or hash.
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from core.errors import InvalidContent
@@ -58,12 +59,7 @@ def normalise_content(content: Any) -> dict[str, Any]:
         err(f"content.{key}", f"Unknown field; allowed fields are {', '.join(sorted(known))}.")
 
     prompt = content.get("system_prompt")
-    if prompt is None:
-        err("content.system_prompt", "This field is required.")
-    elif not isinstance(prompt, str):
-        err("content.system_prompt", "Must be a string.")
-    elif not 1 <= len(prompt) <= MAX_PROMPT_CHARS:
-        err("content.system_prompt", f"Must be 1 to {MAX_PROMPT_CHARS} characters long.")
+    _check_prompt(prompt, err)
 
     doc = {"system_prompt": prompt}
     for key, default in DEFAULTS.items():
@@ -74,31 +70,7 @@ def normalise_content(content: Any) -> dict[str, Any]:
     for path, message in skills_content_errors(content):
         err(f"content.{path}", message)
 
-    tools = doc["tools"]
-    if not isinstance(tools, list):
-        err("content.tools", "Must be a list of tools.")
-    else:
-        seen: set[str] = set()
-        for i, tool in enumerate(tools):
-            path = f"content.tools[{i}]"
-            if not isinstance(tool, dict):
-                err(path, "Each tool must be an object with name, description and input_schema.")
-                continue
-            for key in sorted(set(tool) - TOOL_KEYS):
-                err(f"{path}.{key}", "Unknown field; a tool has name, description and input_schema.")
-            for key in sorted(TOOL_KEYS - set(tool)):
-                err(f"{path}.{key}", "This field is required.")
-            name = tool.get("name")
-            if "name" in tool and (not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name)):
-                err(f"{path}.name", "Must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$.")
-            elif isinstance(name, str):
-                if name in seen:
-                    err(f"{path}.name", f"Duplicate tool name {name!r}.")
-                seen.add(name)
-            if "description" in tool and not isinstance(tool["description"], str):
-                err(f"{path}.description", "Must be a string.")
-            if "input_schema" in tool and not isinstance(tool["input_schema"], dict):
-                err(f"{path}.input_schema", "Must be a JSON Schema object.")
+    _check_tools(doc["tools"], err)
 
     for key in ("guardrails", "model", "metadata"):
         if not isinstance(doc[key], dict):
@@ -110,6 +82,42 @@ def normalise_content(content: Any) -> dict[str, Any]:
     if errors:
         raise InvalidContent("The bundle content is not valid; see details for each field.", errors)
     return doc
+
+
+def _check_prompt(prompt: Any, err: Callable[[str, str], None]) -> None:
+    if prompt is None:
+        err("content.system_prompt", "This field is required.")
+    elif not isinstance(prompt, str):
+        err("content.system_prompt", "Must be a string.")
+    elif not 1 <= len(prompt) <= MAX_PROMPT_CHARS:
+        err("content.system_prompt", f"Must be 1 to {MAX_PROMPT_CHARS} characters long.")
+
+
+def _check_tools(tools: Any, err: Callable[[str, str], None]) -> None:
+    if not isinstance(tools, list):
+        err("content.tools", "Must be a list of tools.")
+        return
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        path = f"content.tools[{i}]"
+        if not isinstance(tool, dict):
+            err(path, "Each tool must be an object with name, description and input_schema.")
+            continue
+        for key in sorted(set(tool) - TOOL_KEYS):
+            err(f"{path}.{key}", "Unknown field; a tool has name, description and input_schema.")
+        for key in sorted(TOOL_KEYS - set(tool)):
+            err(f"{path}.{key}", "This field is required.")
+        name = tool.get("name")
+        if "name" in tool and (not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name)):
+            err(f"{path}.name", "Must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$.")
+        elif isinstance(name, str):
+            if name in seen:
+                err(f"{path}.name", f"Duplicate tool name {name!r}.")
+            seen.add(name)
+        if "description" in tool and not isinstance(tool["description"], str):
+            err(f"{path}.description", "Must be a string.")
+        if "input_schema" in tool and not isinstance(tool["input_schema"], dict):
+            err(f"{path}.input_schema", "Must be a JSON Schema object.")
 
 
 def canonicalise(content: Any) -> tuple[dict[str, Any], bytes, str]:

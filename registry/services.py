@@ -207,33 +207,49 @@ def label_move(
 POLICY_FIELDS = ("protected", "compatibility", "required_approvals", "required_checks")
 
 
+def _protected_error(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "true or false."
+
+
+def _compatibility_error(value: Any) -> str | None:
+    return None if value in Compatibility.values else f"One of {', '.join(Compatibility.values)}."
+
+
+def _approvals_error(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= REQUIRED_APPROVALS_MAX:
+        return f"An integer from 0 to {REQUIRED_APPROVALS_MAX}."
+    if value > 0:
+        # Approvals (change requests) are not implemented yet: a policy that nothing enforces
+        # would look like a gate and be none.
+        return "Approvals are not supported yet; only 0."
+    return None
+
+
+def _checks_error(value: Any) -> str | None:
+    if not isinstance(value, list) or len(value) > REQUIRED_CHECKS_MAX:
+        return f"A list of at most {REQUIRED_CHECKS_MAX} check names."
+    if any(not isinstance(n, str) or not re.fullmatch(CHECK_NAME_RE, n) for n in value):
+        return f"Check names must match {CHECK_NAME_RE}."
+    if len(set(value)) != len(value):
+        return "Each check name at most once."
+    return None
+
+
+# How each policy field is checked: a message for a bad value, None for a good one.
+_POLICY_CHECKS = {
+    "protected": _protected_error,
+    "compatibility": _compatibility_error,
+    "required_approvals": _approvals_error,
+    "required_checks": _checks_error,
+}
+
+
 def _valid_policy(changes: dict[str, Any]) -> dict[str, Any]:
-    errors: dict[str, list[str]] = {}
-    unknown = sorted(set(changes) - set(POLICY_FIELDS))
-    for name in unknown:
-        errors[name] = ["Unknown field."]
-    if "protected" in changes and not isinstance(changes["protected"], bool):
-        errors["protected"] = ["true or false."]
-    if "compatibility" in changes and changes["compatibility"] not in Compatibility.values:
-        errors["compatibility"] = [f"One of {', '.join(Compatibility.values)}."]
-    if "required_approvals" in changes:
-        value = changes["required_approvals"]
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= REQUIRED_APPROVALS_MAX:
-            errors["required_approvals"] = [f"An integer from 0 to {REQUIRED_APPROVALS_MAX}."]
-        elif value > 0:
-            # Approvals (change requests) are not implemented yet: a policy that nothing enforces
-            # would look like a gate and be none.
-            errors["required_approvals"] = ["Approvals are not supported yet; only 0."]
-    if "required_checks" in changes:
-        value = changes["required_checks"]
-        if not isinstance(value, list) or len(value) > REQUIRED_CHECKS_MAX:
-            errors["required_checks"] = [f"A list of at most {REQUIRED_CHECKS_MAX} check names."]
-        else:
-            bad = [n for n in value if not isinstance(n, str) or not re.fullmatch(CHECK_NAME_RE, n)]
-            if bad:
-                errors["required_checks"] = [f"Check names must match {CHECK_NAME_RE}."]
-            elif len(set(value)) != len(value):
-                errors["required_checks"] = ["Each check name at most once."]
+    errors: dict[str, list[str]] = {name: ["Unknown field."] for name in sorted(set(changes) - set(POLICY_FIELDS))}
+    for name, check in _POLICY_CHECKS.items():
+        message = check(changes[name]) if name in changes else None
+        if message is not None:
+            errors[name] = [message]
     if errors:
         raise InvalidContent("The label policy is not valid; see details.", errors)
     if "required_checks" in changes:

@@ -91,36 +91,40 @@ def _skill_errors(card: Any, path: str, errors: list[tuple[str, str]]) -> None:
         errors.append((f"{path}.{key}", "Unknown field."))
     for key in sorted(SKILL_KEYS - set(card)):
         errors.append((f"{path}.{key}", "This field is required."))
+    _field_errors(card, path, errors)
+    if "triggers" in card:
+        _trigger_errors(card["triggers"], path, errors)
+
+
+def _field_errors(card: dict[str, Any], path: str, errors: list[tuple[str, str]]) -> None:
+    """The card's own fields: name, texts, keyword and example lists, level, exclusive group."""
     name = card.get("name")
     if "name" in card and (not isinstance(name, str) or len(name) > MAX_NAME or not NAME_RE.fullmatch(name)):
         errors.append((f"{path}.name", f"Must be snake_case (^[a-z][a-z0-9]*(_[a-z0-9]+)*$), at most {MAX_NAME}."))
-    if "summary" in card:
-        _text(card, "summary", MAX_SUMMARY, path, errors)
-    if "description" in card:
-        _text(card, "description", MAX_DESCRIPTION, path, errors)
-    if "category" in card:
-        _text(card, "category", MAX_CATEGORY, path, errors)
-    if "keywords" in card:
-        _strings(card, "keywords", 3, 10, MAX_KEYWORD, path, errors)
-    if "examples" in card:
-        _strings(card, "examples", 2, 3, MAX_EXAMPLE, path, errors)
+    for key, limit in (("summary", MAX_SUMMARY), ("description", MAX_DESCRIPTION), ("category", MAX_CATEGORY)):
+        if key in card:
+            _text(card, key, limit, path, errors)
+    for key, low, high, limit in (("keywords", 3, 10, MAX_KEYWORD), ("examples", 2, 3, MAX_EXAMPLE)):
+        if key in card:
+            _strings(card, key, low, high, limit, path, errors)
     if "level" in card and card["level"] not in LEVELS:
         errors.append((f"{path}.level", 'Must be "L1" (resident) or "L2" (routed).'))
     group = card.get("exclusive_group")
     if group is not None and (not isinstance(group, str) or not group.strip() or len(group) > MAX_NAME):
         errors.append((f"{path}.exclusive_group", f"Must be a non-empty string of at most {MAX_NAME} characters."))
-    if "triggers" in card:
-        triggers = card["triggers"]
-        if not isinstance(triggers, list) or len(triggers) > MAX_TRIGGERS:
-            errors.append((f"{path}.triggers", f"Must be a list of at most {MAX_TRIGGERS} regular expressions."))
-            return
-        for i, pattern in enumerate(triggers):
-            if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_TRIGGER_CHARS:
-                errors.append((f"{path}.triggers[{i}]", f"Must be a regular expression of 1 to {MAX_TRIGGER_CHARS}."))
-                continue
-            problem = trigger_problem(pattern)
-            if problem:
-                errors.append((f"{path}.triggers[{i}]", problem))
+
+
+def _trigger_errors(triggers: Any, path: str, errors: list[tuple[str, str]]) -> None:
+    if not isinstance(triggers, list) or len(triggers) > MAX_TRIGGERS:
+        errors.append((f"{path}.triggers", f"Must be a list of at most {MAX_TRIGGERS} regular expressions."))
+        return
+    for i, pattern in enumerate(triggers):
+        if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_TRIGGER_CHARS:
+            errors.append((f"{path}.triggers[{i}]", f"Must be a regular expression of 1 to {MAX_TRIGGER_CHARS}."))
+            continue
+        problem = trigger_problem(pattern)
+        if problem:
+            errors.append((f"{path}.triggers[{i}]", problem))
 
 
 def trigger_problem(pattern: str) -> str | None:
@@ -153,14 +157,24 @@ def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
         return [*errors, ("skills", "Must be a list of skill cards.")]
     if len(skills) > MAX_SKILLS:
         return [*errors, ("skills", f"At most {MAX_SKILLS} skills.")]
+    _cards_errors(skills, errors)
+    if errors:
+        return errors
+    return _budget_errors(skills)
+
+
+def _cards_errors(skills: list[Any], errors: list[tuple[str, str]]) -> None:
+    """Each card, unique names, and the triggers' RE2 program size over all cards."""
     seen: dict[str, int] = {}
     total = 0
     for i, card in enumerate(skills):
         _skill_errors(card, f"skills[{i}]", errors)
-        triggers = card.get("triggers") if isinstance(card, dict) else None
+        if not isinstance(card, dict):
+            continue
+        triggers = card.get("triggers")
         if isinstance(triggers, list) and len(triggers) <= MAX_TRIGGERS:
             total += sum(trigger_program_size(t) for t in triggers if isinstance(t, str) and t)
-        name = card.get("name") if isinstance(card, dict) else None
+        name = card.get("name")
         if isinstance(name, str):
             if name in seen:
                 errors.append((f"skills[{i}].name", f"Another skill is already named {name!r} (skills[{seen[name]}])."))
@@ -173,8 +187,11 @@ def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
                 "(each turn runs every trigger; use fewer or simpler ones).",
             )
         )
-    if errors:
-        return errors
+
+
+def _budget_errors(skills: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The resident (L1) cards' count and rendered size, for cards that are valid one by one."""
+    errors = []
     resident = [s for s in skills if s["level"] == "L1"]
     if len(resident) > MAX_L1:
         errors.append(("skills", f"At most {MAX_L1} L1 (resident) skills; there are {len(resident)}."))

@@ -127,34 +127,9 @@ def _parse(document: object) -> dict[str, Any]:
     if not isinstance(labels, list) or len(labels) > MAX_IMPORT_LABELS:
         raise _bad("bundle.labels", f"Must be a list of at most {MAX_IMPORT_LABELS} labels.")
     for i, v in enumerate(versions):
-        where = f"bundle.versions[{i}]"
-        if (
-            not isinstance(v, dict)
-            or not isinstance(v.get("content_hash"), str)
-            or not HASH_RE.match(v["content_hash"])
-        ):
-            raise _bad(f"{where}.content_hash", "Must be a SHA-256 in lower-case hex.")
-        if not isinstance(v.get("number"), int) or isinstance(v["number"], bool) or not 0 < v["number"] < 2**31:
-            raise _bad(f"{where}.number", "Must be a positive integer.")
-        _text(v, "message", where, required=True)
-        if not isinstance(v.get("revoked", False), bool):
-            raise _bad(f"{where}.revoked", "Must be true or false.")
+        _parse_version(v, f"bundle.versions[{i}]")
     for i, label in enumerate(labels):
-        where = f"bundle.labels[{i}]"
-        if not isinstance(label, dict) or not isinstance(label.get("name"), str):
-            raise _bad(f"{where}.name", "Must be a label name.")
-        if not re.fullmatch(LABEL_NAME_RE, label["name"]):
-            raise _bad(f"{where}.name", f"Must match {LABEL_NAME_RE}.")
-        targets = label.get("targets")
-        if not isinstance(targets, list) or not 0 < len(targets) <= MAX_SPLIT_TARGETS:
-            raise _bad(f"{where}.targets", f"Must list 1 to {MAX_SPLIT_TARGETS} targets.")
-        for t in targets:
-            if not isinstance(t, dict) or not isinstance(t.get("content_hash"), str):
-                raise _bad(f"{where}.targets", "Each target needs a content_hash and a weight.")
-            if not isinstance(t.get("weight"), int) or isinstance(t["weight"], bool):
-                raise _bad(f"{where}.targets", "Each target needs a content_hash and a weight.")
-        if label.get("compatibility") is not None and not isinstance(label["compatibility"], str):
-            raise _bad(f"{where}.compatibility", "Must be a string.")
+        _parse_label(label, f"bundle.labels[{i}]")
     return {
         "name": document["name"],
         "description": _text(document, "description", "bundle"),
@@ -162,6 +137,36 @@ def _parse(document: object) -> dict[str, Any]:
         "versions": sorted(versions, key=lambda v: v["number"]),
         "labels": labels,
     }
+
+
+def _parse_version(v: Any, where: str) -> None:
+    if not isinstance(v, dict) or not isinstance(v.get("content_hash"), str) or not HASH_RE.match(v["content_hash"]):
+        raise _bad(f"{where}.content_hash", "Must be a SHA-256 in lower-case hex.")
+    if not isinstance(v.get("number"), int) or isinstance(v["number"], bool) or not 0 < v["number"] < 2**31:
+        raise _bad(f"{where}.number", "Must be a positive integer.")
+    _text(v, "message", where, required=True)
+    if not isinstance(v.get("revoked", False), bool):
+        raise _bad(f"{where}.revoked", "Must be true or false.")
+
+
+def _parse_label(label: Any, where: str) -> None:
+    if not isinstance(label, dict) or not isinstance(label.get("name"), str):
+        raise _bad(f"{where}.name", "Must be a label name.")
+    if not re.fullmatch(LABEL_NAME_RE, label["name"]):
+        raise _bad(f"{where}.name", f"Must match {LABEL_NAME_RE}.")
+    targets = label.get("targets")
+    if not isinstance(targets, list) or not 0 < len(targets) <= MAX_SPLIT_TARGETS:
+        raise _bad(f"{where}.targets", f"Must list 1 to {MAX_SPLIT_TARGETS} targets.")
+    for t in targets:
+        if (
+            not isinstance(t, dict)
+            or not isinstance(t.get("content_hash"), str)
+            or not isinstance(t.get("weight"), int)
+            or isinstance(t["weight"], bool)
+        ):
+            raise _bad(f"{where}.targets", "Each target needs a content_hash and a weight.")
+    if label.get("compatibility") is not None and not isinstance(label["compatibility"], str):
+        raise _bad(f"{where}.compatibility", "Must be a string.")
 
 
 def _verified_content(digest: str, data: bytes) -> dict[str, Any]:
@@ -201,22 +206,7 @@ def bundle_import(
     present = (
         dict(BundleVersion.objects.filter(bundle=existing).values_list("content_hash", "number")) if existing else {}
     )
-    contents: dict[str, dict[str, Any]] = {}
-    for v in doc["versions"]:  # every check before the first write
-        digest = v["content_hash"]
-        if digest in present or digest in contents:
-            continue
-        if digest not in objects:
-            raise InvalidContent(f"The bytes of version {v['number']} ({digest}) are missing.", {"objects": [digest]})
-        contents[digest] = _verified_content(digest, objects[digest])
-    known = set(present) | set(contents)
-    for label in doc["labels"]:
-        for t in label["targets"]:
-            if t["content_hash"] not in known:
-                raise _bad(
-                    "bundle.labels", f"{label['name']} targets {t['content_hash']}, which is neither given nor here."
-                )
-
+    contents = _new_contents(doc, objects, present)  # every check before the first write
     result = ImportResult(bundle=name)
     with transaction.atomic():
         if existing is None:
@@ -230,16 +220,7 @@ def bundle_import(
                 bundle_update(
                     bundle=bundle, actor=actor, description=doc["description"], when_to_use=doc["when_to_use"]
                 )
-        for v in doc["versions"]:
-            digest = v["content_hash"]
-            if digest in present:
-                result.versions_present.append(present[digest])
-                continue
-            published = version_publish(bundle=bundle, content=contents[digest], message=v["message"], actor=actor)
-            if published.version.content_hash != digest:  # _verified_content makes this impossible
-                raise Conflict(f"Version {v['number']} was stored as {published.version.content_hash}.")
-            present[digest] = published.version.number
-            (result.versions_created if published.created else result.versions_present).append(published.version.number)
+        _import_versions(bundle=bundle, doc=doc, contents=contents, present=present, actor=actor, result=result)
         by_hash = {v.content_hash: v for v in BundleVersion.objects.filter(bundle=bundle)}
         for label in doc["labels"]:
             _import_label(
@@ -251,6 +232,48 @@ def bundle_import(
                 lifecycle.version_revoke(version=version, actor=actor, reason="revoked where it was imported from")
                 result.revoked.append(version.number)
     return result
+
+
+def _new_contents(doc: dict[str, Any], objects: dict[str, bytes], present: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The verified content of each version this registry lacks; every label target must be
+    one of those or here already."""
+    contents: dict[str, dict[str, Any]] = {}
+    for v in doc["versions"]:
+        digest = v["content_hash"]
+        if digest in present or digest in contents:
+            continue
+        if digest not in objects:
+            raise InvalidContent(f"The bytes of version {v['number']} ({digest}) are missing.", {"objects": [digest]})
+        contents[digest] = _verified_content(digest, objects[digest])
+    known = set(present) | set(contents)
+    for label in doc["labels"]:
+        for t in label["targets"]:
+            if t["content_hash"] not in known:
+                raise _bad(
+                    "bundle.labels", f"{label['name']} targets {t['content_hash']}, which is neither given nor here."
+                )
+    return contents
+
+
+def _import_versions(
+    *,
+    bundle: Bundle,
+    doc: dict[str, Any],
+    contents: dict[str, dict[str, Any]],
+    present: dict[str, int],
+    actor: Actor,
+    result: ImportResult,
+) -> None:
+    for v in doc["versions"]:
+        digest = v["content_hash"]
+        if digest in present:
+            result.versions_present.append(present[digest])
+            continue
+        published = version_publish(bundle=bundle, content=contents[digest], message=v["message"], actor=actor)
+        if published.version.content_hash != digest:  # _verified_content makes this impossible
+            raise Conflict(f"Version {v['number']} was stored as {published.version.content_hash}.")
+        present[digest] = published.version.number
+        (result.versions_created if published.created else result.versions_present).append(published.version.number)
 
 
 def _import_label(

@@ -73,35 +73,38 @@ def _check_declarations(variables: Any, err: Err) -> None:
         path = f"content.variables.{name}"
         if not NAME_RE.fullmatch(name):
             err(path, "A variable name must match ^[A-Za-z_][A-Za-z0-9_]{0,63}$.")
-            continue
-        if not isinstance(decl, dict):
+        elif not isinstance(decl, dict):
             err(path, "Must be an object with at least a type.")
-            continue
-        for key in sorted(set(decl) - DECLARATION_KEYS):
-            err(f"{path}.{key}", f"Unknown field; a declaration has {', '.join(sorted(DECLARATION_KEYS))}.")
-        kind = decl.get("type")
-        if kind not in TYPES:
-            err(f"{path}.type", f"Must be one of {', '.join(TYPES)}.")
-            continue
-        if kind == "enum":
-            values = decl.get("values")
-            if not isinstance(values, list) or not values or not all(_is_scalar(v) for v in values):
-                err(f"{path}.values", "An enum needs a non-empty list of strings, numbers or booleans.")
-                continue
-            if len({json.dumps(v) for v in values}) != len(values):
-                err(f"{path}.values", "The values must be distinct.")
-        elif "values" in decl:
-            err(f"{path}.values", "Only an enum has values.")
-        if "required" in decl and not isinstance(decl["required"], bool):
-            err(f"{path}.required", "Must be true or false.")
-        if decl.get("scope", "session") not in SCOPES:
-            err(f"{path}.scope", "Must be session or turn.")
-        if "description" in decl and not isinstance(decl["description"], str):
-            err(f"{path}.description", "Must be a string.")
-        if "default" in decl:
-            problem = value_problem(decl, decl["default"])
-            if problem:
-                err(f"{path}.default", problem)
+        else:
+            _check_declaration(decl, path, err)
+
+
+def _check_declaration(decl: dict[str, Any], path: str, err: Err) -> None:
+    for key in sorted(set(decl) - DECLARATION_KEYS):
+        err(f"{path}.{key}", f"Unknown field; a declaration has {', '.join(sorted(DECLARATION_KEYS))}.")
+    kind = decl.get("type")
+    if kind not in TYPES:
+        err(f"{path}.type", f"Must be one of {', '.join(TYPES)}.")
+        return
+    if kind == "enum":
+        values = decl.get("values")
+        if not isinstance(values, list) or not values or not all(_is_scalar(v) for v in values):
+            err(f"{path}.values", "An enum needs a non-empty list of strings, numbers or booleans.")
+            return
+        if len({json.dumps(v) for v in values}) != len(values):
+            err(f"{path}.values", "The values must be distinct.")
+    elif "values" in decl:
+        err(f"{path}.values", "Only an enum has values.")
+    if "required" in decl and not isinstance(decl["required"], bool):
+        err(f"{path}.required", "Must be true or false.")
+    if decl.get("scope", "session") not in SCOPES:
+        err(f"{path}.scope", "Must be session or turn.")
+    if "description" in decl and not isinstance(decl["description"], str):
+        err(f"{path}.description", "Must be a string.")
+    if "default" in decl:
+        problem = value_problem(decl, decl["default"])
+        if problem:
+            err(f"{path}.default", problem)
 
 
 def _check_packs(packs: Any, err: Err) -> None:
@@ -239,24 +242,8 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
                 {_variable_key(name): ["Not declared by the pinned version."] for name in sorted(given)},
             )
         return {}
-    other = "turn" if scope == "session" else "session"
     errors: dict[str, list[str]] = {}
-    values: dict[str, Any] = {}
-    for name in sorted(given):
-        decl = declared.get(name)
-        if decl is None:
-            errors[_variable_key(name)] = ["Not declared by the pinned version."]
-        elif decl.get("scope", "session") == other:
-            when = "when the session starts" if other == "session" else "with each render"
-            errors[f"variables.{name}"] = [f"{name!r} is {other}-scoped: give it {when}."]
-        else:
-            problem = value_problem(decl, given[name])
-            if problem is None and scope == "session" and name == TIMEZONE_VARIABLE:
-                problem = timezone_problem(given[name])
-            if problem:
-                errors[f"variables.{name}"] = [problem]
-            else:
-                values[name] = given[name]
+    values = _given_values(declared, given, scope=scope, errors=errors)
     for name, decl in sorted(declared.items()):
         if decl.get("scope", "session") != scope or name in given:
             continue
@@ -267,6 +254,31 @@ def resolve(declared: dict[str, Any] | None, given: Any, *, scope: str) -> dict[
     if errors:
         names = ", ".join(k.removeprefix("variables.") for k in errors)
         raise VariableError(f"Invalid variables: {names}.", errors)
+    return values
+
+
+def _given_values(
+    declared: dict[str, Any], given: dict[str, Any], *, scope: str, errors: dict[str, list[str]]
+) -> dict[str, Any]:
+    """The given values that fit their declarations; each one that does not goes to `errors`."""
+    other = "turn" if scope == "session" else "session"
+    values: dict[str, Any] = {}
+    for name in sorted(given):
+        decl = declared.get(name)
+        if decl is None:
+            errors[_variable_key(name)] = ["Not declared by the pinned version."]
+            continue
+        if decl.get("scope", "session") == other:
+            when = "when the session starts" if other == "session" else "with each render"
+            errors[f"variables.{name}"] = [f"{name!r} is {other}-scoped: give it {when}."]
+            continue
+        problem = value_problem(decl, given[name])
+        if problem is None and scope == "session" and name == TIMEZONE_VARIABLE:
+            problem = timezone_problem(given[name])
+        if problem:
+            errors[f"variables.{name}"] = [problem]
+        else:
+            values[name] = given[name]
     return values
 
 

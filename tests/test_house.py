@@ -30,20 +30,6 @@ LONG_FILES: dict[str, str] = {
 # "path:qualified name" -> owner. Functions above MAX_COMPLEXITY that another change owns.
 COMPLEX_FUNCTIONS: dict[str, str] = {
     "api/fastlane.py:application": "r19-edge: the per-turn edge (issue 19)",
-    # r19-admin, issue 19: each is being split into phases.
-    "registry/skills_content.py:_skill_errors": "r19-admin (issue 19)",
-    "registry/skills_content.py:content_errors": "r19-admin (issue 19)",
-    "registry/services.py:_valid_policy": "r19-admin (issue 19)",
-    "registry/variables.py:_check_declarations": "r19-admin (issue 19)",
-    "registry/variables.py:resolve": "r19-admin (issue 19)",
-    "registry/canonical.py:normalise_content": "r19-admin (issue 19)",
-    "registry/transfer.py:_parse": "r19-admin (issue 19)",
-    "registry/transfer.py:bundle_import": "r19-admin (issue 19)",
-    "registry/management/commands/seed_demo.py:Command.handle": "r19-admin (issue 19)",
-    "adminui/workbench.py:check_against": "r19-admin (issue 19)",
-    "knowledge/tools.py:glob": "r19-admin (issue 19)",
-    "core/patterns.py:_scan": "r19-admin (issue 19)",
-    "mcp_server/asgi.py:McpApp.__call__": "r19-admin (issue 19)",
 }
 
 

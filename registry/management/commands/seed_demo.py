@@ -76,42 +76,54 @@ class Command(BaseCommand):
         new: bool = False,
         **options: Any,
     ) -> None:
-        bundle = Bundle.objects.filter(name="support-agent").first()
-        if bundle is None:
-            bundle = bundle_create(name="support-agent", description="Demo: customer support agent", actor=SYSTEM)
-        if not Label.objects.filter(bundle=bundle, name="production").exists():
-            version = version_publish(bundle=bundle, content=DEMO_CONTENT, message="Demo v1", actor=SYSTEM).version
-            label_move(bundle=bundle, name="production", version=version, actor=SYSTEM, reason="demo set-up")
-
-        env_path = Path(env_file) if env_file else None
-        kept = {} if new else _kept_keys(env_path)
-        keys = {}
-        for role in Role.values:
-            if role in kept:
-                keys[role] = kept[role]
-                continue
-            for old in ApiKey.objects.filter(name=f"demo-{role}", revoked_at__isnull=True):
-                api_key_revoke(key=old, actor=SYSTEM, reason="new demo keys")
-            keys[role] = api_key_create(name=f"demo-{role}", role=role, actor=SYSTEM)[1]
-        exports = [f"export {role.upper()}_KEY={secret}" for role, secret in keys.items()]
-        if registry_url:
-            exports.append(f"export REGISTRY_URL={registry_url}")
-        if env_path is not None:
-            _write_private(env_path, "\n".join(exports) + "\n")
-
-        User = get_user_model()
-        user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True})
-        password_path = Path(password_file) if password_file else None
-        password = password_path.read_text().strip() if password_path and password_path.exists() else ""
-        fresh = new or not password or not user.check_password(password)
-        if fresh:
-            password = secrets.token_urlsafe(12)
-            user.set_password(password)
-        if fresh or not (user.is_staff and user.is_superuser):
-            user.is_staff = user.is_superuser = True
-            user.save()
-        if password_path is not None:
-            _write_private(password_path, password + "\n")
+        _demo_bundle()
+        _demo_keys(Path(env_file) if env_file else None, new=new, registry_url=registry_url)
+        password, fresh = _demo_admin(Path(password_file) if password_file else None, new=new)
         made = "new" if fresh else "kept from the last run"
         self.stdout.write(f"Demo bundle 'support-agent' has a production label. Keys: {env_file or '(not written)'}")
         self.stdout.write(f"Admin login: user 'admin', password '{password}' ({made})")
+
+
+def _demo_bundle() -> None:
+    bundle = Bundle.objects.filter(name="support-agent").first()
+    if bundle is None:
+        bundle = bundle_create(name="support-agent", description="Demo: customer support agent", actor=SYSTEM)
+    if not Label.objects.filter(bundle=bundle, name="production").exists():
+        version = version_publish(bundle=bundle, content=DEMO_CONTENT, message="Demo v1", actor=SYSTEM).version
+        label_move(bundle=bundle, name="production", version=version, actor=SYSTEM, reason="demo set-up")
+
+
+def _demo_keys(env_path: Path | None, *, new: bool, registry_url: str | None) -> None:
+    """A key per role, kept from the env file while it still works; written as shell exports."""
+    kept = {} if new else _kept_keys(env_path)
+    keys = {}
+    for role in Role.values:
+        if role in kept:
+            keys[role] = kept[role]
+            continue
+        for old in ApiKey.objects.filter(name=f"demo-{role}", revoked_at__isnull=True):
+            api_key_revoke(key=old, actor=SYSTEM, reason="new demo keys")
+        keys[role] = api_key_create(name=f"demo-{role}", role=role, actor=SYSTEM)[1]
+    exports = [f"export {role.upper()}_KEY={secret}" for role, secret in keys.items()]
+    if registry_url:
+        exports.append(f"export REGISTRY_URL={registry_url}")
+    if env_path is not None:
+        _write_private(env_path, "\n".join(exports) + "\n")
+
+
+def _demo_admin(password_path: Path | None, *, new: bool) -> tuple[str, bool]:
+    """The superuser `admin`, its password kept from the file while it still works; returns the
+    password and whether it is new."""
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True})
+    password = password_path.read_text().strip() if password_path and password_path.exists() else ""
+    fresh = new or not password or not user.check_password(password)
+    if fresh:
+        password = secrets.token_urlsafe(12)
+        user.set_password(password)
+    if fresh or not (user.is_staff and user.is_superuser):
+        user.is_staff = user.is_superuser = True
+        user.save()
+    if password_path is not None:
+        _write_private(password_path, password + "\n")
+    return password, fresh
