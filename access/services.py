@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 from django.utils import timezone
 
+from access import hooks
 from access.actors import Actor
 from access.groups import OPS, PROMPT_ENGINEERS
 from access.models import ApiKey, Role, SsoIdentity
@@ -164,20 +165,6 @@ def api_key_revoke(*, key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
     return key
 
 
-def _sessions_to_lineage(*, key_id: int, lineage_id: int | None) -> None:
-    """Move the active sessions stored under `key_id` itself (started by the previous release,
-    or before lineages existed) to its lineage, so that the key rotated to owns them too; a
-    session whose external_id the lineage already holds stays (Actor.owns still accepts it).
-    Raw SQL on the sessions table: access cannot import sessions_app, which imports it."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE sessions_app_session s SET api_key_id = %s WHERE s.api_key_id = %s AND s.status = 'active'"
-            " AND (s.external_id IS NULL OR NOT EXISTS (SELECT 1 FROM sessions_app_session o"
-            " WHERE o.api_key_id = %s AND o.external_id = s.external_id))",
-            [lineage_id, key_id, lineage_id],
-        )
-
-
 @transaction.atomic
 def api_key_rotate(*, key: ApiKey, actor: Actor, grace: timedelta = timedelta(0)) -> tuple[ApiKey, str]:
     """Replace a key with a new one of the same name, role and scopes. The old key stops at
@@ -189,7 +176,7 @@ def api_key_rotate(*, key: ApiKey, actor: Actor, grace: timedelta = timedelta(0)
         name=key.name, role=key.role, scopes=key.scopes, actor=actor, expires_at=key.expires_at, rotated_from=key
     )
     if new_key.lineage_id != key.pk:
-        _sessions_to_lineage(key_id=key.pk, lineage_id=new_key.lineage_id)
+        hooks.key_rotated(key_id=key.pk, lineage_id=new_key.lineage_id)
     if grace > timedelta(0):
         until = timezone.now() + grace
         if key.expires_at is None or key.expires_at > until:

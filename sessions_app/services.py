@@ -508,3 +508,17 @@ def sessions_sweep() -> dict[str, int] | None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])
     return {"expired": expired, "drained": drained}
+
+
+def sessions_to_lineage(*, key_id: int, lineage_id: int | None) -> None:
+    """Move the active sessions stored under `key_id` itself (started by the previous release,
+    or before lineages existed) to its lineage, so that the key rotated to owns them too; a
+    session whose external_id the lineage already holds stays (Actor.owns still accepts it).
+    access.hooks calls it inside api_key_rotate's transaction (registered by sessions_app/apps.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE sessions_app_session s SET api_key_id = %s WHERE s.api_key_id = %s AND s.status = 'active'"
+            " AND (s.external_id IS NULL OR NOT EXISTS (SELECT 1 FROM sessions_app_session o"
+            " WHERE o.api_key_id = %s AND o.external_id = s.external_id))",
+            [lineage_id, key_id, lineage_id],
+        )

@@ -49,6 +49,10 @@ def test_the_apps_register_into_cores_interfaces_at_ready():
     from skills.services import session_cards_drop
 
     assert session_cards_drop in hooks._on_end
+    from access import hooks as access_hooks
+    from sessions_app.services import sessions_to_lineage
+
+    assert sessions_to_lineage in access_hooks._on_rotated
 
 
 def test_an_unregistered_pins_interface_refuses_rather_than_answers_none(monkeypatch):
