@@ -15,6 +15,7 @@ from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility, Label
 from skills.router import index_for
+from skills.services import route_embedder
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[s
     content would route with (skills.services.skill_route)."""
     if not message.strip() or not doc.get("skills"):
         return [], []
-    result = index_for(content_hash, doc["skills"]).route([{"role": "user", "content": message}], k=5)
+    index = index_for(content_hash, doc["skills"], route_embedder())
+    result = index.route([{"role": "user", "content": message}], k=5)
     return result.resident, result.routed
 
 

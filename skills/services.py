@@ -67,7 +67,7 @@ def _live_session_skills(session: Session, turn: int) -> list[SessionSkill]:
 _embedders: dict[tuple[str, str, str, int], RemoteEmbedder] = {}
 
 
-def _embedder() -> Embedder | None:
+def route_embedder() -> Embedder | None:
     """The configured embeddings endpoint (settings.SKILLS_EMBEDDING_*), one client per
     configuration per process; None: the offline model."""
     if not settings.SKILLS_EMBEDDING_URL:
@@ -95,7 +95,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
         loaded=[frozenset(t.routed) for t in previous],
         invoked=[frozenset(t.invoked) if t.invoked is not None else None for t in previous],
     )
-    index = index_for(session.version.content_hash, skills, _embedder())  # once per content hash per process
+    index = index_for(session.version.content_hash, skills, route_embedder())  # once per content hash per process
     started = time.perf_counter()  # the metric is the routing itself, not the one-time index build
     result = index.route(messages, k=k, history=history)
     latency_us = int((time.perf_counter() - started) * 1_000_000)
