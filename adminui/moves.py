@@ -5,6 +5,7 @@ registry.lifecycle; this module only picks from them for display."""
 from typing import Any
 
 from access.actors import Actor
+from adminui import selectors
 from registry.contracts import Diff, by_severity, diff_contents
 from registry.lifecycle import may_move, new_label_policy
 from registry.models import Bundle, Label
@@ -17,11 +18,7 @@ def classify(old: dict[str, Any], new: dict[str, Any]) -> Diff:
 
 def movable_labels(actor: Actor, bundle: Bundle) -> list[Label]:
     """The labels of `bundle` that `actor` may move (registry.lifecycle.may_move)."""
-    return [
-        label
-        for label in Label.objects.filter(bundle=bundle).order_by("name")
-        if may_move(actor, protected=label.protected)
-    ]
+    return [label for label in selectors.bundle_labels(bundle) if may_move(actor, protected=label.protected)]
 
 
 # The names most bundles use, offered on the move page until the bundle has them.
@@ -31,7 +28,7 @@ USUAL_LABELS = ("production", "staging")
 def suggested_labels(actor: Actor, bundle: Bundle) -> list[tuple[str, str]]:
     """(name, text) of the usual labels `bundle` lacks that `actor` may create, with the policy
     they would be created with (registry.lifecycle.new_label_policy)."""
-    existing = set(Label.objects.filter(bundle=bundle).values_list("name", flat=True))
+    existing = {label.name for label in selectors.bundle_labels(bundle)}
     out = []
     for name in USUAL_LABELS:
         policy = new_label_policy(name)

@@ -138,7 +138,10 @@ def bundle_rows(q: str) -> list[dict[str, Any]]:
 
 
 def bundle_labels(bundle: Bundle) -> list[Label]:
-    return list(Label.objects.filter(bundle=bundle).select_related("version").defer("version__canonical"))
+    """The bundle's labels by name, with their primary target (without its content)."""
+    return list(
+        Label.objects.filter(bundle=bundle).select_related("version").defer("version__canonical").order_by("name")
+    )
 
 
 def bundle_versions(bundle: Bundle) -> list[BundleVersion]:
@@ -202,6 +205,16 @@ def version_latest(bundle: Bundle) -> BundleVersion | None:
 def version_before(bundle: Bundle, number: int) -> BundleVersion | None:
     """The version published just before `number`, or None."""
     return BundleVersion.objects.filter(bundle=bundle, number__lt=number).order_by("-number").first()
+
+
+def version_with_hash(bundle: Bundle, content_hash: str) -> BundleVersion | None:
+    """The bundle's version with exactly this content, if any (without its content)."""
+    return BundleVersion.objects.filter(bundle=bundle, content_hash=content_hash).defer("canonical").first()
+
+
+def version_full(version_id: int) -> BundleVersion:
+    """A version with its content."""
+    return BundleVersion.objects.get(pk=version_id)
 
 
 def version_brief(version_id: int) -> BundleVersion:

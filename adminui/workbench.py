@@ -8,12 +8,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from adminui import selectors
 from core.tokens import estimate_tokens
 from knowledge.render import prefix_for
 from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
-from registry.models import Bundle, BundleVersion, Compatibility, Label
+from registry.models import Bundle, BundleVersion, Compatibility
 from skills.router import index_for
 from skills.services import route_embedder
 
@@ -54,7 +55,7 @@ def check_against(
 ) -> Verdict:
     """Raises InvalidContent when `content` is not a content document (the form shows it)."""
     doc, _, content_hash = canonicalise(content)
-    latest = BundleVersion.objects.filter(bundle=bundle).order_by("-number").first()
+    latest = selectors.version_latest(bundle)
     check = contract_check(doc, previous=_content(latest) if latest else None)  # what version_publish applies
     diff = by_severity(diff_contents(_content(against), doc)) if against else None
     labels = _label_verdicts(bundle, doc)
@@ -79,7 +80,7 @@ def check_against(
         labels=labels,
         prefix_bytes=len(prefix.body),
         prefix_tokens=estimate_tokens(prefix.body.decode()),
-        identical=BundleVersion.objects.filter(bundle=bundle, content_hash=content_hash).defer("canonical").first(),
+        identical=selectors.version_with_hash(bundle, content_hash),
     )
 
 
@@ -88,14 +89,14 @@ def _label_verdicts(bundle: Bundle, doc: dict[str, Any]) -> list[LabelVerdict]:
     one of its targets (a split's changes merged, each once)."""
     labels: list[LabelVerdict] = []
     cache: dict[int, dict[str, Any]] = {}
-    for label in Label.objects.filter(bundle=bundle).select_related("version").order_by("name"):
+    for label in selectors.bundle_labels(bundle):
         pairs = [(t["version_id"], t["number"], t["weight"]) for t in label.targets] or [
             (label.version_id, label.version.number, 100)
         ]
         changes: list[Change] = []
         for version_id, _, _ in pairs:
             if version_id not in cache:
-                cache[version_id] = _content(BundleVersion.objects.get(pk=version_id))
+                cache[version_id] = _content(selectors.version_full(version_id))
             changes += diff_contents(cache[version_id], doc).changes
         ordered = by_severity(_merge(changes))
         breaking = [c for c in ordered.changes if c.level == "major"]
