@@ -10,7 +10,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -21,7 +20,7 @@ from access.models import Role
 from adminui.forms import CODE, add_domain_error
 from core.errors import DomainError, Forbidden, NotFound
 from knowledge import paths, selectors, services
-from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
+from knowledge.models import MAX_FILE_BYTES
 from registry import selectors as registry_selectors
 
 View = Callable[..., HttpResponse]
@@ -108,7 +107,7 @@ def pack_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
             else:
                 messages.success(request, f"Pack {pack.name} created. Add its first file below.")
                 return HttpResponseRedirect(_url("knowledge_pack", pack.name))
-    packs = Pack.objects.annotate(file_count=Count("files"), total_size=Sum("files__size")).order_by("name")
+    packs = selectors.packs_with_sizes()
     return _render(
         request, model_admin, "knowledge/pack_list.html", "Knowledge packs", status=status, packs=packs, form=form
     )
@@ -116,11 +115,7 @@ def pack_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
 
 def pack_detail(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpResponse:
     pack = selectors.pack_get(name=name)
-    files = list(
-        PackFile.objects.filter(pack=pack)
-        .only("path", "domain", "size", "sha256", "updated_at", "updated_by")
-        .order_by("path")
-    )
+    files = selectors.pack_listing(pack)
     domains: dict[str, dict[str, Any]] = {}
     for file in files:
         if file.domain:
@@ -167,9 +162,7 @@ def file_edit(request: HttpRequest, model_admin: ModelAdmin, name: str) -> HttpR
             status = 400
     else:
         path = request.GET.get("path", "")
-        existing = PackFile.objects.filter(pack=pack, path=paths.lookup_path(path)).first() if path else None
-        if path and existing is None:
-            raise NotFound(f"Pack {pack.name!r} has no file {path!r}.")
+        existing = selectors.file_get(pack=pack, path=path) if path else None  # NotFound: a 404 page
         initial_path = path or request.GET.get("new", "")  # "write one" links suggest a DUTY.md path
         form = FileForm(initial={"path": initial_path, "content": existing.content if existing else ""})
     title = f"{pack.name}: {existing.path}" if existing else f"{pack.name}: new file"

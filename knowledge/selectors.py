@@ -1,7 +1,7 @@
 """Reads of knowledge packs. Key scopes name packs as they name bundles: a pack outside the
 key's scope answers exactly like one that does not exist."""
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet, Sum
 
 from access.actors import Actor
 from core.errors import NotFound
@@ -30,6 +30,20 @@ def pack_get(*, name: str, actor: Actor | None = None) -> Pack:
     if pack is None:
         raise NotFound(f"No knowledge pack named {name!r}.")
     return pack
+
+
+def packs_with_sizes() -> QuerySet[Pack]:
+    """Every pack by name, with `file_count` and `total_size` (bytes) annotated."""
+    return Pack.objects.annotate(file_count=Count("files"), total_size=Sum("files__size")).order_by("name")
+
+
+def pack_listing(pack: Pack) -> list[PackFile]:
+    """The pack's files by path, with what a listing shows (no content)."""
+    return list(
+        PackFile.objects.filter(pack=pack)
+        .only("path", "domain", "size", "sha256", "updated_at", "updated_by")
+        .order_by("path")
+    )
 
 
 def manifest(pack: Pack) -> QuerySet[PackFile]:
