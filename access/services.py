@@ -3,8 +3,6 @@
 And the accounts of people who sign in through the OpenID provider (sso_sign_in)."""
 
 import hashlib
-import hmac
-import json
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -18,13 +16,12 @@ from access import hooks
 from access.actors import Actor
 from access.groups import OPS, PROMPT_ENGINEERS
 from access.models import ApiKey, Role, SsoIdentity
+from access.selectors import KEY_COLUMNS, KEY_WHERE, key_actor, key_row, key_use_due
 from audit.services import audit_record
 from core.errors import Forbidden, InvalidContent
 from core.limits import API_KEY_NAME_MAX, SCOPE_RE
 
 KEY_PREFIX = "pr_"
-# last_used_at is written at most this often per key, not on every request.
-LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def hash_secret(secret: str) -> str:
@@ -86,12 +83,8 @@ def api_key_create(
 
 
 # Look a key up by its prefix (not secret on its own), then compare the stored hash in
-# constant time, so response timing says nothing about how close a guess was. The fast lane
-# (api.fastlane) reads the same columns under the same condition, joined with the session, in
-# one statement: KEY_COLUMNS and KEY_WHERE are the one definition of "a working key".
-KEY_COLUMNS = "k.id, k.name, k.role, k.scopes, k.last_used_at, k.secret_hash, k.lineage_id"
-KEY_WORKING = "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())"
-KEY_WHERE = f"k.prefix = %s AND {KEY_WORKING}"
+# constant time, so response timing says nothing about how close a guess was
+# (access.selectors: KEY_COLUMNS and KEY_WHERE are the one definition of "a working key").
 _AUTH_SQL = f"SELECT {KEY_COLUMNS} FROM access_apikey k WHERE {KEY_WHERE}"
 
 
@@ -112,23 +105,6 @@ def api_key_match(rows: Sequence[Sequence[Any]], digest: str) -> Actor | None:
     if key_use_due(match, now):
         ApiKey.objects.filter(pk=match[0]).update(last_used_at=now)
     return key_actor(match)
-
-
-def key_row(rows: Sequence[Sequence[Any]], digest: str) -> Sequence[Any] | None:
-    """The row (KEY_COLUMNS first) whose stored hash is `digest`, compared in constant time."""
-    return next((row for row in rows if row[0] is not None and hmac.compare_digest(row[5], digest)), None)
-
-
-def key_use_due(row: Sequence[Any], now: datetime) -> bool:
-    """Whether this use of the key (a KEY_COLUMNS row) must write last_used_at."""
-    return row[4] is None or now - row[4] >= LAST_USED_RESOLUTION
-
-
-def key_actor(row: Sequence[Any]) -> Actor:
-    key_id, name, role, scopes = row[:4]
-    if isinstance(scopes, str):
-        scopes = json.loads(scopes)
-    return Actor.for_key(key_id=key_id, name=name, role=role, scopes=scopes, lineage_id=row[6])
 
 
 def api_key_authenticate(*, secret: str) -> Actor | None:

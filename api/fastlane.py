@@ -14,8 +14,9 @@ thread, with one SQL read, one pipelined Redis round trip and one statement per 
 Only plain calls are answered there; any other, and every call of a route that is not batched,
 goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool):
 
-1. one SQL statement reads the key (by prefix, under access.services.KEY_WHERE) joined with the
-   session, its version and its bundle (a start: with the bundle its body names);
+1. one SQL statement reads the key (by prefix, under access.selectors.KEY_WHERE) joined with the
+   session, its version and its bundle (a start: with the bundle its body names): the
+   selectors sessions_app.selectors.key_session_rows and key_bundle_rows;
 2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
 3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
 4. the route's answer runs with the session read in 1 as `loaded` (sessions_app.turns: the
@@ -29,15 +30,15 @@ answers it exactly as before: a missing or malformed Authorization header, an un
 is Django's; the decline says the key is not working, edge.dispatch.KEY_NOT_WORKING, so that
 Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP
 request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read
-(Django's path reconnects and reports it). Headers are the ones Django's middleware would add
-(tests/test_fastlane.py compares both paths, one by one and batched)."""
+(Django's path reconnects and reports it). Headers are the ones Django's middleware would add,
+from the functions /mcp uses too (edge.http: hosts, HTTPS, security headers, the connection's
+release; audit.context: the request id and client address), and tests/test_fastlane.py
+compares both paths, one by one and batched."""
 
 import asyncio
 import io
 import logging
-import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -46,25 +47,15 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.core.signals import setting_changed
 from django.db import DatabaseError, connection
-from django.dispatch import receiver
-from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
 from rest_framework.exceptions import APIException, ParseError, Throttled
 
 from access.actors import Actor
 from access.bearer import bearer_lookup
 from access.ratelimit import api_throttle_wait, api_throttle_waits
-from access.services import (
-    KEY_COLUMNS,
-    KEY_WHERE,
-    KEY_WORKING,
-    api_key_match,
-    key_actor,
-    key_row,
-    key_use_due,
-)
+from access.selectors import KEY_N, key_actor, key_row, key_use_due
+from access.services import api_key_match
 from api import fastlane_trace
 from api.answers import (
     Answer,
@@ -78,18 +69,22 @@ from api.errors import is_unavailable
 from api.parsers import SafeJSONParser
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
 from api.serializers import session_in
-from audit.context import _REQUEST_ID_RE, RequestContext, client_ip, current
+from audit.context import RequestContext, current, request_id_of, scope_client_ip
 from core import observe
 from core.errors import DomainError
 from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
-from edge.django_lane import pool, read_body, request_is_secure
+from edge.django_lane import pool, read_body
+from edge.http import headers_of, host_allowed, release_connection, request_is_secure, security_headers
 from metrics.instruments import request_answered
 from registry.models import Bundle
 from sessions_app.models import Session
 from sessions_app.selectors import (
-    PINNED_COLUMNS,
     end_is_plain,
+    key_bundle_rows,
+    key_bundles_rows,
+    key_session_rows,
+    key_sessions_rows,
     lease_due,
     pinned_row,
     session_get,
@@ -106,23 +101,6 @@ from sessions_app.services import (
 
 logger = logging.getLogger(__name__)
 
-_N_KEY = KEY_COLUMNS.count(",") + 1
-# The key (by prefix) joined with the session, its version and its bundle. LEFT JOINs: a
-# working key with no such session still comes back (a 404, counted against the key's budget).
-_FETCH_SQL = (
-    f"SELECT {KEY_COLUMNS}, {PINNED_COLUMNS}"
-    + " FROM access_apikey k"
-    + " LEFT JOIN sessions_app_session s ON s.id = %s"
-    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
-    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
-    + f" WHERE {KEY_WHERE}"
-)
-
-# Session start: the key (as above) and the id of the bundle the body names, in one statement.
-_START_SQL = (
-    f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
-)
-
 
 class _KeyNotWorking(Decline):
     """Declined because the Bearer key is not a working key: Django answers (401, or 429 past the
@@ -134,23 +112,8 @@ class _KeyNotWorking(Decline):
 
 
 def _session_of(row: tuple[Any, ...]) -> Session | None:
-    pinned = pinned_row(row[_N_KEY:])
+    pinned = pinned_row(row[KEY_N:])
     return pinned.session if pinned else None
-
-
-_checked = threading.local()
-HEALTH_CHECK_EVERY = 1.0  # seconds
-
-
-def _release_connection() -> None:
-    """What request_finished does under Django (close a connection that failed or is too old,
-    and check its health before the next statement, a SELECT 1 round trip), but the health
-    check at most once a second per thread: on the per-turn path that round trip cost as much
-    as the statement it guarded. A connection that failed in between is closed at once."""
-    now = time.monotonic()
-    if connection.errors_occurred or now - getattr(_checked, "at", 0.0) >= HEALTH_CHECK_EVERY:
-        _checked.at = now
-        connection.close_if_unusable_or_obsolete()
 
 
 def _outage(exc: DatabaseError) -> Answer:
@@ -181,16 +144,11 @@ def _read(route: TurnRoute, prefix: str, session_id: str, data: Any) -> list[tup
     """The key's rows joined with what the call is about: the session for a route on one, else
     (a start) the bundle the body names. Before the body is validated: a name that cannot be a
     bundle's (one with a NUL or a lone surrogate would fail in PostgreSQL) reads none."""
-    params: list[Any]
-    if route.on_session:
-        sql, params = _FETCH_SQL, [session_id, prefix]
-    else:
-        name = data.get("bundle") if isinstance(data, dict) else None
-        sql, params = _START_SQL, [name if is_bundle_name(name) else None, prefix]
+    name = data.get("bundle") if isinstance(data, dict) else None
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall()
+        if route.on_session:
+            return key_session_rows(prefix=prefix, session_id=session_id)
+        return key_bundle_rows(prefix=prefix, bundle_name=name if is_bundle_name(name) else None)
     except DatabaseError:
         # A broken connection (database restarted or away) before anything was counted:
         # drop it and let Django's path answer, which reconnects or reports the outage.
@@ -208,7 +166,7 @@ def _turn_call(
     if route.on_session:
         return replace(call, session_id=session_id, loaded=_session_of(row))
     name = data.get("bundle") if isinstance(data, dict) else None
-    bundle_id = row[_N_KEY]
+    bundle_id = row[KEY_N]
     return replace(
         call, bundle=Bundle(id=bundle_id, name=name) if bundle_id is not None and isinstance(name, str) else None
     )
@@ -247,36 +205,19 @@ def serve(
     except DatabaseError as exc:
         return _outage(exc)
     finally:
-        _release_connection()
+        release_connection()
 
 
 # --- the batched calls ----------------------------------------------------------------------
 # Each web process coalesces the fetches, heartbeats, ends and starts that arrive while its
 # previous batch runs: one pool thread hop, one SQL read (every key joined with its session,
-# version and bundle, as in _FETCH_SQL; for starts, with the bundle), one pipelined Redis round
-# trip, and one statement (one commit) per kind of write. Nothing is cached: each call is
-# answered from a read that started after it arrived. Only plain calls are answered here; every
-# other one goes, uncounted, to the one-by-one path (serve), which applies the full rules.
+# version and bundle, sessions_app.selectors.key_sessions_rows; for starts, with the bundle:
+# key_bundles_rows), one pipelined Redis round trip, and one statement (one commit) per kind
+# of write. Nothing is cached: each call is answered from a read that started after it
+# arrived. Only plain calls are answered here; every other one goes, uncounted, to the
+# one-by-one path (serve), which applies the full rules.
 
 _BATCH_MAX = 256
-_BATCH_SQL = (
-    f"SELECT i.n, {KEY_COLUMNS},"
-    + " s.api_key_id, s.status, s.expires_at, s.last_seen_at, s.ttl_seconds,"
-    + " s.version_id, v.number, v.content_hash, v.state, b.name"
-    + " FROM unnest(%s::text[], %s::uuid[]) WITH ORDINALITY AS i(prefix, sid, n)"
-    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
-    + " LEFT JOIN sessions_app_session s ON s.id = i.sid"
-    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
-    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
-)
-
-
-_START_BATCH_SQL = (
-    f"SELECT i.n, {KEY_COLUMNS}, b.id"
-    + " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS i(prefix, name, n)"
-    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
-    + " LEFT JOIN registry_bundle b ON b.name = i.name"
-)
 
 
 @dataclass
@@ -292,21 +233,6 @@ class Call:
     # (its group failed before committing), the one-by-one path answers it without counting again.
     counted: bool = False
     span: Any = None  # the request's span while tracing is on (api.fastlane_trace)
-
-
-def _rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
-    """The rows of a batch read by call (index into `columns`' lists). Django's connection,
-    through a server-side-binding cursor so that PostgreSQL keeps the plan (prepare=True;
-    Django's own cursors bind on the client and plan every time). No health check first: a
-    broken connection fails here and the batch goes one by one."""
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, columns, prepare=True)
-        rows = cursor.fetchall()
-    found: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in rows:
-        found[row[0] - 1].append(row[1:])
-    return found
 
 
 def serve_calls(calls: list[Call]) -> list[Answer | None]:
@@ -371,21 +297,23 @@ def _group(work: Callable[[], None], what: str) -> None:
         work()
     except Exception:
         logger.exception("batched %s failed: serving them one by one", what)
-        _release_connection()
+        release_connection()
 
 
 def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[int, Actor, Any]]:
     """The plain fetches, heartbeats and ends among calls[indexes], with what answering needs."""
-    found = _rows(_BATCH_SQL, [[calls[n].prefix for n in indexes], [calls[n].session_id for n in indexes]])
+    found = key_sessions_rows(
+        prefixes=[calls[n].prefix for n in indexes], session_ids=[calls[n].session_id for n in indexes]
+    )
     now = timezone.now()
     plain: list[tuple[int, Actor, Any]] = []
     for i, n in enumerate(indexes):
         call = calls[n]
         key = key_row(found[i], call.digest)
         call.key_not_working = key is None
-        if key is None or key_use_due(key, now) or key[_N_KEY + 1] is None:
+        if key is None or key_use_due(key, now) or key[KEY_N + 1] is None:
             continue  # no such key, a last_used_at write due, or no such session
-        owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[_N_KEY:]
+        owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[KEY_N:]
         actor = key_actor(key)
         if call.kind == "end":
             passes = end_is_plain(actor=actor, owner_key_id=owner, bundle_name=name, status=status)
@@ -429,17 +357,19 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
     wanted = list(bodies)
     if not wanted:
         return []
-    found = _rows(_START_BATCH_SQL, [[calls[n].prefix for n in wanted], [bodies[n]["bundle"] for n in wanted]])
+    found = key_bundles_rows(
+        prefixes=[calls[n].prefix for n in wanted], bundle_names=[bodies[n]["bundle"] for n in wanted]
+    )
     now = timezone.now()
     plain: list[tuple[int, Actor, Any]] = []
     for i, n in enumerate(wanted):
         key = key_row(found[i], calls[n].digest)
         calls[n].key_not_working = key is None
-        if key is None or key_use_due(key, now) or key[_N_KEY] is None:
+        if key is None or key_use_due(key, now) or key[KEY_N] is None:
             continue  # no such key, a last_used_at write due, or no such bundle
         actor = key_actor(key)
         if actor.may_see_bundle(bodies[n]["bundle"]):
-            plain.append((n, actor, (key[_N_KEY], bodies[n]["bundle"], bodies[n])))
+            plain.append((n, actor, (key[KEY_N], bodies[n]["bundle"], bodies[n])))
     return plain
 
 
@@ -582,71 +512,6 @@ def _call_of(route: TurnRoute, session_id: str, headers: dict[bytes, bytes], bod
     return Call(route.name, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None, body)
 
 
-# What the settings decide per request (security headers, allowed hosts), computed once per
-# distinct input and forgotten when a setting changes (tests override settings).
-_memo: dict[tuple[str, Any], Any] = {}
-
-
-@receiver(setting_changed)
-def _forget(**kwargs: Any) -> None:
-    _memo.clear()
-
-
-def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
-    found = _memo.get(("security", secure))
-    if found is None:
-        found = _memo[("security", secure)] = _security_headers_now(secure)
-    return found
-
-
-def _security_headers_now(secure: bool) -> list[tuple[bytes, bytes]]:
-    """What SecurityMiddleware and XFrameOptionsMiddleware add to an API answer."""
-    out = [(b"x-frame-options", settings.X_FRAME_OPTIONS.encode())]
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        out.append((b"x-content-type-options", b"nosniff"))
-    if settings.SECURE_HSTS_SECONDS and secure:
-        value = f"max-age={settings.SECURE_HSTS_SECONDS}"
-        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
-            value += "; includeSubDomains"
-        if settings.SECURE_HSTS_PRELOAD:
-            value += "; preload"
-        out.append((b"strict-transport-security", value.encode()))
-    if settings.SECURE_REFERRER_POLICY:
-        out.append((b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()))
-    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        out.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
-    return out
-
-
-def _host_allowed(headers: dict[bytes, bytes]) -> bool:
-    host = headers.get(b"host", b"")
-    found = _memo.get(("host", host))
-    if found is None:
-        found = _host_allowed_now(host.decode("latin1"))
-        if len(_memo) < 1000:  # Host is the client's to choose: remember only a few
-            _memo[("host", host)] = found
-    return found
-
-
-def _host_allowed_now(host: str) -> bool:
-    domain, _port = split_domain_port(host)
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
-    return bool(domain) and validate_host(domain, allowed)
-
-
-class _Meta:
-    """Enough of a request for audit.context.client_ip."""
-
-    def __init__(self, scope: Scope, headers: dict[bytes, bytes]) -> None:
-        client = scope.get("client")
-        self.META = {"REMOTE_ADDR": client[0] if client else ""}
-        forwarded = headers.get(b"x-forwarded-for")
-        if forwarded is not None:
-            self.META["HTTP_X_FORWARDED_FOR"] = forwarded.decode("latin1")
-
-
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     """ASGI: serve the fast lane's paths, decline everything else (edge.dispatch)."""
     if scope["type"] != "http":
@@ -656,11 +521,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         raise Decline
     route, session_id = found
     started = time.perf_counter()
-    headers: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
-        headers[name] = headers[name] + b"," + value if name in headers else value
+    headers = headers_of(scope)
     secure = request_is_secure(scope, headers)
-    if not _host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
+    if not host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
         raise Decline
     # Read as the Django lane reads it (413, 408). A GET without Content-Length or
     # Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2 may omit both for a POST that has
@@ -675,7 +538,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         raise Decline(replay(body))  # a body on a fetch, a heartbeat or an end is Django's to judge
 
     given = headers.get(b"x-request-id", b"").decode("latin1")
-    request_id = given if _REQUEST_ID_RE.match(given) else uuid.uuid4().hex
+    request_id = request_id_of(given)
 
     call = _call_of(route, session_id, headers, body)
     span = fastlane_trace.request_span(
@@ -685,7 +548,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         call.span = span
 
     def work() -> Answer:
-        context = RequestContext(request_id=request_id, client_ip=client_ip(_Meta(scope, headers)))
+        context = RequestContext(request_id=request_id, client_ip=scope_client_ip(scope))
         token, notes = current.set(context), observe.begin()
         counted = call is not None and call.counted
         try:
@@ -713,7 +576,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         *answer.headers,
         (b"content-length", str(len(answer.body)).encode()),
         (b"allow", route.allow),
-        *_security_headers(secure),
+        *security_headers(secure),
         (b"x-request-id", request_id.encode()),
     ]
     await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})

@@ -180,9 +180,10 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
     """EXPLAIN (ANALYZE for reads) of the statements that must stay index probes."""
     from django.db import connection
 
-    from api.fastlane import _BATCH_SQL, _FETCH_SQL
     from registry.models import BundleVersion, VersionState
     from sessions_app.models import Session
+    from sessions_app.selectors import _KEY_SESSION_SQL as _FETCH_SQL
+    from sessions_app.selectors import _KEY_SESSIONS_SQL as _BATCH_SQL
     from sessions_app.services import _EXPIRE_SQL, _RENEW_SQL
 
     draining = BundleVersion.objects.filter(bundle__name=bundle_name, state=VersionState.DRAINING).first()

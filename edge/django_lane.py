@@ -11,7 +11,6 @@ streamed here, so collecting them is fine; static files are small (whitenoise)."
 import asyncio
 import gc
 import io
-import re
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -128,32 +127,6 @@ async def read_body(receive: Receive, send: Send) -> bytes | None:
         await send_json(send, 408, TIMEOUT, [(b"connection", b"close")])
         return None
     return body
-
-
-def request_is_secure(scope: Scope, headers: dict[bytes, bytes]) -> bool:
-    """Django's request.is_secure() for an ASGI scope: SECURE_PROXY_SSL_HEADER when set (only
-    behind a proxy that sets it), else the connection's own scheme. For the ASGI apps that
-    answer without Django (the fast lane, /mcp), so all three redirect alike."""
-    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-    if proxy_header:
-        name, value = proxy_header
-        given = headers.get(name.removeprefix("HTTP_").lower().replace("_", "-").encode())
-        return given is not None and given.decode("latin1").split(",")[0].strip() == value
-    return scope.get("scheme") == "https"
-
-
-def https_redirect(scope: Scope, headers: dict[bytes, bytes]) -> str | None:
-    """Where SecurityMiddleware would send this plain-HTTP request (SECURE_SSL_REDIRECT: a 301
-    to the same host and path over https), or None when it would let it through."""
-    if not settings.SECURE_SSL_REDIRECT or request_is_secure(scope, headers):
-        return None
-    path = scope.get("path", "")
-    if any(re.search(pattern, path.lstrip("/")) for pattern in settings.SECURE_REDIRECT_EXEMPT):
-        return None
-    host = settings.SECURE_SSL_HOST or headers.get(b"host", b"").decode("latin1")
-    raw = (scope.get("raw_path") or path.encode()).decode("latin1")  # as sent: percent-escapes kept
-    query = scope.get("query_string", b"").decode("latin1")
-    return f"https://{host}{raw}" + (f"?{query}" if query else "")
 
 
 def django_app() -> ASGIApp:

@@ -20,8 +20,6 @@ import logging
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from django.conf import settings
-from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
@@ -31,7 +29,8 @@ from access.roles import Role
 from access.services import api_key_authenticate
 from audit.context import scope_client_ip
 from edge.dispatch import Receive
-from edge.django_lane import https_redirect, read_body
+from edge.django_lane import read_body
+from edge.http import headers_of, host_allowed, https_redirect
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
 
 logger = logging.getLogger(__name__)
@@ -127,11 +126,8 @@ class McpApp:
         if scope.get("path") != PATH:  # the dispatcher routes by prefix: /mcpx, /mcp/x are not ours
             await _error(send, 404, "not_found", "Nothing exists at this address.")
             return
-        headers = dict(scope.get("headers") or [])
-        host = headers.get(b"host", b"").decode("latin-1")
-        domain, _port = split_domain_port(host)
-        allowed = settings.ALLOWED_HOSTS or ([".localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
-        if not domain or not validate_host(domain, allowed):
+        headers = headers_of(scope)
+        if not host_allowed(headers):
             await _error(send, 400, "validation_error", "The request is not valid (check the Host header).")
             return
         location = https_redirect(scope, headers)

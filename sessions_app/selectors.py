@@ -1,16 +1,19 @@
 """Reads of sessions, including the hot path: the pinned bundle."""
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection
 from django.db.models import Expression
 
 from access.actors import Actor
 from access.models import Role
+from access.selectors import KEY_COLUMNS, KEY_WHERE, KEY_WORKING
 from core import observe
 from core.errors import NotFound, SessionEnded, VersionRevoked
 from registry import bundle_cache
@@ -21,7 +24,7 @@ from sessions_app.models import Session, SessionStatus, active_sessions_annotati
 
 # The hot path reads session, version and bundle in one statement, as raw SQL: Django's query
 # compiler costs more than the query itself here (measured: about a third of a fetch). The
-# fast lane (api.fastlane) selects the same PINNED_COLUMNS joined with the key.
+# per-turn reads below select the same PINNED_COLUMNS joined with the key (key_session_rows).
 _SESSION_FIELDS = Session._meta.concrete_fields
 _CONVERTED = [(i, f) for i, f in enumerate(_SESSION_FIELDS) if hasattr(f, "from_db_value")]
 PINNED_COLUMNS = ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS) + ", v.number, v.content_hash, v.state, b.name"
@@ -219,3 +222,87 @@ def active_sessions_by_version() -> list[tuple[str, int, int]]:
                JOIN registry_bundle b ON b.id = v.bundle_id"""
         )
         return [(bundle, number, n) for bundle, number, n in cursor.fetchall()]
+
+
+# --- the per-turn reads of the fast lane ----------------------------------------------------
+# The caller's key (by prefix, under access.selectors.KEY_WORKING) joined with what the call
+# is about, in one statement: a per-turn call pays one round trip for its key and its session.
+# Raw SQL because the ORM cannot join the key to a session it has no relation with (the
+# session is named by a parameter, and a LEFT JOIN keeps a working key with no such session:
+# a 404 counted against the key's budget), and its compiler costs more than the query. Each
+# row holds the key's KEY_N columns first (access.selectors.key_row picks the key by hash).
+
+_KEY_SESSION_SQL = (
+    f"SELECT {KEY_COLUMNS}, {PINNED_COLUMNS}"
+    + " FROM access_apikey k"
+    + " LEFT JOIN sessions_app_session s ON s.id = %s"
+    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
+    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
+    + f" WHERE {KEY_WHERE}"
+)
+# A session start: the key and the id of the bundle the body names.
+_KEY_BUNDLE_SQL = (
+    f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
+)
+# The same for a batch of calls (api.fastlane.serve_calls), with only the session columns the
+# batch's rules read (session_passes, end_is_plain, lease_due) and the answer needs.
+_KEY_SESSIONS_SQL = (
+    f"SELECT i.n, {KEY_COLUMNS},"
+    + " s.api_key_id, s.status, s.expires_at, s.last_seen_at, s.ttl_seconds,"
+    + " s.version_id, v.number, v.content_hash, v.state, b.name"
+    + " FROM unnest(%s::text[], %s::uuid[]) WITH ORDINALITY AS i(prefix, sid, n)"
+    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
+    + " LEFT JOIN sessions_app_session s ON s.id = i.sid"
+    + " LEFT JOIN registry_bundleversion v ON v.id = s.version_id"
+    + " LEFT JOIN registry_bundle b ON b.id = s.bundle_id"
+)
+_KEY_BUNDLES_SQL = (
+    f"SELECT i.n, {KEY_COLUMNS}, b.id"
+    + " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS i(prefix, name, n)"
+    + f" JOIN access_apikey k ON k.prefix = i.prefix AND {KEY_WORKING}"
+    + " LEFT JOIN registry_bundle b ON b.name = i.name"
+)
+
+
+def key_session_rows(*, prefix: str, session_id: str) -> list[tuple[Any, ...]]:
+    """The working keys with this prefix, each with the session's PINNED_COLUMNS after its
+    own (NULLs when there is no such session: pinned_row then gives None)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_SESSION_SQL, [session_id, prefix])
+        return cursor.fetchall()
+
+
+def key_bundle_rows(*, prefix: str, bundle_name: str | None) -> list[tuple[Any, ...]]:
+    """The working keys with this prefix, each with the id of the bundle named (NULL when
+    there is none). `bundle_name` must be one a bundle could have (core.limits.is_bundle_name)
+    or None: a NUL or a lone surrogate would fail in PostgreSQL."""
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_BUNDLE_SQL, [bundle_name, prefix])
+        return cursor.fetchall()
+
+
+def key_sessions_rows(*, prefixes: list[str], session_ids: list[str]) -> dict[int, list[tuple[Any, ...]]]:
+    """key_session_rows for a batch, in one statement: by call (index into both lists), the
+    key's columns then the session's api_key_id, status, expires_at, last_seen_at, ttl_seconds
+    and version_id, the version's number, content_hash and state, and the bundle's name."""
+    return _batch_rows(_KEY_SESSIONS_SQL, [prefixes, session_ids])
+
+
+def key_bundles_rows(*, prefixes: list[str], bundle_names: list[str]) -> dict[int, list[tuple[Any, ...]]]:
+    """key_bundle_rows for a batch, in one statement, by call (index into both lists)."""
+    return _batch_rows(_KEY_BUNDLES_SQL, [prefixes, bundle_names])
+
+
+def _batch_rows(sql: str, columns: list[list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
+    """The rows of a batch read by call. Django's connection, through a server-side-binding
+    cursor so that PostgreSQL keeps the plan (prepare=True; Django's own cursors bind on the
+    client and plan every time). No health check first: a broken connection fails here (a
+    DatabaseError or psycopg.Error) and the caller serves the batch one by one."""
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, columns, prepare=True)
+        rows = cursor.fetchall()
+    found: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        found[row[0] - 1].append(row[1:])
+    return found
