@@ -512,6 +512,28 @@ def _call_of(route: TurnRoute, session_id: str, headers: dict[bytes, bytes], bod
     return Call(route.name, session_id, lookup[0], lookup[1], inm.decode("latin1") if inm is not None else None, body)
 
 
+async def _body(scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> bytes | None:
+    """The body, read as the Django lane reads it (None: refused, 413 or 408 answered). A GET
+    without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2 may omit
+    both for a POST that has one): nothing to read for the common fetch."""
+    if scope["method"] == "GET" and b"content-length" not in headers and b"transfer-encoding" not in headers:
+        return b""
+    return await read_body(receive, send)
+
+
+async def _send(send: Send, answer: Answer, route: TurnRoute, secure: bool, request_id: str) -> None:
+    """The answer with the headers Django's middleware would add around it."""
+    response_headers = [
+        *answer.headers,
+        (b"content-length", str(len(answer.body)).encode()),
+        (b"allow", route.allow),
+        *security_headers(secure),
+        (b"x-request-id", request_id.encode()),
+    ]
+    await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
+    await send({"type": "http.response.body", "body": answer.body})
+
+
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     """ASGI: serve the fast lane's paths, decline everything else (edge.dispatch)."""
     if scope["type"] != "http":
@@ -525,15 +547,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     secure = request_is_secure(scope, headers)
     if not host_allowed(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
         raise Decline
-    # Read as the Django lane reads it (413, 408). A GET without Content-Length or
-    # Transfer-Encoding has no body (RFC 9112 6.3; HTTP/2 may omit both for a POST that has
-    # one): nothing to read for the common fetch.
-    body = b""
-    if scope["method"] != "GET" or b"content-length" in headers or b"transfer-encoding" in headers:
-        read = await read_body(receive, send)
-        if read is None:
-            return
-        body = read
+    body = await _body(scope, receive, send, headers)
+    if body is None:
+        return  # refused: 413 or 408 answered
     if body and route.schema_in is None:
         raise Decline(replay(body))  # a body on a fetch, a heartbeat or an end is Django's to judge
 
@@ -572,15 +588,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
             scope[KEY_NOT_WORKING] = decline.digest
         fastlane_trace.declined(span)
         raise Decline(replay(body)) from None
-    response_headers = [
-        *answer.headers,
-        (b"content-length", str(len(answer.body)).encode()),
-        (b"allow", route.allow),
-        *security_headers(secure),
-        (b"x-request-id", request_id.encode()),
-    ]
-    await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
-    await send({"type": "http.response.body", "body": answer.body})
+    await _send(send, answer, route, secure, request_id)
     fastlane_trace.answered(span, answer.status)
     request_answered(
         route=route.route, method=route.method, status=answer.status, seconds=time.perf_counter() - started

@@ -269,7 +269,8 @@ def key_session_rows(*, prefix: str, session_id: str) -> list[tuple[Any, ...]]:
     own (NULLs when there is no such session: pinned_row then gives None)."""
     with connection.cursor() as cursor:
         cursor.execute(_KEY_SESSION_SQL, [session_id, prefix])
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def key_bundle_rows(*, prefix: str, bundle_name: str | None) -> list[tuple[Any, ...]]:
@@ -278,7 +279,8 @@ def key_bundle_rows(*, prefix: str, bundle_name: str | None) -> list[tuple[Any, 
     or None: a NUL or a lone surrogate would fail in PostgreSQL."""
     with connection.cursor() as cursor:
         cursor.execute(_KEY_BUNDLE_SQL, [bundle_name, prefix])
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def key_sessions_rows(*, prefixes: list[str], session_ids: list[str]) -> dict[int, list[tuple[Any, ...]]]:
