@@ -87,6 +87,17 @@ def test_no_application_function_is_above_complexity_20():
     assert not stale, f"within the limit now; remove from COMPLEX_FUNCTIONS: {stale}"
 
 
+def test_the_admin_views_run_no_query_of_their_own():
+    """adminui/views/ is an entry point: its reads are adminui.selectors (or the owning app's
+    selectors), its writes services. A query in a view is a read nobody else can reuse."""
+    found = []
+    for path in sorted((ROOT / "adminui" / "views").glob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if any(word in line for word in (".objects.", ".history.", "connection.", "cursor(")):
+                found.append(f"{_rel(path)}:{number}: {line.strip()}")
+    assert not found, found
+
+
 def test_the_measure_counts_branches():
     # The negative control: a function with 21 branches is caught, one with 19 is not.
     def source(branches: int) -> str:
