@@ -333,8 +333,9 @@ def test_the_per_turn_wrappers_render_route_and_report(client, ops):
         assert turn["version"] == 1 and len(turn["prefix_sha256"]) == 64
         routed = session.route([{"role": "user", "content": "I want my money back for order 7"}], k=1)
         assert [r["name"] for r in routed["routed"]] == ["refund_order"]
-        reported = session.report_turn(routed["turn"], invoked=["refund_order"])
+        reported = session.report_turn(routed["turn"], invoked=["refund_order"], expected=["refund_order"])
         assert (reported["turn"], reported["invoked"]) == (routed["turn"], ["refund_order"])
+        assert reported["expected"] == ["refund_order"]
         assert "refund_order" in reported["loaded"]
         messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 30}] * 7
         assert session.compact(messages) == session.compact(messages, local=True)

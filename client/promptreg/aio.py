@@ -298,9 +298,11 @@ class AsyncPinnedSession:
         self._online("route")
         return await self.registry.json("POST", session_path(self.id, "route/"), json={"messages": messages, "k": k})
 
-    async def report_turn(self, turn: int, invoked: list[str]) -> dict[str, Any]:
+    async def report_turn(self, turn: int, invoked: list[str], *, expected: list[str] | None = None) -> dict[str, Any]:
         self._online("report_turn")
-        body = {"turn": turn, "invoked": invoked}
+        body: dict[str, Any] = {"turn": turn, "invoked": invoked}
+        if expected is not None:
+            body["expected"] = expected
         return await self.registry.json("POST", session_path(self.id, "turns/"), json=body)
 
     async def compact(self, messages: list[dict[str, Any]], *, local: bool = False) -> dict[str, Any]:

@@ -420,10 +420,14 @@ class PinnedSession:
         self._online("route")
         return self.registry.json("POST", session_path(self.id, "route/"), json={"messages": messages, "k": k})
 
-    def report_turn(self, turn: int, invoked: list[str]) -> dict[str, Any]:
-        """Tell the registry which skills the model actually called in `turn`."""
+    def report_turn(self, turn: int, invoked: list[str], *, expected: list[str] | None = None) -> dict[str, Any]:
+        """Tell the registry which skills the model actually called in `turn`; `expected`, when
+        known (a review, an evaluation), labels the skills the turn needed (decision error rate)."""
         self._online("report_turn")
-        return self.registry.json("POST", session_path(self.id, "turns/"), json={"turn": turn, "invoked": invoked})
+        body: dict[str, Any] = {"turn": turn, "invoked": invoked}
+        if expected is not None:
+            body["expected"] = expected
+        return self.registry.json("POST", session_path(self.id, "turns/"), json=body)
 
     def compact(self, messages: list[dict[str, Any]], *, local: bool = False) -> dict[str, Any]:
         """Tier-1 micro-compaction of old tool results under the pinned policy. By the
