@@ -189,5 +189,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         answer["request"] = built.without_stable() if unchanged else built.body
         if built.notes:
             answer["request_notes"] = built.notes
-    answer["cache"] = providers.cache_report(system=prefix.system, tools=prefix.tools, model=model)
+    answer["cache"] = providers.cache_report(
+        system=prefix.system, tools=prefix.tools, model=model, prefix_sha256=prefix.sha256
+    )
     return answer

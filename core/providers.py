@@ -164,10 +164,24 @@ def prefix_tokens(system: str, tools: list[dict[str, Any]]) -> int:
     return estimate_tokens(system) + estimate_tokens(tools_text)
 
 
-def cache_report(*, system: str, tools: list[dict[str, Any]], model: dict[str, Any]) -> dict[str, Any]:
+# Estimated prefix tokens by prefix_sha256 (a prefix's hash names its bytes): the estimate
+# reads the whole prefix, which a turn otherwise does not, so it is counted once per prefix.
+_TOKENS_BY_PREFIX: dict[str, int] = {}
+_TOKENS_CACHE_SIZE = 4096
+
+
+def cache_report(
+    *, system: str, tools: list[dict[str, Any]], model: dict[str, Any], prefix_sha256: str | None = None
+) -> dict[str, Any]:
     """`{"prefix_tokens", "floor", "cacheable", "reason"}`; cacheable is None when the floor
-    is unknown (the reason says so)."""
-    tokens = prefix_tokens(system, tools)
+    is unknown (the reason says so). With `prefix_sha256`, the estimate is remembered for it."""
+    tokens = _TOKENS_BY_PREFIX.get(prefix_sha256) if prefix_sha256 else None
+    if tokens is None:
+        tokens = prefix_tokens(system, tools)
+        if prefix_sha256:
+            if len(_TOKENS_BY_PREFIX) >= _TOKENS_CACHE_SIZE:
+                _TOKENS_BY_PREFIX.clear()
+            _TOKENS_BY_PREFIX[prefix_sha256] = tokens
     floor, source = cache_floor(model_name(model))
     if floor is None:
         return {"prefix_tokens": tokens, "floor": None, "cacheable": None, "reason": source}

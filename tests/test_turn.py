@@ -549,3 +549,32 @@ def test_a_warm_turn_is_a_bounded_number_of_statements(world):
     # last two turns, the session cards, the new turn; the render: the packs' states and the
     # changed reads in one statement
     assert len(statements) <= 10, "\n".join(s[:110] for s in statements)
+
+
+@pytest.mark.parametrize(
+    ("model", "floor"),
+    [
+        ("claude-opus-4-5-20251101", 4096),
+        ("claude-haiku-4-5", 4096),
+        ("claude-3-5-haiku-20241022", 2048),
+        ("claude-sonnet-4-5", 1024),
+        ("anthropic.claude-sonnet-4-20250514-v1:0", 1024),  # a Bedrock model id
+        ("us.amazon.nova-pro-v1:0", 1000),
+        ("gpt-4o-mini", 1024),
+        ("gpt-5", 1024),
+        ("models/gemini-2.5-flash", 2048),
+        ("gemini-3-pro-preview", 4096),
+        ("m-1", None),
+        (None, None),
+    ],
+)
+def test_the_cache_floor_table(model, floor):
+    found, source = providers.cache_floor(model)
+    assert found == floor and source
+    short = providers.cache_report(system="You help.", tools=[], model={"name": model} if model else {})
+    assert short["floor"] == floor and short["cacheable"] is (None if floor is None else False)
+    assert ("not in the registry's cache-floor table" in short["reason"] or "names no model" in short["reason"]) is (
+        floor is None
+    )
+    long = providers.cache_report(system="word " * 5000, tools=[], model={"name": model} if model else {})
+    assert long["cacheable"] is (None if floor is None else True) and long["prefix_tokens"] >= 5000
