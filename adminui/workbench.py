@@ -2,21 +2,32 @@
 label to the result would meet, computed without publishing by the services the API uses
 (registry.lifecycle.version_publish_check, registry.contracts' classification, the label's
 compatibility policy as registry.lifecycle.compatibility_check applies it, and the render's
-prefix from knowledge.render)."""
+prefix from knowledge.render); and the version page's provider request (`provider_preview`),
+the turn call's body for a new session's first turn, built by the functions the turn call uses."""
 
 import json
+import urllib.parse
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from adminui import selectors
+from core import providers
+from core.compaction import CompactionError, compact, policy_from_content
+from core.errors import InvalidContent
 from core.tokens import estimate_tokens
-from knowledge.render import prefix_for
+from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
+from registry import variables as content_variables
 from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility
+from registry.parsed_content import content_document
 from skills.router import index_for
-from skills.services import route_embedder
+from skills.services import route_embedder, route_preview
+from skills.turn_request import provider_request
 
 
 @dataclass(frozen=True)
@@ -130,3 +141,97 @@ def _merge(changes: list[Change]) -> Diff:
     for change in changes:
         seen.setdefault((change.kind, change.path), change)
     return Diff(level=level, changes=list(seen.values()))
+
+
+# The provider request on the version page: limits on what may be typed into it.
+MAX_PREVIEW_MESSAGE = 20_000  # characters
+MAX_PREVIEW_JSON = 65_536  # characters of the turn variables
+# Where each format is sent, and how it is authenticated (environment variables the reader sets).
+ENDPOINTS = {
+    "anthropic": (
+        "https://api.anthropic.com/v1/messages",
+        ['-H "x-api-key: $ANTHROPIC_API_KEY"', '-H "anthropic-version: 2023-06-01"'],
+    ),
+    "openai-responses": ("https://api.openai.com/v1/responses", ['-H "Authorization: Bearer $OPENAI_API_KEY"']),
+    "openai-chat": ("https://api.openai.com/v1/chat/completions", ['-H "Authorization: Bearer $OPENAI_API_KEY"']),
+    "bedrock-converse": (
+        "https://bedrock-runtime.$AWS_REGION.amazonaws.com/model/{model}/converse",
+        ['--aws-sigv4 "aws:amz:$AWS_REGION:bedrock"', '--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"'],
+    ),
+    "gemini": (
+        "https://generativelanguage.googleapis.com/v1beta/models/{model}:generateContent",
+        ['-H "x-goog-api-key: $GEMINI_API_KEY"'],
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ProviderPreview:
+    format: str
+    body: dict[str, Any]
+    text: str  # the body as sent: JSON, two-space indented, keys in the order built
+    notes: list[str]
+    curl: str
+
+
+def curl_for(fmt: str, body: dict[str, Any], text: str, model: str | None) -> str:
+    """A curl command sending `text` (the body) to `fmt`'s endpoint; the body goes in a quoted
+    here-document, so the shell expands nothing in it (no line of indented JSON is `JSON`)."""
+    url, auth = ENDPOINTS[fmt]
+    quoted_model = urllib.parse.quote(model or "MODEL", safe="")
+    lines = [f'curl -sS "{url.format(model=quoted_model)}"', *auth, '-H "content-type: application/json"']
+    lines.append("--data-binary @- <<'JSON'")
+    return " \\\n  ".join(lines) + "\n" + text + "\nJSON\n"
+
+
+def provider_preview(
+    *,
+    version: BundleVersion,
+    fmt: str,
+    session_variables: Any,
+    turn_variables: Any,
+    message: str,
+    now: datetime | None = None,
+) -> ProviderPreview:
+    """The body the turn call (POST /sessions/{id}/turn/ with `format`) hands over on the first
+    turn of a new session of `version` started with `session_variables`, for the one user
+    message `message` and `turn_variables`; built as the turn call builds it (the render's
+    prefix and tail, skills.services' route on a session with no history, core.compaction,
+    skills.turn_request.provider_request). Raises InvalidContent for what the endpoint refuses."""
+    if fmt not in providers.FORMATS:
+        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}."]})
+    if len(message) > MAX_PREVIEW_MESSAGE:
+        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
+    content = content_document(version_id=version.pk, content_hash=version.content_hash)
+    prefix, values = version_prefix(
+        version_id=version.pk, content_hash=version.content_hash, session_variables=session_variables
+    )
+    if turn_variables is not None and not isinstance(turn_variables, dict):
+        raise InvalidContent("variables must be an object.", {"variables": ["Expected a JSON object."]})
+    try:
+        turn = content_variables.resolve(content.get("variables"), turn_variables, scope="turn")
+    except content_variables.VariableError as exc:
+        raise InvalidContent(exc.message, exc.details) from None
+    messages = [{"role": "user", "content": message}]
+    try:
+        compacted = compact(messages, policy_from_content(content))
+    except CompactionError as exc:
+        raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
+    route = route_preview(content_hash=version.content_hash, skills=content.get("skills") or [], messages=messages)
+    tail = build_tail(now=now or timezone.now(), zone_name=zone_name(values), turn=turn, notices=[])
+    built = provider_request(
+        fmt,
+        content=content,
+        system=prefix.system,
+        tools=prefix.tools,
+        prefix_sha256=prefix.sha256,
+        messages=compacted.messages,
+        tail=tail,
+        route=route,
+        session_cards=[],
+    )
+    text = json.dumps(built.body, indent=2, ensure_ascii=False)
+    model = providers.model_name(content.get("model") or {})
+    return ProviderPreview(
+        format=fmt, body=built.body, text=text, notes=built.notes, curl=curl_for(fmt, built.body, text, model)
+    )

@@ -29,15 +29,14 @@ from core.errors import InvalidContent
 from knowledge.render import render_session
 from registry import variables as content_variables
 from registry.parsed_content import content_document
-from registry.skills_content import render_card
 from sessions_app.models import Session
 from sessions_app.turns import UNREAD, Loaded, session_for_turn
 from skills import services as skill_services
 from skills.models import SessionSkill, SkillTurn
+from skills.turn_request import provider_request
 
 FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k"}
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-SKILLS_HEADER = "Skills for this turn:"
 
 
 @dataclass(frozen=True)
@@ -81,25 +80,6 @@ def parse(body: Any) -> TurnRequest:
     if fmt is not None and fmt not in providers.FORMATS:
         raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
     return TurnRequest(messages=messages, invoked=invoked, variables=variables, prefix_sha256=sha, format=fmt, k=k)
-
-
-def _cards(content: dict[str, Any], route: dict[str, Any], session_cards: list[SessionSkill]) -> list[str]:
-    """The cards of this turn's skills as the model reads them: resident (L1), routed (L2), then
-    the session's own (L3), each as skills.content.render_card renders a card."""
-    by_name = {s["name"]: s for s in content.get("skills") or []}
-    names = [*route["resident"], *[r["name"] for r in route["routed"]]]
-    cards = [render_card(by_name[name]) for name in names if name in by_name]
-    order = {name: i for i, name in enumerate(route["session"])}
-    for card in sorted((c for c in session_cards if c.name in order), key=lambda c: order[c.name]):
-        cards.append(render_card({"name": card.name, "summary": card.summary, "description": card.description}))
-    return cards
-
-
-def turn_text(tail: str, cards: list[str]) -> str:
-    """The per-turn text after the conversation: the render's tail, then the skill cards."""
-    if not cards:
-        return tail
-    return f"{tail}\n\n{SKILLS_HEADER}\n\n" + "\n".join(cards)
 
 
 def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | None:
@@ -171,17 +151,16 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     answer["compaction"] = {key: value for key, value in compacted.as_dict().items() if key != "messages"}
     model = content.get("model") or {}
     if request.format is not None:
-        built = providers.build_request(
+        built = provider_request(
             request.format,
-            providers.TurnParts(
-                system=prefix.system,
-                tools=prefix.tools,
-                prefix_sha256=prefix.sha256,
-                model=model,
-                output_schema=content.get("output_schema"),
-                messages=compacted.messages,
-                turn_text=turn_text(rendered.tail, _cards(content, route, session_cards)),
-            ),
+            content=content,
+            system=prefix.system,
+            tools=prefix.tools,
+            prefix_sha256=prefix.sha256,
+            messages=compacted.messages,
+            tail=rendered.tail,
+            route=route,
+            session_cards=session_cards,
         )
         if unchanged:  # the client holds the stable part: leave it out, say how to put it back
             answer["request_reuse"] = built.reuse()

@@ -346,7 +346,7 @@ def claim_notices(rows: list[tuple[Any, ...]]) -> list[dict[str, str]]:
     return sorted(notices, key=lambda n: n["path"])
 
 
-def _zone(session_variables: dict[str, Any]) -> str | None:
+def zone_name(session_variables: dict[str, Any]) -> str | None:
     zone = session_variables.get(content_variables.TIMEZONE_VARIABLE)
     return zone if isinstance(zone, str) and content_variables.timezone_problem(zone) is None else None
 
@@ -383,7 +383,7 @@ def render_session(*, session: Session, actor: Actor, variables: Any = None, now
         names=names,
         states=states,
     )
-    tail = build_tail(now=now or timezone.now(), zone_name=_zone(session.variables), turn=turn, notices=notices)
+    tail = build_tail(now=now or timezone.now(), zone_name=zone_name(session.variables), turn=turn, notices=notices)
     return Rendered(
         prefix=prefix, tail=tail, notices=notices, version=version.number, content_hash=version.content_hash
     )

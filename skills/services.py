@@ -134,6 +134,23 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
     }
 
 
+def route_preview(*, content_hash: str, skills: list[dict[str, Any]], messages: Any, k: Any = None) -> dict[str, Any]:
+    """What skill_route answers on the first turn of a new session of this content (no previous
+    turns, no session skills), writing nothing: the admin's previews."""
+    messages = _check_messages(messages)
+    k = _check_k(k)
+    history = History(loaded=[], invoked=[])
+    result = index_for(content_hash, skills, route_embedder()).route(messages, k=k, history=history)
+    return {
+        "resident": result.resident,
+        "routed": result.routed,
+        "session": [],
+        "categories": result.categories,
+        "demoted": result.demoted,
+        "turn": 1,
+    }
+
+
 def _check_names(values: Any, field: str) -> list[str]:
     # NUL cannot be stored in PostgreSQL text or jsonb; no skill name holds one anyway.
     if not isinstance(values, list) or not all(

@@ -334,3 +334,53 @@ def test_the_form_explains_the_guardrails_and_output_schema_formats(engineer_cli
     said = words(engineer_client.get(u("adminui_version_new", bundle.name)))
     assert '{"default": "allow" | "confirm" | "deny", "rules": [{"tool": "name"' in said
     assert "JSON Schema (Draft 2020-12)" in said
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-responses", "openai-chat", "bedrock-converse", "gemini"])
+def test_the_version_page_shows_the_provider_request_the_turn_call_sends(engineer_client, monkeypatch, fmt):
+    """The page's body for a format and variables is the turn call's `request` for a new session
+    started with the same variables, sent the same message (skills routed, tail, cards and all)."""
+    import html as html_lib
+    import re
+    from types import SimpleNamespace
+
+    from adminui import workbench
+    from tests.test_turn import World
+
+    world = World(monkeypatch)  # bundle "support" v1: skills, knowledge, session and turn variables
+    monkeypatch.setattr(workbench, "timezone", SimpleNamespace(now=lambda: world.clock.now))
+    message = "I want a refund for my order"
+    turn = world.turn(
+        {"messages": [{"role": "user", "content": message}], "variables": {"ticket": "T-7"}, "format": fmt}
+    )
+    page = engineer_client.get(
+        u("adminui_version", "support", 1),
+        {
+            "format": fmt,
+            "variables": json.dumps({"timezone": "Europe/Paris"}),  # as World.start started the session
+            "turn_variables": json.dumps({"ticket": "T-7"}),
+            "message": message,
+        },
+    )
+    assert page.status_code == 200
+    text = page.content.decode()
+    shown = html_lib.unescape(re.search(r'<pre[^>]*id="provider-body">(.*?)</pre>', text, re.S).group(1))
+    assert json.loads(shown) == turn["request"]
+    assert list(json.loads(shown)) == list(turn["request"])  # the keys in the order sent
+    assert "T-7" in shown and "Skills for this turn:" in shown
+    curl = html_lib.unescape(re.search(r'<pre[^>]*id="provider-curl">(.*?)</pre>', text, re.S).group(1))
+    assert curl.startswith("curl -sS ") and curl.rstrip().endswith("\nJSON")
+    assert json.loads(curl.split("<<'JSON'\n", 1)[1].rsplit("\nJSON", 1)[0]) == turn["request"]
+
+
+def test_the_provider_request_refuses_what_the_turn_call_refuses(engineer_client, monkeypatch):
+    from tests.test_turn import World
+
+    World(monkeypatch)
+    url = u("adminui_version", "support", 1)
+    said = words(engineer_client.get(url, {"format": "anthropic", "turn_variables": json.dumps({"nope": 1})}))
+    assert "nope" in said and "provider-body" not in engineer_client.get(url, {"format": "nope"}).content.decode()
+    long = engineer_client.get(url, {"format": "gemini", "message": "x" * 20_001})
+    assert "At most 20000 characters" in words(long)
+    huge = engineer_client.get(url, {"format": "gemini", "turn_variables": "[" * 70_000})
+    assert huge.status_code == 200 and "At most 65536 characters" in words(huge)

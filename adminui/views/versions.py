@@ -2,6 +2,9 @@
 detail, the diff of two versions and revoking one. Writes go to registry.services
 (version_publish, version_revoke); the pre-checks are registry.lifecycle's previews."""
 
+import json
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.core.paginator import Paginator
@@ -14,8 +17,10 @@ from adminui.forms import JSON_FIELDS, RevokeForm, VersionForm, VersionSearchFor
 from adminui.moves import classify
 from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.views.base import bundle_of, content_of, need_role, need_view, render, url, version_choices, version_of
-from adminui.workbench import check_against
+from adminui.workbench import MAX_PREVIEW_JSON, check_against, provider_preview
+from core import providers
 from core.errors import DomainError, InvalidContent, NotFound
+from knowledge.templatetags.knowledge_admin import example_variables
 from metrics.selectors import version_usage
 from registry import services as registry_services
 from registry.canonical import DEFAULTS
@@ -175,7 +180,50 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
         can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,
         skills_panel=version_skills_panel(version_id=version.pk, content=content),
+        provider=_provider_section(request, version, content),
     )
+
+
+def _json_param(request: HttpRequest, name: str, default: str) -> tuple[str, object]:
+    """A JSON object typed into the page (at most MAX_PREVIEW_JSON characters): (text, value)."""
+    raw = request.GET.get(name, default)
+    if len(raw) > MAX_PREVIEW_JSON:
+        raise InvalidContent("Too long.", {name: [f"At most {MAX_PREVIEW_JSON} characters."]})
+    try:
+        return raw, json.loads(raw) if raw.strip() else None
+    except ValueError as exc:
+        raise InvalidContent("Not JSON.", {name: [str(exc)]}) from None
+
+
+def _provider_section(request: HttpRequest, version: BundleVersion, content: dict[str, Any]) -> dict[str, Any]:
+    """The provider request section: the form, and the body for the format chosen (?format=)."""
+    example = json.dumps(example_variables(content.get("variables") or {}), indent=2, ensure_ascii=False)
+    fmt = request.GET.get("format", "")
+    section: dict[str, Any] = {
+        "formats": providers.FORMATS,
+        "format": fmt,
+        "variables": request.GET.get("variables", example),
+        "turn_variables": request.GET.get("turn_variables", "{}"),
+        "message": request.GET.get("message", "Hello."),
+        "preview": None,
+        "error": None,
+    }
+    if not fmt:
+        return section
+    try:
+        _, session_values = _json_param(request, "variables", example)
+        _, turn_values = _json_param(request, "turn_variables", "{}")
+        section["preview"] = provider_preview(
+            version=version,
+            fmt=fmt,
+            session_variables=session_values or {},
+            turn_variables=turn_values,
+            message=section["message"],
+        )
+    except InvalidContent as exc:
+        details = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.details.items())
+        section["error"] = f"{exc.message} {details}".strip()
+    return section
 
 
 def version_revoke(request: HttpRequest, model_admin: ModelAdmin, name: str, number: int) -> HttpResponse:

@@ -17,7 +17,7 @@ register = template.Library()
 _EXAMPLES = {"string": "", "integer": 0, "number": 0, "boolean": False}
 
 
-def _example_variables(declared: dict[str, Any]) -> dict[str, Any]:
+def example_variables(declared: dict[str, Any]) -> dict[str, Any]:
     """Session variables to start from: each default, else an empty value of its type."""
     example = {}
     for name, decl in sorted(declared.items()):
@@ -38,7 +38,7 @@ def rendered_prefix(context: template.Context, version: Any) -> dict[str, Any]:
     raw = request.GET.get("variables")
     result: dict[str, Any] = {"declared": declared is not None, "error": None, "prefix": None}
     if raw is None:
-        raw = json.dumps(_example_variables(declared or {}), indent=2, ensure_ascii=False)
+        raw = json.dumps(example_variables(declared or {}), indent=2, ensure_ascii=False)
     result["raw"] = raw
     try:
         given = json.loads(raw) if raw.strip() else {}

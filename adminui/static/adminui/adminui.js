@@ -45,7 +45,26 @@
     });
   }
 
+  // "Copy as curl": copies the text of the element named by data-copy (shown anyway, so
+  // without this script it can be selected by hand).
+  function copyButtons() {
+    Array.prototype.forEach.call(document.querySelectorAll("button[data-copy]"), function (button) {
+      var source = document.getElementById(button.getAttribute("data-copy"));
+      if (!source || !navigator.clipboard) return;
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        var done = document.getElementById(button.id + "-done");
+        navigator.clipboard.writeText(source.textContent).then(function () {
+          if (done) done.textContent = "Copied.";
+        }, function () {
+          if (done) done.textContent = "The browser refused; select the command above.";
+        });
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    copyButtons();
     guardBreakingMove();
     focusErrorSummary();
     warnAboutUnsavedEdits();
