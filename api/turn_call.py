@@ -54,6 +54,8 @@ def parse(body: Any) -> TurnRequest:
     field. messages: as route takes them (at most skills.services.MAX_MESSAGES), in a shape the
     compaction reads; k: 1..MAX_K; invoked: at most 100 skill names; variables: an object
     (checked against the pinned declarations by the render); prefix_sha256: 64 lowercase hex."""
+    if body is None:  # no body: as an empty object (the Django lane parses it so), messages missing
+        body = {}
     if not isinstance(body, dict):
         raise InvalidContent("Send a JSON object.", {"body": ["Expected a JSON object."]})
     unknown = sorted(set(body) - FIELDS)
