@@ -393,14 +393,14 @@ def _start_group(
             answers[n] = outage
         return
     for (n, _, _), session in zip(group, sessions, strict=True):
-        version = session.version
-        fastlane_trace.session(
-            calls[n].span,
-            session_id=session.pk,
-            bundle=bundle.name,
-            version=version.number,
-            content_hash=version.content_hash,
-        )
+        if calls[n].span is not None:
+            fastlane_trace.session(
+                calls[n].span,
+                session_id=session.pk,
+                bundle=bundle.name,
+                version=session.version.number,
+                content_hash=session.version.content_hash,
+            )
         try:
             answers[n] = session_answer(session, status=201)
         except Exception:  # a bug: the session exists, so this call must not be served again

@@ -1,4 +1,5 @@
-"""The audit log and the logs never hold prompt or tool content, nor any key's secret."""
+"""The audit log and the logs (plain and JSON) never hold prompt or tool content, nor any key's
+secret; tests/test_telemetry.py checks the spans and the JSON lines of a live server and worker."""
 
 import logging
 
@@ -6,6 +7,7 @@ import pytest
 
 from access.models import Role
 from audit.models import AuditEvent
+from config.logformat import JsonFormatter
 from tests.conftest import content, make_api
 
 MARKER = "ZEBRA-MARKER-5d1c"
@@ -31,8 +33,12 @@ def test_no_log_line_or_audit_row_holds_content_or_a_secret(caplog, capfd):
     assert agent.get("/api/v1/bundles/").status_code == 401
 
     captured = capfd.readouterr()
+    as_json = JsonFormatter()  # LOG_FORMAT=json: every field of every line
     logged = "\n".join(
-        [r.getMessage() for r in caplog.records] + [str(r.args) for r in caplog.records] + [captured.out, captured.err]
+        [r.getMessage() for r in caplog.records]
+        + [str(r.args) for r in caplog.records]
+        + [as_json.format(r) for r in caplog.records]
+        + [captured.out, captured.err]
     )
     rows = "\n".join(str(row) for row in AuditEvent.objects.values())
     assert len(caplog.records) > 0 and AuditEvent.objects.count() >= 3  # there was something to search
