@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 
 from access.actors import Actor
-from core import providers
+from core import provider_input, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from knowledge.render import render_session
@@ -61,7 +61,11 @@ def parse(body: Any) -> TurnRequest:
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise InvalidContent("Unknown fields.", {name: ["Unknown field."] for name in unknown})
-    messages = skill_services.check_messages(body.get("messages"))
+    fmt = body.get("format")
+    if fmt is not None and fmt not in providers.FORMATS:
+        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
+    # a conversation in the format's own shape is read into the neutral one (core.provider_input)
+    messages = skill_services.check_messages(provider_input.to_neutral(fmt, body.get("messages")))
     try:
         json.dumps(messages, ensure_ascii=False).encode()
     except UnicodeEncodeError:
@@ -78,10 +82,33 @@ def parse(body: Any) -> TurnRequest:
     sha = body.get("prefix_sha256")
     if sha is not None and (not isinstance(sha, str) or not SHA256_RE.fullmatch(sha)):
         raise InvalidContent("prefix_sha256 is not a SHA-256.", {"prefix_sha256": ["64 lowercase hex digits."]})
-    fmt = body.get("format")
-    if fmt is not None and fmt not in providers.FORMATS:
-        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
     return TurnRequest(messages=messages, invoked=invoked, variables=variables, prefix_sha256=sha, format=fmt, k=k)
+
+
+# The per-turn text the registry wrote into an earlier request (skills.turn_request.turn_text:
+# the render's tail first), found again in a conversation a client sent back.
+_TURN_TEXT = re.compile(r"Current date: \d{4}-\d{2}-\d{2}\nCurrent time: \d{2}:\d{2} \(")
+
+
+def _is_turn_text(value: Any) -> bool:
+    return isinstance(value, str) and _TURN_TEXT.match(value) is not None
+
+
+def for_routing(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as the router reads it: without the per-turn texts of earlier requests
+    (a client that sends back the conversation it sent the model has them in its history), so
+    the skill cards shown on earlier turns do not pull the routing towards themselves. Only
+    routing reads this; the compaction and the request keep the messages as sent."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if _is_turn_text(content):
+            continue
+        if isinstance(content, list) and any(isinstance(p, dict) and _is_turn_text(p.get("text")) for p in content):
+            kept = [p for p in content if not (isinstance(p, dict) and _is_turn_text(p.get("text")))]
+            message = {**message, "content": kept}
+        out.append(message)
+    return out
 
 
 def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | None:
@@ -122,7 +149,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     except CompactionError as exc:
         raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
     reported = _report_previous(session, request.invoked) if request.invoked is not None else None
-    route = skill_services.skill_route(session=session, messages=request.messages, k=request.k)
+    route = skill_services.skill_route(session=session, messages=for_routing(request.messages), k=request.k)
     rendered = render_session(session=session, actor=actor, variables=request.variables)
     prefix = rendered.prefix
     session_cards = (

@@ -578,3 +578,73 @@ def test_the_cache_floor_table(model, floor):
     )
     long = providers.cache_report(system="word " * 5000, tools=[], model={"name": model} if model else {})
     assert long["cacheable"] is (None if floor is None else True) and long["prefix_tokens"] >= 5000
+
+
+def model_reply(fmt: str, n: int) -> list[dict[str, Any]]:
+    """The model's tool call and the client's tool result, in `fmt`'s own shape."""
+    result = f"order {n}: refunded 10 EUR. " * 5
+    if fmt == "gemini":
+        return [
+            {"role": "model", "parts": [{"functionCall": {"name": "process_refund", "args": {"order_id": str(n)}}}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "process_refund", "response": {"result": result}}}],
+            },
+        ]
+    if fmt == "bedrock-converse":
+        use = {"toolUseId": f"t{n}", "name": "process_refund", "input": {"order_id": str(n)}}
+        return [
+            {"role": "assistant", "content": [{"toolUse": use}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": f"t{n}", "content": [{"text": result}]}}]},
+        ]
+    call = {"type": "function_call", "call_id": f"c{n}", "name": "process_refund", "arguments": '{"order_id": "1"}'}
+    return [call, {"type": "function_call_output", "call_id": f"c{n}", "output": result}]
+
+
+def new_user(fmt: str, text: str) -> dict[str, Any]:
+    if fmt == "gemini":
+        return {"role": "user", "parts": [{"text": text}]}
+    if fmt == "bedrock-converse":
+        return {"role": "user", "content": [{"text": text}]}
+    return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize("fmt", ["gemini", "bedrock-converse", "openai-responses"])
+def test_a_conversation_in_the_formats_own_shape_is_read_routed_compacted_and_sent_back_the_same(world, fmt):
+    """The agent loop of a format: send the previous request's conversation back with the
+    model's turn appended; the registry reads it, compacts it, and writes its history again in
+    the same bytes (until compaction elides an old result, once)."""
+    key = providers.STABLE[fmt][1]
+    conversation = [new_user(fmt, "I want a refund for order 42")]
+    previous: list[Any] = []
+    for n in range(4):
+        conversation = [*conversation, *model_reply(fmt, n), new_user(fmt, f"and order {n}?")]
+        answer = world.turn({"messages": conversation, "format": fmt})
+        sent = answer["request"][key]
+        assert answer["skills"]["routed"] and answer["messages"][0]["role"] == "user"
+        if n < 2:  # nothing elided yet: what was sent before comes out the same
+            assert sent[: len(previous)] == previous or previous == []
+        previous = sent[:-1]  # the newest entry holds this turn's text
+        conversation = sent  # the client sends back what it sent the model
+    assert answer["compaction"]["elided"] >= 1
+    assert "[elided: older tool result]" in json.dumps(answer["request"][key])
+
+
+def test_earlier_turn_texts_sent_back_do_not_steer_the_routing(world):
+    """A client sending back the conversation it sent the model carries the earlier turns'
+    texts (tail and skill cards); routing reads the conversation without them."""
+    from api.turn_call import for_routing
+
+    twin = world.start()
+    first = [user("where is my parcel")]
+    sent = world.turn({"messages": first, "format": "anthropic"})["request"]["messages"]
+    world.turn({"messages": first, "format": "anthropic"}, twin)
+    assert "## track_parcel" in sent[-1]["content"][-1]["text"]
+    echoed = [*sent, {"role": "assistant", "content": "It is on its way."}, user("please change my password")]
+    plain = [*first, {"role": "assistant", "content": "It is on its way."}, user("please change my password")]
+    assert for_routing(echoed)[0] == {"role": "user", "content": [{"type": "text", "text": "where is my parcel"}]}
+    assert "Skills for this turn" not in json.dumps(for_routing(echoed))
+    one = world.turn({"messages": echoed, "format": "anthropic"})
+    other = world.turn({"messages": plain, "format": "anthropic"}, twin)
+    assert one["skills"] == other["skills"]
+    assert one["request"]["messages"][:1] == sent[:1]  # the request keeps what was sent
