@@ -5,6 +5,7 @@ test-output/<test name>/.
 Without /usr/bin/chromium these tests are reported as skipped, with the reason; Playwright
 cannot download a browser of its own here (`.ci/run` installs Debian's chromium)."""
 
+import json
 import os
 import re
 import shutil
@@ -541,3 +542,79 @@ def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
     expect(page.locator("#verdict-prefix")).to_contain_text("bytes")
     shot(page, "check-against-v1")
     assert BundleVersion.objects.filter(bundle=refunds).count() == 1
+
+
+def test_tools_and_skills_are_edited_as_cards_that_write_the_json_and_boxes_insert_examples(
+    page: Page, base_url: str, refunds: Bundle, shot: Shots
+):
+    """The cards write the JSON the box holds (and its code editor shows), keeping the keys they
+    do not show and the order typed; "Insert example" fills an empty box; saving publishes it."""
+    person("pat", PROMPT_ENGINEERS)
+    log_in(page, base_url, "pat")
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    tools = page.locator("#tools-cards")
+    expect(tools.locator("fieldset")).to_have_count(1)
+    expect(tools.locator("[data-card-field=name]")).to_have_value("process_refund")
+    expect(tools.locator("tbody tr")).to_have_count(2)  # amount, order_id
+    before = json.loads(page.locator("#id_tools").input_value())
+
+    tools.locator("[data-card-field=description]").fill("Refund a paid order, in full or in part.")
+    tools.locator("[data-card-action=add-param]").click()
+    new_row = tools.locator("tbody tr").nth(2)
+    new_row.locator("[data-card-field=param-name]").fill("reason")
+    new_row.locator("[data-card-field=param-required]").check()
+    new_row.locator("[data-card-field=param-description]").fill("Why the refund is made.")
+    tools.locator("tbody tr").nth(0).locator("[data-card-field=param-type]").select_option("integer")
+    after = json.loads(page.locator("#id_tools").input_value())
+    assert list(after[0]) == list(before[0])  # the tool's keys in the order they were
+    assert after[0]["description"] == "Refund a paid order, in full or in part."
+    schema = after[0]["input_schema"]
+    assert list(schema["properties"]) == ["amount", "order_id", "reason"]
+    assert schema["properties"]["amount"]["type"] == "integer"
+    assert schema["properties"]["reason"] == {"type": "string", "description": "Why the refund is made."}
+    assert schema["required"] == [*before[0]["input_schema"]["required"], "reason"]
+    expect(editor(page, "tools").locator(".cm-content")).to_contain_text("in full or in part")  # the editor follows
+
+    # Typing in the JSON redraws the cards.
+    set_editor(page, "tools", json.dumps(after[:1] + [{"name": "ping", "description": "", "input_schema": {}}]))
+    expect(tools.locator("fieldset")).to_have_count(2)
+    expect(tools.locator("fieldset").nth(1).locator("[data-card-field=name]")).to_have_value("ping")
+    tools.locator("fieldset").nth(1).get_by_role("button", name="Remove this tool").click()
+    expect(tools.locator("fieldset")).to_have_count(1)
+
+    skills = page.locator("#skills-cards")
+    expect(skills.locator("fieldset")).to_have_count(0)
+    page.locator("#row-skills [data-card-action=add]").click()
+    card = skills.locator("fieldset").first
+    card.locator("[data-card-field=name]").fill("refund_status")
+    card.locator("[data-card-field=summary]").fill("Use when the customer asks where a refund is")
+    card.locator("[data-card-field=keywords]").fill("refund status, where is my money, refund late")
+    card.locator("[data-card-field=examples]").fill("Where is my refund?\nMy refund has not arrived")
+    card.locator("[data-card-field=level]").select_option("L2")
+    written = json.loads(page.locator("#id_skills").input_value())
+    assert written[0]["keywords"] == ["refund status", "where is my money", "refund late"]
+    assert written[0]["examples"] == ["Where is my refund?", "My refund has not arrived"]
+    assert list(written[0])[:2] == ["name", "summary"]
+
+    expect(page.locator("#id_output_schema")).to_have_value("null")
+    page.click("#output_schema-example")
+    assert json.loads(page.locator("#id_output_schema").input_value())["required"] == ["answer"]
+    page.click("#guardrails-example")  # {}: the example, naming the first tool
+    assert json.loads(page.locator("#id_guardrails").input_value())["rules"][0]["tool"] == "process_refund"
+    page.click("#guardrails-example")  # not empty now: left alone, and said
+    expect(page.locator("#row-guardrails .adminui-example")).to_contain_text("not empty")
+    shot(page, "cards")
+
+    page.fill("#id_message", "Refund reasons, a refund-status skill, a typed answer")
+    page.click("#save-version")
+    expect(page.locator("h1")).to_have_text("refunds v2")
+    saved = BundleVersion.objects.get(bundle=refunds, number=2)
+    doc = json.loads(bytes(saved.canonical))
+    assert doc["tools"][0]["input_schema"]["required"][-1] == "reason"
+    assert doc["skills"][0]["name"] == "refund_status"
+    assert doc["output_schema"]["required"] == ["answer"]
+    assert doc["guardrails"]["rules"][0] == {
+        "tool": "process_refund",
+        "effect": "confirm",
+        "reason": "Reads customer data.",
+    }
