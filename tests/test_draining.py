@@ -3,7 +3,6 @@
 import json
 import logging
 import threading
-import time
 
 import psycopg
 import pytest
@@ -199,7 +198,7 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(
     bundle, production, v2, agent, ops, caplog, django_capture_on_commit_callbacks
 ):
     """Start, fetch, a label move and the end of the version's last session (both of which
-    want to enqueue a drain) succeed quickly with Redis unreachable (cache and broker): the
+    want to enqueue a drain) succeed with Redis unreachable (cache and broker): the
     first enqueue fails fast and opens the process's breaker, the second skips the broker."""
     from django.test import override_settings
 
@@ -207,7 +206,6 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(
 
     dead = "redis://127.0.0.1:1/0"
     with override_settings(BUNDLE_CACHE_URL=dead, CELERY_BROKER_URL=dead):
-        began = time.monotonic()
         with django_capture_on_commit_callbacks(execute=True):
             session, _ = session_start(bundle=bundle, actor=agent.actor)
             body = pinned_bundle_body(
@@ -218,10 +216,12 @@ def test_requests_do_not_wait_on_a_broker_that_is_down(
             label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
         with django_capture_on_commit_callbacks(execute=True):
             session_end(session=session, actor=agent.actor)  # v1 is draining: a drain is wanted
-        elapsed = time.monotonic() - began
+        # Not a timing: the move paid one attempt (no retry loop) and opened the breaker, so
+        # the end never reached for the broker at all.
+        opened = breaker.for_url(dead).state
     breaker.for_url(dead).succeeded()
     assert json.loads(body)["version"] == 1
-    assert elapsed < 1, f"took {elapsed:.1f}s with the broker down"
+    assert opened != breaker.for_url(dead).CLOSED
     failed = [r for r in caplog.records if "could not enqueue the drain of version" in r.getMessage()]
     assert len(failed) == 1  # the move's tried the broker and gave up; the end's skipped it
     assert state(v1_of(bundle)) == "draining"  # left for the sweep
