@@ -6,6 +6,7 @@ registry's spans into the worker's."""
 import json
 import os
 import subprocess
+import sys
 import threading
 
 import httpx
@@ -81,12 +82,17 @@ def test_it_refuses_an_exporter_or_protocol_it_cannot_honour():
         telemetry.exporters({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
 
 
+def test_an_unknown_log_format_is_refused_at_start():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.test_settings", "LOG_FORMAT": "xml"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import config.asgi"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0 and "LOG_FORMAT must be plain or json, got 'xml'" in out.stderr
+
+
 def test_a_process_without_otel_configured_loads_no_tracing():
     """Off, the registry imports nothing of tracing: no SDK tracer, exporter or instrumentation
     (redis-py imports opentelemetry's metrics SDK on its own whenever it is installed)."""
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["DJANGO_SETTINGS_MODULE"] = "config.test_settings"
     code = (
@@ -120,6 +126,23 @@ def test_a_session_call_through_django_joins_the_agents_trace_with_the_pinned_ve
             # The session's own page is Django's (the fast lane serves only the per-turn calls).
             detail = client.json("GET", f"api/v1/sessions/{session.id}/")
         assert detail["version"] == 1
+        # A malformed traceparent (and an oversized tracestate) is ignored: the call is answered
+        # and its span starts a trace of its own.
+        hostile = {"traceparent": "00-" + "z" * 4000, "tracestate": "k=" + "v" * 6000, "X-Request-ID": "otel-hostile"}
+        fetched = httpx.get(
+            f"{server.url}/api/v1/sessions/{session.id}/bundle/",
+            headers={"Authorization": f"Bearer {agent.secret}", **hostile},
+        )
+        assert fetched.status_code == 200
+        orphan = _one(
+            receiver.wait_for(
+                lambda s: (
+                    s.name == "GET api/v1/sessions/<uuid:session_id>/bundle/"
+                    and s.trace_id != f"{turn.get_span_context().trace_id:032x}"
+                )
+            )
+        )
+        assert orphan.parent_span_id == "" and orphan.attributes[observe.SESSION_ID] == session.id
         django_span = _one(
             receiver.wait_for(
                 lambda s: s.kind == SERVER and s.attributes.get("http.route") == "api/v1/sessions/<uuid:session_id>/"
