@@ -155,6 +155,26 @@ class CheckListOut(serializers.Serializer):
     results = CheckOut(many=True)
 
 
+class ApprovalIn(StrictInput):
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class ApprovalOut(serializers.Serializer):
+    approver = serializers.CharField()
+    reason = serializers.CharField()
+    content_hash = serializers.CharField(help_text="The content approved (not the version number).")
+    version = serializers.SerializerMethodField()
+    approved_at = serializers.DateTimeField()
+
+    def get_version(self, approval) -> int:
+        return self.context["version"]
+
+
+class ApprovalListOut(serializers.Serializer):
+    author = serializers.CharField(help_text="Who published the version: their approval never counts.")
+    results = ApprovalOut(many=True)
+
+
 class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)

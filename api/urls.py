@@ -15,6 +15,7 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/revoke/", views.VersionRevokeApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
     path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),

@@ -15,6 +15,9 @@ from api.answers import etag_matches
 from api.authentication import actor_of
 from api.pagination import Cursor, paginated
 from api.serializers import (
+    ApprovalIn,
+    ApprovalListOut,
+    ApprovalOut,
     AuditEventOut,
     AuditQuery,
     BundleIn,
@@ -286,6 +289,57 @@ class VersionCheckListApi(BaseApi):
         return Response(CheckOut(check, context={"version": number}).data, status=201)
 
 
+class VersionApprovalListApi(BaseApi):
+    # Reading is open to every role of the bundle; the service decides who may approve
+    # (publisher, ops, admin; never the version's author; never ci).
+    roles = {"GET": Role.AGENT, "POST": Role.PUBLISHER, "DELETE": Role.PUBLISHER}
+
+    @extend_schema(
+        summary="List a version's approvals",
+        description="The approvals of the version's content hash, oldest first (one per approver; not paged).",
+        operation_id="version_approvals_list",
+        responses=ApprovalListOut,
+    )
+    def get(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        approvals = registry_selectors.approvals_of(bundle_id=bundle.pk, content_hash=version.content_hash)
+        results = ApprovalOut(approvals, many=True, context={"version": number}).data
+        return Response({"author": version.author, "results": results})
+
+    @extend_schema(
+        summary="Approve a version",
+        description=(
+            "Publisher, ops or admin, other than the version's author (403: four eyes). Records `{reason}` for the "
+            "version's content hash: 201 with the approval, or 200 with the earlier one if this identity already "
+            "approved it (it counts once). A label with `required_approvals: N` moves only to content that N "
+            "distinct identities approved (409 `approvals_required` otherwise)."
+        ),
+        request=ApprovalIn,
+        responses={201: ApprovalOut, 200: ApprovalOut},
+    )
+    def post(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        data = _valid(ApprovalIn, request)
+        approval, created = registry_services.approval_record(version=version, actor=actor_of(request), **data)
+        return Response(ApprovalOut(approval, context={"version": number}).data, status=201 if created else 200)
+
+    @extend_schema(
+        summary="Withdraw your approval",
+        description="Withdraws the caller's own approval of the version's content, with `{reason}`: 204, or 404.",
+        request=ApprovalIn,
+        responses={204: None},
+    )
+    def delete(self, request: Request, name: str, number: int) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        data = _valid(ApprovalIn, request)
+        if not registry_services.approval_withdraw(version=version, actor=actor_of(request), **data):
+            raise NotFound("You have not approved this version.")
+        return Response(status=204)
+
+
 _ETAG = re.compile(r'^(?:W/)?"rev-([1-9][0-9]{0,9})"$')
 
 
@@ -384,7 +438,8 @@ class LabelDetailApi(BaseApi):
     @extend_schema(
         summary="Change a label's policy",
         description=(
-            "Ops role. Sets any of `protected`, `compatibility`, `required_approvals` (0 only, for now) and "
+            "Ops role. Sets any of `protected`, `compatibility`, `required_approvals` (0 to 10 distinct "
+            "approvals a new target's content needs) and "
             "`required_checks` (check names a new target's content hash must have passed), with a required "
             "reason and the usual If-Match. Recorded in the label's history as a `policy` change; the label's "
             "targets do not change."

@@ -44,6 +44,13 @@ class ChecksRequired(Conflict):
     code = "checks_required"
 
 
+class ApprovalsRequired(Conflict):
+    """A label's required approvals do not all exist for the target's content hash; details:
+    `version`, `content_hash`, `required`, `approvals` (distinct approvers so far) and `missing`."""
+
+    code = "approvals_required"
+
+
 class SessionEnded(DomainError):
     status = 410
     code = "session_ended"

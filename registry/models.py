@@ -162,6 +162,27 @@ class VersionCheck(models.Model):
         return f"{self.name}={self.status} ({self.content_hash[:12]})"
 
 
+class VersionApproval(models.Model):
+    """One person's approval of a bundle's content (four eyes): bound to the content hash, like a
+    check, so it never carries over to other bytes. At most one per approver and content hash;
+    never by the version's author (registry.services.approval_record)."""
+
+    bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="+")
+    content_hash = models.CharField(max_length=64)
+    approver = models.CharField(max_length=200)
+    reason = models.TextField()
+    approved_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["bundle", "content_hash", "approver"], name="approval_once_per_approver")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.approver} approved {self.content_hash[:12]}"
+
+
 class Release(models.Model):
     """Label changes across bundles applied together, all or none (registry.releases).
     `items` keeps each label's state before and after, so the release can be rolled back as

@@ -11,7 +11,7 @@ from access.actors import Actor
 from core.errors import NotFound
 from registry import pins
 from registry.contracts import Diff, diff_contents
-from registry.models import Bundle, BundleVersion, Label, Release, VersionCheck
+from registry.models import Bundle, BundleVersion, Label, Release, VersionApproval, VersionCheck
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -139,6 +139,11 @@ def checks_latest(*, bundle_id: int, content_hash: str) -> QuerySet[VersionCheck
         .order_by("name", "-id")
         .distinct("name")
     )
+
+
+def approvals_of(*, bundle_id: int, content_hash: str) -> QuerySet[VersionApproval]:
+    """The approvals of this content of the bundle, oldest first (one per approver)."""
+    return VersionApproval.objects.filter(bundle_id=bundle_id, content_hash=content_hash).order_by("id")
 
 
 def bundles_using_pack(pack_name: str) -> list[dict[str, Any]]:

@@ -29,7 +29,16 @@ from core.limits import (
 )
 from registry import lifecycle
 from registry.canonical import canonicalise
-from registry.models import Bundle, BundleVersion, CheckStatus, Compatibility, Label, VersionCheck
+from registry.models import (
+    Bundle,
+    BundleVersion,
+    CheckStatus,
+    Compatibility,
+    Label,
+    VersionApproval,
+    VersionCheck,
+    VersionState,
+)
 from registry.selectors import label_targets_out
 
 
@@ -218,10 +227,6 @@ def _compatibility_error(value: Any) -> str | None:
 def _approvals_error(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= REQUIRED_APPROVALS_MAX:
         return f"An integer from 0 to {REQUIRED_APPROVALS_MAX}."
-    if value > 0:
-        # Approvals (change requests) are not implemented yet: a policy that nothing enforces
-        # would look like a gate and be none.
-        return "Approvals are not supported yet; only 0."
     return None
 
 
@@ -470,6 +475,79 @@ def check_report(
                 by=actor.name,
             )
     return check
+
+
+# --- approvals (four eyes, bound to a version's content hash) ----------------------------------
+
+
+def _approval_refusal(*, version: BundleVersion, actor: Actor) -> None:
+    """Who may approve: a publisher, ops or admin (not ci, not agent), in the bundle's scope,
+    who is not the version's author (four eyes)."""
+    if actor.role == Role.CI or not actor.has_role(Role.PUBLISHER):
+        raise Forbidden("Approving a version needs the publisher role (or ops, or admin).")
+    if actor.name == version.author:
+        raise Forbidden(
+            f"{actor.name} published version {version.number}: its approval must come from someone else (four eyes)."
+        )
+
+
+def approval_record(*, version: BundleVersion, actor: Actor, reason: object) -> tuple[VersionApproval, bool]:
+    """Record `actor`'s approval of `version`'s content hash (one per approver: a second one by
+    the same identity changes nothing and answers the first; created is False). Locks the
+    version row first, like a move to it, so a move counts approvals that are committed."""
+    reason = lifecycle.require_text("reason", reason)
+    bundle = Bundle.objects.get(pk=version.bundle_id)
+    require_bundle_scope(actor, bundle.name)
+    _approval_refusal(version=version, actor=actor)
+    with transaction.atomic():
+        locked = lifecycle.versions_lock(version.pk)[version.pk]
+        if locked.state == VersionState.REVOKED:
+            raise Conflict(f"Version {locked.number} is revoked; it cannot be approved.")
+        approval, created = VersionApproval.objects.get_or_create(
+            bundle=bundle, content_hash=locked.content_hash, approver=actor.name, defaults={"reason": reason}
+        )
+        if not created:
+            return approval, False
+        audit_record(
+            actor=actor,
+            action="approval.recorded",
+            target_type="version",
+            target=f"{bundle.name}@{locked.number}",
+            reason=reason,
+            data={"content_hash": locked.content_hash},
+        )
+        events.emit(
+            "approval.recorded",
+            bundle=bundle.name,
+            version=locked.number,
+            content_hash=locked.content_hash,
+            by=actor.name,
+            reason=reason,
+        )
+    return approval, True
+
+
+def approval_withdraw(*, version: BundleVersion, actor: Actor, reason: object) -> bool:
+    """Withdraw `actor`'s own approval of `version`'s content hash (False: there was none).
+    Under the version row lock, so a move either ran before (and counted it) or sees it gone."""
+    reason = lifecycle.require_text("reason", reason)
+    bundle = Bundle.objects.get(pk=version.bundle_id)
+    require_bundle_scope(actor, bundle.name)
+    with transaction.atomic():
+        locked = lifecycle.versions_lock(version.pk)[version.pk]
+        deleted, _ = VersionApproval.objects.filter(
+            bundle=bundle, content_hash=locked.content_hash, approver=actor.name
+        ).delete()
+        if deleted:
+            audit_record(
+                actor=actor,
+                action="approval.withdrawn",
+                target_type="version",
+                target=f"{bundle.name}@{locked.number}",
+                reason=reason,
+                data={"content_hash": locked.content_hash},
+            )
+    return bool(deleted)
 
 
 # Revoking is a state transition of a version: it lives with the others in registry.lifecycle.

@@ -80,10 +80,13 @@ def test_an_invalid_policy_is_a_400_in_the_contract_shape(ops, production, body)
     assert set(body) <= set(error["details"])
 
 
-def test_required_approvals_are_refused_until_approvals_exist(ops, production):
-    answer = patch(ops, f"{LABELS}/production/", {"required_approvals": 1, "reason": "four eyes"})
-    assert answer.status_code == 400
-    assert "required_approvals" in answer.json()["error"]["details"]
+def test_required_approvals_are_a_policy_up_to_the_bound(ops, production):
+    answer = patch(ops, f"{LABELS}/production/", {"required_approvals": 2, "reason": "four eyes"})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["required_approvals"] == 2
+    too_many = patch(ops, f"{LABELS}/production/", {"required_approvals": 11, "reason": "r"})
+    assert too_many.status_code == 400
+    assert "required_approvals" in too_many.json()["error"]["details"]
 
 
 def test_if_match_guards_a_policy_change(ops, production):

@@ -12,6 +12,8 @@ class Event(models.TextChoices):
     RELEASE_APPLIED = "release.applied"
     # A check of a version's content reported `success` or `failure` (not `pending`).
     CHECK_COMPLETED = "check.completed"
+    # Someone other than its author approved a version's content (four eyes).
+    APPROVAL_RECORDED = "approval.recorded"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

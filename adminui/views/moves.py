@@ -70,6 +70,7 @@ def _single_page(
     request: HttpRequest, model_admin: ModelAdmin, title: str, preview: MovePreview, common: dict[str, Any]
 ) -> HttpResponse:
     checks = preview.checks
+    approvals = preview.approvals
     return render(
         request,
         model_admin,
@@ -78,6 +79,7 @@ def _single_page(
         consequence=preview.consequence,
         check=preview.check,
         checks_list=[checks.out()] if checks and checks.required else [],
+        approvals_list=[approvals.out()] if approvals and approvals.required else [],
         classification=preview.check.diff,
         # The checkbox is offered to whoever may make this move: for a protected label, ops.
         can_allow_breaking=preview.allowed,
@@ -125,6 +127,7 @@ def _split_page(
         needs_override=needs_override,
         any_check=bool(checks),
         required_checks=impact["checks"],
+        required_approvals=impact["approvals"],
         can_allow_breaking=needs_override and impact["allowed"],
         **common,
     )

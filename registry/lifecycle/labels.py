@@ -1,11 +1,11 @@
 """The rules of a label and its moves, and the one function that applies a move.
 
 Rules, as plain functions the services and the previews share: who may move which label, what
-a new label is created with, what a label's compatibility policy and required checks make of
-a target, what a valid split is, If-Match. `label_apply_targets` points a locked label at its
-new targets; registry.services (move, rollback) and registry.releases (every item of a
-release) both call it, and `label_moved_emit` builds the `label.moved` event for it and for a
-label's creation. Locks are taken in registry.lifecycle.locks' order."""
+a new label is created with, what a label's compatibility policy, required checks and required
+approvals make of a target, what a valid split is, If-Match. `label_apply_targets` points a
+locked label at its new targets; registry.services (move, rollback) and registry.releases
+(every item of a release) both call it, and `label_moved_emit` builds the `label.moved` event
+for it and for a label's creation. Locks are taken in registry.lifecycle.locks' order."""
 
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -16,18 +16,26 @@ from access.actors import Actor
 from access.models import Role
 from audit.services import audit_record
 from core import events
-from core.errors import ChecksRequired, Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
+from core.errors import (
+    ApprovalsRequired,
+    ChecksRequired,
+    Conflict,
+    Forbidden,
+    InvalidContent,
+    NotFound,
+    PreconditionFailed,
+)
 from core.limits import MAX_SPLIT_TARGETS
 from registry.contracts import Change, Diff, by_severity, diff_contents
 from registry.lifecycle.common import content_of
 from registry.lifecycle.locks import versions_lock
 from registry.lifecycle.versions import version_make_live, version_release
 from registry.models import Bundle, BundleVersion, Compatibility, Label, VersionState
-from registry.selectors import checks_latest, label_targets_out
+from registry.selectors import approvals_of, checks_latest, label_targets_out
 
 # compatibility (see registry.contracts). Other new labels are neither, unless the move says so.
 # That is the only place a name matters: afterwards every rule reads the label's own policy
-# (protected, compatibility, required_checks), which ops change with label_policy_set.
+# (protected, compatibility, required_checks, required_approvals), which ops change with label_policy_set.
 PROTECTED_ON_CREATE = frozenset({"production"})
 COMPATIBLE_ON_CREATE = frozenset({"production"})
 
@@ -215,6 +223,73 @@ def require_checks(*, label: Label, target: BundleVersion) -> None:
     )
 
 
+@dataclass(frozen=True)
+class ApprovalsVerdict:
+    """What a label's required approvals make of `target`: how many distinct people other than
+    the version's author approved its content hash, against how many the label requires. A
+    version the label targeted before passes (a rollback, exempt like the required checks)."""
+
+    version: int
+    content_hash: str
+    required: int
+    approvers: list[str]
+    rollback: bool
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.required - len(self.approvers))
+
+    @property
+    def passes(self) -> bool:
+        return self.rollback or self.missing == 0
+
+    def out(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "required": self.required,
+            "approvers": self.approvers,
+            "missing": self.missing,
+            "rollback": self.rollback,
+            "passes": self.passes,
+        }
+
+
+def approvals_verdict(*, label: Label, target: BundleVersion) -> ApprovalsVerdict:
+    """Counted from the approvals table as this statement sees it: label_apply_targets calls it
+    after locking the target's row, which approval_record and approval_withdraw lock too, so the
+    count is the committed one (registry.lifecycle.locks)."""
+    required = label.required_approvals
+    if not required:
+        return ApprovalsVerdict(target.number, target.content_hash, 0, [], False)
+    rollback = label.history.filter(version_id=target.pk).exists()
+    approvers = [
+        a.approver
+        for a in approvals_of(bundle_id=target.bundle_id, content_hash=target.content_hash)
+        if a.approver != target.author  # never recorded (four eyes); and never counted
+    ]
+    return ApprovalsVerdict(target.number, target.content_hash, required, approvers, rollback)
+
+
+def require_approvals(*, label: Label, target: BundleVersion) -> None:
+    """ApprovalsRequired (409 approvals_required) unless `target`'s content has the label's
+    required number of approvals."""
+    verdict = approvals_verdict(label=label, target=target)
+    if verdict.passes:
+        return
+    raise ApprovalsRequired(
+        f"Version {target.number} has {len(verdict.approvers)} of the {verdict.required} approval(s) "
+        f"{label.name!r} requires ({verdict.missing} missing).",
+        {
+            "version": target.number,
+            "content_hash": target.content_hash,
+            "required": verdict.required,
+            "approvals": len(verdict.approvers),
+            "approvers": verdict.approvers,
+            "missing": verdict.missing,
+        },
+    )
+
+
 # --- the state of a label, If-Match, valid targets ----------------------------------------------
 
 
@@ -306,7 +381,8 @@ def label_moved_emit(
 def _judge_new_targets(
     *, label: Label, locked: dict[int, BundleVersion], targets: Targets, allow_breaking: bool
 ) -> list[str]:
-    """Every target that joins the label passes its required checks and its compatibility policy
+    """Every target that joins the label passes its required checks, its required approvals and
+    its compatibility policy
     against the current primary target; returns the notes the history keeps. A version that
     already is a target (a weight change) was judged when it joined."""
     old_ids = label_target_ids(label)
@@ -316,6 +392,7 @@ def _judge_new_targets(
         if target.pk in old_ids:
             continue
         require_checks(label=label, target=target)
+        require_approvals(label=label, target=target)
         note = compatibility_note(
             label=label, current=locked[label.version_id], target=target, allow_breaking=allow_breaking
         )

@@ -8,7 +8,8 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   label FOR SHARE then version FOR SHARE (version_pin); a label move takes label FOR UPDATE
   (label_lock) then the versions it leaves and reaches FOR UPDATE (versions_lock); a release
   (registry.releases) takes every label row it moves first, in ascending id, then all their
-  versions in ascending id; a drain or a revoke takes only the version FOR UPDATE; a session
+  versions in ascending id; a drain, a revoke, and recording or withdrawing an approval
+  (registry.services.approval_record) take only the version FOR UPDATE; a session
   end takes its session row, then the version FOR SHARE (to read its state, see
   sessions_app.services.session_end), and nothing that locks a version waits for a session
   row. No service takes them in another order, so none can wait on another in a cycle.
@@ -19,6 +20,10 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   take the foreign key's share lock on the session at its INSERT: against an end holding the
   session and waiting for the cards, a cycle.) An end that waited for a registration deletes
   the cards in a second statement, whose fresh snapshot sees the card just committed.
+* A move never passes with an approval that was withdrawn under it: a move counts a target's
+  approvals (registry.lifecycle.labels.approvals_verdict) only after versions_lock, in a
+  statement of its own, and an approval's record or withdrawal holds that version row until it
+  commits; so the count is of committed approvals, whichever came first.
 * A session that starts while its label moves pins the old or the new target, never
   anything else: the label row lock makes the two serial, and a locking read in READ
   COMMITTED returns the newest committed row (so the starter sees the move it waited on).

@@ -13,10 +13,12 @@ from registry.canonical import normalise_content
 from registry.contracts import check_content
 from registry.lifecycle.common import content_of
 from registry.lifecycle.labels import (
+    ApprovalsVerdict,
     ChecksVerdict,
     CompatibilityCheck,
     LabelPolicy,
     Targets,
+    approvals_verdict,
     checks_verdict,
     compatibility_check,
     label_state,
@@ -81,6 +83,7 @@ class Joining:
     version: BundleVersion
     check: CompatibilityCheck
     checks: ChecksVerdict | None  # None for a label being created (it has no required checks)
+    approvals: ApprovalsVerdict | None = None  # None for a label being created (it requires none)
 
     def out(self) -> dict[str, Any]:
         return {
@@ -136,16 +139,36 @@ class MovePreview:
         return [j.checks for j in self.joining if j.checks is not None]
 
     @property
+    def approvals(self) -> ApprovalsVerdict | None:
+        """The required-approvals verdict on the primary target when it joins the label."""
+        return next((j.approvals for j in self.joining if j.version.pk == self.consequence.target.pk), None)
+
+    @property
+    def approval_gates(self) -> list[ApprovalsVerdict]:
+        """The required-approvals verdicts of the joining targets (none when the label requires none)."""
+        if self.label is None or not self.label.required_approvals:
+            return []
+        return [j.approvals for j in self.joining if j.approvals is not None]
+
+    @property
+    def gate_refusal(self) -> str | None:
+        """Why the joining targets' gates (required checks, then approvals) refuse the move."""
+        for gate in self.gates:
+            if not gate.passes:
+                return f"Version {gate.version} has not passed the label's required checks."
+        for approval in self.approval_gates:
+            if not approval.passes:
+                return f"Version {approval.version} lacks {approval.missing} of the label's required approvals."
+        return None
+
+    @property
     def unchanged(self) -> bool:
         return self.label is not None and same_targets(self.label, self.targets)
 
     def out(self, *, stale: bool = False) -> dict[str, Any]:
         """The preview as the release dry run answers it (docs/api.md); `stale`: the caller's
         If-Match does not match the label's revision."""
-        gates = self.gates
-        failing = next(
-            (f"Version {g.version} has not passed the label's required checks." for g in gates if not g.passes), None
-        )
+        failing = self.gate_refusal
         return {
             "bundle": self.bundle.name,
             "label": self.label_name,
@@ -154,8 +177,9 @@ class MovePreview:
             "unchanged": self.unchanged,
             "leaving": [leaving.out() for leaving in self.leaving],
             "compatibility": [joining.out() for joining in self.joining],
-            "checks": [gate.out() for gate in gates],
-            "allowed": self.refusal is None and not stale and all(gate.passes for gate in gates),
+            "checks": [gate.out() for gate in self.gates],
+            "approvals": [gate.out() for gate in self.approval_gates],
+            "allowed": self.refusal is None and not stale and failing is None,
             "refusal": self.refusal
             or ("If-Match does not match the label's current state." if stale else None)
             or failing,
@@ -188,6 +212,7 @@ def _joining(label: Label | None, current: BundleVersion | None, targets: Target
             version=version,
             check=compatibility_check(label=label, current=current, target=version, classify=True),
             checks=checks_verdict(label=label, target=version) if label is not None else None,
+            approvals=approvals_verdict(label=label, target=version) if label is not None else None,
         )
         for version, _ in targets
         if version.pk not in already
