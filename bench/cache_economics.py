@@ -320,12 +320,18 @@ class TurnAnswer:
 
 
 def find_turn_service() -> Callable[..., dict[str, Any]] | None:
-    """The turn endpoint's service (sessions_app.turn_call.session_turn), when this build has it."""
-    try:
-        from sessions_app import turn_call  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        return None
-    return getattr(turn_call, "session_turn", None)
+    """The turn endpoint's service (`session_turn`), when this build has it."""
+    import importlib
+
+    for name in ("api.turn_call", "sessions_app.turn_call"):  # where it lives; where it was first
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        service = getattr(module, "session_turn", None)
+        if service is not None:
+            return service
+    return None
 
 
 def without_breakpoints(value: Any) -> Any:

@@ -41,7 +41,8 @@ pytestmark = pytest.mark.worker
 # Blocks a reader does not paste into the walkthrough's shell: starting the stack (the test starts
 # it), the suite, an agent host's JSON file, the Docker deployment (tests/test_compose.py), and a CI
 # job's script (it needs a CI system's variables; tests/test_checks.py covers what it calls).
-NOT_IN_SESSION = {"make run", "make-test-external", "mcp-json", "compose", "ci-job"}
+# The TypeScript agent loop runs in tests/test_typescript_client.py, from the installed tarball.
+NOT_IN_SESSION = {"make run", "make-test-external", "mcp-json", "compose", "ci-job", "agent-loop-ts"}
 
 
 @dataclass
@@ -71,8 +72,9 @@ def readme_blocks() -> list[Block]:
 
 def test_every_block_is_either_pasted_or_named_as_not_pasted():
     blocks = readme_blocks()
-    assert {b.lang for b in blocks} <= {"sh", "python", "json"}, "a block in a language the session cannot run"
+    assert {b.lang for b in blocks} <= {"sh", "python", "json", "ts"}, "a block in a language the session cannot run"
     assert {b.marker for b in blocks if b.lang == "json"} == {"mcp-json"}
+    assert {b.marker for b in blocks if b.lang == "ts"} == {"agent-loop-ts"}
     pasted = [b.marker for b in blocks if b.marker not in NOT_IN_SESSION]
     assert pasted[:2] == ["Walkthrough: pinning, draining and rollback over HTTP", "agent-loop"]
     assert pasted[2:] == ["push-pull", "mcp-claude", "Releasing safely: ramps, atomic releases, If-Match"]

@@ -164,6 +164,31 @@ def test_the_packed_tarball_installs_into_an_empty_project_and_works(built, regi
         }
 
 
+def _readme_block(marker: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(rf"<!-- readme-test: {marker} -->\n```\w*\n(.*?)^```", readme, re.M | re.S)
+    assert found, f"README.md has no block {marker}"
+    return found.group(1)
+
+
+@pytest.mark.skipif(not _turn_endpoint_exists(), reason="the turn endpoint is not in this build")
+@pytest.mark.django_db(transaction=True)
+def test_the_readme_typescript_agent_loop_runs_from_the_installed_tarball(built, registry_server, agent, data):  # noqa: F811
+    """The README's TypeScript loop, as a reader pastes it into a project that installed the package."""
+    with tempfile.TemporaryDirectory() as work:
+        packed = _run([NPM, "pack", "--json", "--pack-destination", work], cwd=PACKAGE)
+        tarball = Path(work) / json.loads(packed.stdout)[0]["filename"]
+        project = Path(work) / "agent"
+        project.mkdir()
+        (project / "package.json").write_text(json.dumps({"name": "agent", "private": True, "type": "module"}))
+        _run([NPM, "install", "--offline", "--no-audit", "--no-fund", str(tarball)], cwd=project)
+        (project / "loop.mjs").write_text(_readme_block("agent-loop-ts"))
+        env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "NAME": "refunds"}
+        out = _run([NODE, str(project / "loop.mjs")], cwd=project, env=env)
+        # The stand-in model saw production's (v1) tools, once: one turn, one call.
+        assert out.stdout.strip().splitlines() == ["[ 'process_refund' ]"], out.stdout + out.stderr
+
+
 RESTART_SCRIPT = """
 import { Registry } from "./src/index.js";
 import { createInterface } from "node:readline";
