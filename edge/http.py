@@ -61,13 +61,15 @@ def _host_allowed_now(host: str) -> bool:
 
 
 def request_is_secure(scope: Scope, headers: dict[bytes, bytes]) -> bool:
-    """Django's request.is_secure() for an ASGI scope: SECURE_PROXY_SSL_HEADER when set (only
-    behind a proxy that sets it), else the connection's own scheme."""
+    """Django's request.is_secure() for an ASGI scope: SECURE_PROXY_SSL_HEADER when set and
+    the request carries that header (only behind a proxy that sets it), else the connection's
+    own scheme (as HttpRequest.scheme falls back when the header is absent)."""
     proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy_header:
         name, value = proxy_header
         given = headers.get(name.removeprefix("HTTP_").lower().replace("_", "-").encode())
-        return given is not None and given.decode("latin1").split(",")[0].strip() == value
+        if given is not None:
+            return given.decode("latin1").split(",")[0].strip() == value
     return scope.get("scheme") == "https"
 
 
