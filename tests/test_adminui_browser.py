@@ -532,6 +532,21 @@ def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
             " > document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className).slice(0, 5)"
         )
         assert not wide, (path, wide)
+        # The header does not wrap: the user tools are one line, the main pages one row.
+        header = page.evaluate(
+            """() => {
+            const tools = document.querySelector('#user-tools');
+            const lines = (e) => {  // lines of text: the tops of its text, 8 px apart or more
+              const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT); const tops = [];
+              for (let n = walk.nextNode(); n; n = walk.nextNode()) { const r = document.createRange();
+                r.selectNodeContents(n); for (const b of r.getClientRects()) if (b.width > 0) tops.push(b.top); }
+              tops.sort((a, b) => a - b);
+              return tops.filter((t, i) => i === 0 || t - tops[i - 1] >= 8).length; };
+            return {tools: lines(tools), nav: new Set([...document.querySelectorAll('.adminui-nav a')]
+              .map(a => Math.round(a.getBoundingClientRect().top))).size, name: lines(document.querySelector('#site-name'))};
+        }"""
+        )
+        assert header == {"tools": 1, "nav": 1, "name": 1}, (path, header)
     expect(page.locator(".adminui-home-bundle, #labels").first).to_be_visible()
     page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
     set_editor(page, "tools", "[]")
