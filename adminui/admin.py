@@ -44,6 +44,8 @@ class BundleAdmin(registry_admin.BundleAdmin):
             _page(self, views.version_diff, "<str:name>/diff/", "adminui_diff"),
             _page(self, views.label_move, "<str:name>/move/", "adminui_move"),
             _page(self, views.label_rollback, "<str:name>/labels/<str:label>/rollback/", "adminui_rollback"),
+            _page(self, views.label_policy, "<str:name>/labels/<str:label>/policy/", "adminui_label_policy"),
+            _page(self, views.version_approve, "<str:name>/versions/<int:number>/approve/", "adminui_approve"),
             _page(self, views.bundle_history, "<str:name>/history/", "adminui_history"),
             *super().get_urls(),
         ]

@@ -352,3 +352,42 @@ class SessionSearchForm(forms.Form):
         super().__init__(*args, **kwargs)
         set_choices(self, "bundle", [("", "any bundle")] + [(b, b) for b in bundles])
         set_choices(self, "status", [("", "any status")] + statuses)
+
+
+class LabelPolicyForm(forms.Form):
+    """A label's policy (registry.services.label_policy_set checks every value)."""
+
+    protected = forms.BooleanField(required=False, help_text="Only ops may move a protected label.")
+    compatibility = forms.ChoiceField(
+        choices=[("none", "none"), ("backward", "backward")],
+        help_text="backward: a move to a version that is major against the current target is refused "
+        "unless the breaking change is allowed.",
+    )
+    required_checks = forms.CharField(
+        required=False,
+        max_length=limits.REQUIRED_CHECKS_MAX * (limits.CHECK_NAME_MAX + 2),
+        help_text="Check names, comma separated: a new target's content must have a success of each.",
+    )
+    required_approvals = forms.IntegerField(
+        min_value=0,
+        max_value=limits.REQUIRED_APPROVALS_MAX,
+        help_text="How many people other than its author must approve a new target's content.",
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=limits.TEXT_MAX_CHARS,
+        help_text="Recorded in the label's history and the audit log.",
+        error_messages={"required": "Say why: a reason is required to change a label's policy."},
+    )
+
+    def clean_required_checks(self) -> list[str]:
+        return [name.strip() for name in self.cleaned_data["required_checks"].split(",") if name.strip()]
+
+
+class ApprovalForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=limits.TEXT_MAX_CHARS,
+        help_text="What you checked. Recorded with the approval and in the audit log.",
+        error_messages={"required": "Say why: a reason is required to approve a version."},
+    )

@@ -1,18 +1,19 @@
 """The admin pages for prompt engineers and ops, mounted by the ModelAdmins' get_urls()
 (adminui/admin.py), one module per subject: bundles, versions, labels (moves and rollbacks,
-with their confirmation step in moves), sessions (and the drain dashboard); base holds what
-every page shares.
+with their confirmation step in moves), governance (a label's policy, approving a version),
+sessions (and the drain dashboard); base holds what every page shares.
 
 The pages are an entry point like the API, and hold no rule of their own. Every read is an
 adminui.selectors function (or a registry/metrics/skills selector); every write calls the
 same service the REST API calls (bundle_create, version_publish, label_move, label_rollback,
-version_revoke, session_end) with the Actor of the signed-in person, so roles, reasons,
-protected labels, immutability and locking hold identically; every "what would this do" page
-shows the registry.lifecycle preview the services' rules compute. The pages only decide what
-to *offer*; a forged request reaches the service, which refuses it."""
+label_policy_set, version_revoke, approval_record, session_end) with the Actor of the signed-in
+person, so roles, reasons, protected labels, immutability and locking hold identically; every
+"what would this do" page shows the registry.lifecycle preview the services' rules compute.
+The pages only decide what to *offer*; a forged request reaches the service, which refuses it."""
 
 from adminui.views.base import View, page
 from adminui.views.bundles import bundle_add, bundle_edit, bundle_history, bundle_list, bundle_overview
+from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
 from adminui.views.sessions import drain_dashboard, drain_json, session_detail, session_end, session_list
 from adminui.views.versions import version_detail, version_diff, version_list, version_new, version_revoke
@@ -28,12 +29,14 @@ __all__ = [
     "drain_json",
     "label_list",
     "label_move",
+    "label_policy",
     "label_rollback",
     "page",
     "session_detail",
     "session_end",
     "session_list",
     "version_detail",
+    "version_approve",
     "version_diff",
     "version_list",
     "version_new",

@@ -110,6 +110,7 @@ def bundle_overview(request: HttpRequest, model_admin: ModelAdmin, name: str) ->
         label_rows=label_rows,
         version_rows=version_rows,
         can_publish=actor.has_role(Role.PUBLISHER),
+        can_set_policy=actor.has_role(Role.OPS),
     )
 
 

@@ -17,6 +17,7 @@ from adminui.forms import JSON_FIELDS, RevokeForm, VersionForm, VersionSearchFor
 from adminui.moves import classify
 from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.views.base import bundle_of, content_of, need_role, need_view, render, url, version_choices, version_of
+from adminui.views.governance import approvals_panel
 from adminui.workbench import MAX_PREVIEW_JSON, check_against, provider_preview
 from core import providers
 from core.errors import DomainError, InvalidContent, NotFound
@@ -181,6 +182,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,
         skills_panel=version_skills_panel(version_id=version.pk, content=content),
         provider=_provider_section(request, version, content),
+        approvals_panel=approvals_panel(actor, version),
     )
 
 
