@@ -543,7 +543,8 @@ def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
               tops.sort((a, b) => a - b);
               return tops.filter((t, i) => i === 0 || t - tops[i - 1] >= 8).length; };
             return {tools: lines(tools), nav: new Set([...document.querySelectorAll('.adminui-nav a')]
-              .map(a => Math.round(a.getBoundingClientRect().top))).size, name: lines(document.querySelector('#site-name'))};
+              .map(a => Math.round(a.getBoundingClientRect().top))).size,
+              name: lines(document.querySelector('#site-name'))};
         }"""
         )
         assert header == {"tools": 1, "nav": 1, "name": 1}, (path, header)

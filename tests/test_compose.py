@@ -928,7 +928,9 @@ blocked = set(json.loads(sys.argv[1]))
 class DevOnly(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in blocked:
-            raise ImportError(f"{name} comes from requirements-dev.txt, which the image does not install")
+            # What a package that is not installed raises (code may catch exactly this).
+            message = f"{name} comes from requirements-dev.txt, which the image does not install"
+            raise ModuleNotFoundError(message, name=name)
         return None
 
 sys.meta_path.insert(0, DevOnly())

@@ -150,8 +150,11 @@ class Server:
     def __init__(self, tree: Path, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
         self.log = log
+        # Each tree with its own server command: the previous release serves from config.serve,
+        # this one from edge.serve.
+        module = "edge.serve" if (tree / "edge" / "serve.py").exists() else "config.serve"
         self.proc = subprocess.Popen(
-            [PY, "-m", "edge.serve", "--port", str(self.port), "--workers", "1"],
+            [PY, "-m", module, "--port", str(self.port), "--workers", "1"],
             cwd=tree,
             env=env,
             stdout=open(log, "ab"),  # noqa: SIM115 (the child's for its life)
