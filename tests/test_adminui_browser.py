@@ -634,3 +634,20 @@ def test_tools_and_skills_are_edited_as_cards_that_write_the_json_and_boxes_inse
         "effect": "confirm",
         "reason": "Reads customer data.",
     }
+
+
+def test_the_json_boxes_complete_json_schema_keywords(page: Page, base_url: str, refunds: Bundle):
+    """Typing a key in output_schema offers the JSON Schema keywords; in guardrails, its effects."""
+    person("pat", PROMPT_ENGINEERS)
+    log_in(page, base_url, "pat")
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    set_editor(page, "output_schema", "{}")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.type('"addi')
+    menu = page.locator(".cm-tooltip-autocomplete")
+    expect(menu).to_contain_text("additionalProperties")
+    expect(menu).not_to_contain_text("confirm")  # not a schema word
+    set_editor(page, "guardrails", '{"default": }')
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.type('"con')
+    expect(menu).to_contain_text("confirm")

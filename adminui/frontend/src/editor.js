@@ -10,7 +10,7 @@
 // Built into adminui/static/adminui/editor.js by `make ui-assets` (esbuild, one file).
 
 import { EditorView, basicSetup } from "codemirror";
-import { json } from "@codemirror/lang-json";
+import { json, jsonLanguage } from "@codemirror/lang-json";
 import { HighlightStyle, ensureSyntaxTree, syntaxHighlighting } from "@codemirror/language";
 import { tags } from "@lezer/highlight";
 import { EditorSelection, StateEffect, StateField, RangeSet } from "@codemirror/state";
@@ -64,6 +64,34 @@ const errorGutter = gutter({
 // --- where an error points -------------------------------------------------------------------
 
 const LINE_COLUMN = /line (\d+),? column (\d+)/i;
+
+
+// Completion in the JSON boxes: inside a string, the JSON Schema keywords and type names (tools'
+// input_schema, output_schema) and the guardrails' keys and effects, as the field takes them.
+const SCHEMA_WORDS = [
+  "type", "properties", "required", "items", "enum", "const", "description", "title", "default",
+  "minimum", "maximum", "minLength", "maxLength", "pattern", "format", "additionalProperties",
+  "anyOf", "oneOf", "allOf", "minItems", "maxItems", "$defs", "$ref",
+  "string", "number", "integer", "boolean", "array", "object", "null",
+];
+const FIELD_WORDS = {
+  tools: ["name", "description", "input_schema", ...SCHEMA_WORDS],
+  output_schema: SCHEMA_WORDS,
+  guardrails: ["default", "rules", "tool", "effect", "reason", "allow", "confirm", "deny"],
+};
+
+function fieldCompletion(fieldName) {
+  const words = FIELD_WORDS[fieldName];
+  if (!words) return [];
+  const options = words.map((label) => ({ label, type: "keyword" }));
+  return jsonLanguage.data.of({
+    autocomplete: (context) => {
+      const word = context.matchBefore(/"[\w$]*/);
+      if (!word || (word.from === word.to && !context.explicit)) return null;
+      return { from: word.from + 1, options, validFor: /^[\w$]*$/ };
+    },
+  });
+}
 
 function positionOfLineColumn(state, line, column) {
   const lines = state.doc.lines;
@@ -201,7 +229,7 @@ function enhance(textarea) {
       errorLines,
       errorGutter,
       theme,
-      kind === "json" ? [json(), syntaxHighlighting(jsonHighlight)] : [],
+      kind === "json" ? [json(), syntaxHighlighting(jsonHighlight), fieldCompletion(fieldName)] : [],
       kind === "json" ? [] : EditorView.lineWrapping,
       EditorView.contentAttributes.of(contentAttributes),
       EditorView.updateListener.of((update) => {
