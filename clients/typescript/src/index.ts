@@ -31,5 +31,6 @@ export type {
   TurnResult,
 } from "./registry.js";
 export type { components, paths } from "./openapi.js";
+export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
 export type { AnthropicMessage, AnthropicParams, OpenAIMessage, OpenAIParams } from "./providers.js";

@@ -5,6 +5,8 @@ import type { RetryOptions } from "./core.js";
 import { IntegrityError, RegistryError, Unavailable, errorFromResponse } from "./errors.js";
 import type { components } from "./openapi.js";
 import { Snapshots, warnOffline } from "./snapshots.js";
+import { traceHeaders } from "./tracing.js";
+import type { TraceHeaders } from "./tracing.js";
 
 type Schemas = components["schemas"];
 /** A session resource, as the OpenAPI document describes it. */
@@ -80,6 +82,9 @@ export interface RegistryOptions {
   snapshotDir?: string;
   /** Called on every retry, with what failed and the wait in seconds. */
   onRetry?: (info: { method: string; path: string; error: RegistryError; wait: number }) => void;
+  /** The W3C trace headers (`traceparent`, `tracestate`) of the current call, replacing the
+   * default: the active span's, through @opentelemetry/api when it is installed. */
+  traceHeaders?: TraceHeaders;
 }
 
 export interface StartOptions extends CallOptions {
@@ -108,6 +113,7 @@ export class Registry {
   private readonly apiKey: string;
   private readonly fetchImpl: typeof fetch;
   private readonly onRetry: RegistryOptions["onRetry"];
+  private readonly traceHook: TraceHeaders | undefined;
 
   constructor(baseUrl: string, apiKey: string, options: RegistryOptions = {}) {
     this.url = baseUrl.replace(/\/+$/, "");
@@ -116,6 +122,7 @@ export class Registry {
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.snapshots = options.snapshotDir ? new Snapshots(options.snapshotDir) : null;
     this.onRetry = options.onRetry;
+    this.traceHook = options.traceHeaders;
   }
 
   /** Send one request, retrying as `retry` says; a 2xx or 304 is returned, any other answer
@@ -130,6 +137,7 @@ export class Registry {
       Authorization: `Bearer ${this.apiKey}`,
       "User-Agent": USER_AGENT,
       Accept: "application/json",
+      ...(await traceHeaders(this.traceHook)),
       ...options.headers,
     };
     let body: string | undefined;
