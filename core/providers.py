@@ -2,8 +2,8 @@
 then everything that changes per turn (docs/rendering.md#one-call-per-turn-the-provider-request).
 
 Pure functions, standard library only, no Django and no database: the turn call
-(`sessions_app.turn_call`) hands in what the registry rendered, routed and compacted; this
-module only lays it out in each provider's wire shape.
+(`api.turn_call`, through `skills.turn_request`) hands in what the registry rendered, routed
+and compacted; this module only lays it out in each provider's wire shape.
 
 Formats (`FORMATS`):
 
