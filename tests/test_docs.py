@@ -179,3 +179,13 @@ def test_the_schema_class_never_shows_an_inherited_docstring():
     assert describe(Plain, "GET") == ("", None)
     assert describe(Documented, "GET") == ("Fetch it.", "Fetch it")
     assert describe(Documented, "PUT") == ("What this resource is.", "What this resource is")
+
+
+def test_the_development_layout_names_every_top_level_folder():
+    """docs/development.md's layout names each folder a newcomer finds in a checkout."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    folders = {line.split("/")[0] for line in tracked.splitlines() if "/" in line and not line.startswith(".")}
+    text = (ROOT / "docs" / "development.md").read_text()
+    layout = text[text.index("- Layout:") :]
+    missing = sorted(folder for folder in folders if f"`{folder}/`" not in layout)
+    assert not missing, f"docs/development.md's layout does not name {missing}"
