@@ -86,8 +86,12 @@ def _run_django(function: Callable[..., T], kwargs: dict[str, Any]) -> T:
 
 
 async def run_django(function: Callable[..., T], **kwargs: Any) -> T:
-    """Run Django code on the MCP pool."""
-    return await asyncio.get_running_loop().run_in_executor(_pool, _run_django, function, kwargs)
+    """Run Django code on the MCP pool, in a copy of the caller's context: the MCP SDK's span of
+    the call stays current there, so the session rules (core.observe) put the pinned version on
+    it and the call's SQL and Redis spans are its children. (Django's database connections are
+    per thread, not per context: the copy shares none.)"""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_pool, context.run, _run_django, function, kwargs)
 
 
 def close_pool_connections() -> None:

@@ -318,3 +318,57 @@ def test_fast_lane_calls_and_the_task_they_cause_continue_the_agents_trace(recei
     everything = b"".join(receiver.payloads) + "".join(server.output + traced_worker).encode()
     assert MARKER.encode() not in everything
     assert agent.secret.encode() not in everything and ops.secret.encode() not in everything
+
+
+def test_mcp_tool_calls_on_a_session_carry_the_pinned_version_in_the_agents_trace(receiver, caller):
+    """/mcp: the MCP SDK's span of each tool call (the child of the host's traceparent, sent in
+    the request's `_meta` as MCP propagates it) carries the session's pinned version, and the
+    call's SQL is beneath it."""
+    tracer, _ = caller
+    ops = make_api(Role.OPS, name="otel-mcp-ops")
+    agent = make_api(Role.AGENT, name="otel-mcp-agent")
+    published(ops.actor, "mcp-support")
+    server = WebServer(env=otel_env(receiver))
+    server.start()
+    headers = {
+        "Authorization": f"Bearer {agent.secret}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+
+    def call(n: int, tool: str, arguments: dict, meta: dict) -> dict:
+        params = {"name": tool, "arguments": arguments, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        result = answer.json()["result"]
+        assert not result.get("isError"), result
+        return result["structuredContent"]
+
+    try:
+        with tracer.start_as_current_span("host turn") as turn:
+            context = turn.get_span_context()
+            meta = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-01"}
+            protocol = call(1, "get_capability_protocol", {"capability": "mcp-support"}, meta)
+            again = {"capability": "mcp-support", "session_id": protocol["session_id"]}
+            call(2, "get_capability_protocol", again, meta)
+            call(3, "end_session", {"session_id": protocol["session_id"]}, meta)
+        spans = receiver.wait_for(lambda s: s.kind == SERVER and s.name.startswith("tools/call "), count=3)
+        first = next(s for s in spans if s.name == "tools/call get_capability_protocol")
+        sql = receiver.wait_for(lambda s: s.kind == CLIENT and s.parent_span_id == first.span_id)
+    finally:
+        server.stop()
+
+    assert sorted(s.name for s in spans) == [
+        "tools/call end_session",
+        "tools/call get_capability_protocol",
+        "tools/call get_capability_protocol",
+    ]
+    for span in spans:
+        assert span.trace_id == f"{context.trace_id:032x}" and span.parent_span_id == f"{context.span_id:016x}"
+        assert span.attributes[observe.PROMPT_NAME] == "mcp-support"
+        assert span.attributes[observe.PROMPT_VERSION] == 1
+        assert span.attributes[observe.CONTENT_HASH] == protocol["content_hash"]
+        assert span.attributes[observe.SESSION_ID] == protocol["session_id"]
+    assert sql
+    assert MARKER.encode() not in b"".join(receiver.payloads)
