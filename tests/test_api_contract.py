@@ -811,6 +811,7 @@ CONTRACT_PATHS = {
     # Issue 14: usage per version, webhooks.
     "/api/v1/bundles/{name}/versions/{number}/usage/": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/checks/": {"get", "post"},
+    "/api/v1/bundles/{name}/versions/{number}/approvals/": {"get", "post", "delete"},  # issue 27
     "/api/v1/releases/": {"post"},
     "/api/v1/releases/{release_id}/": {"get"},
     "/api/v1/releases/{release_id}/rollback/": {"post"},
