@@ -10,13 +10,16 @@ hang, and with it every request queued behind the threads (the fast lane shares 
 
 So every wait for the server on a connection (a statement, a commit, a fetch; psycopg funnels
 them all through Connection.wait) is watched: once it has lasted DB_STALL_CHECK_MS, the process
-checks that the server still answers by opening a new connection (within DB_CONNECT_TIMEOUT,
-one check at a time per server, its verdict shared for a moment by every waiting thread). If
+checks that the server still answers (its postmaster answers an SSLRequest within a second,
+or, where the conninfo names no host, a new connection opens within DB_CONNECT_TIMEOUT; one
+check at a time per server, its verdict shared for a moment by every waiting thread). If
 it does not, the connection is closed and the statement fails with OperationalError, which
 the API answers as 503 `unavailable`. A slow statement on a server that answers is left alone
 (the server's `statement_timeout` applies; some commands turn it off for a long statement), and
 checked again after 2, 4, 8 and then every 10 seconds."""
 
+import socket
+import struct
 import threading
 import time
 from collections.abc import Generator
@@ -25,9 +28,41 @@ from typing import Any
 import psycopg
 from django.db.backends.postgresql import base
 from psycopg import errors
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 MAX_CHECK_INTERVAL = 10.0  # seconds between checks while one wait goes on
+# The check asks the postmaster to answer an SSLRequest (one byte back, 'S' or 'N'), which it
+# does before any authentication, even with every connection slot taken. libpq will not wait
+# less than 2 s for a connection; this probe needs no more than a second, so a request that
+# meets a frozen server twice (its statement, then a new connection) still fails within 5 s.
+PROBE_TIMEOUT = 1.0
+_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+
+
+def _probe(conninfo: str) -> bool | None:
+    """Whether the server's postmaster answers within PROBE_TIMEOUT; None when the conninfo
+    does not say where it listens (the caller then opens a real connection)."""
+    params = conninfo_to_dict(conninfo)
+    host = str(params.get("host") or "").split(",")[0]
+    port = int(str(params.get("port") or "5432").split(",")[0])
+    if not host:
+        return None
+    if host.startswith("/"):
+        family, address = socket.AF_UNIX, f"{host}/.s.PGSQL.{port}"
+    else:
+        family, address = socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port)
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(PROBE_TIMEOUT)
+            sock.connect(address)
+            sock.sendall(_SSL_REQUEST)
+            return len(sock.recv(1)) == 1
+    except socket.gaierror:
+        return None  # a name this probe cannot resolve quickly: let libpq decide
+    except OSError:  # timed out, refused, reset: not answering
+        return False
+
+
 # Connect keyword arguments of psycopg that are not libpq connection parameters.
 _NOT_CONNINFO = {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
 
@@ -44,15 +79,19 @@ class _ServerCheck:
         with self.lock:  # the others wait for this verdict instead of opening connections too
             if time.monotonic() - self.checked_at < fresh_for:
                 return self.answers
-            try:
-                psycopg.connect(conninfo, connect_timeout=connect_timeout, autocommit=True).close()
-                self.answers = True
-            except errors.ConnectionTimeout:
-                self.answers = False
-            except psycopg.OperationalError as exc:
-                # An error the server sent (too many clients, authentication) means it answers;
-                # a refused or reset connection means it is gone.
-                self.answers = exc.sqlstate is not None
+            probed = _probe(conninfo)
+            if probed is not None:
+                self.answers = probed
+            else:
+                try:
+                    psycopg.connect(conninfo, connect_timeout=connect_timeout, autocommit=True).close()
+                    self.answers = True
+                except errors.ConnectionTimeout:
+                    self.answers = False
+                except psycopg.OperationalError as exc:
+                    # An error the server sent (too many clients, authentication) means it
+                    # answers; a refused or reset connection means it is gone.
+                    self.answers = exc.sqlstate is not None
             self.checked_at = time.monotonic()
             return self.answers
 
