@@ -47,6 +47,7 @@ def _probe(conninfo: str) -> bool | None:
     port = int(str(params.get("port") or "5432").split(",")[0])
     if not host:
         return None
+    address: str | tuple[str, int]
     if host.startswith("/"):
         family, address = socket.AF_UNIX, f"{host}/.s.PGSQL.{port}"
     else:
