@@ -6,7 +6,8 @@ registry, sessions_app, skills, access and webhooks import core and never metric
 registered (a script that does not set Django up) every call does nothing. The indirection costs
 one extra function call per count."""
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, cast
 
 
 class Instruments(Protocol):
@@ -31,46 +32,18 @@ class Instruments(Protocol):
     ) -> None: ...
 
 
+def _nothing(*args: object, **kwargs: object) -> None:
+    return None
+
+
 class _Nothing:
-    def session_event(self, *, event: str, count: int) -> None:
-        pass
+    """Until an implementation is registered: every count is a no-op."""
 
-    def version_drained(self, *, bundle: str, seconds: float | None) -> None:
-        pass
-
-    def cache_lookup(self, *, result: str) -> None:
-        pass
-
-    def throttled(self, *, group: str) -> None:
-        pass
-
-    def webhook_attempt(self, *, event: str, ok: bool) -> None:
-        pass
-
-    def sessions_started(self, version_ids: list[int]) -> None:
-        pass
-
-    def version_used(self, version_ids: list[int]) -> None:
-        pass
-
-    def turn_routed(self, version_id: int, *, number: int, latency_us: int) -> None:
-        pass
-
-    def turn_reported(
-        self,
-        version_id: int,
-        *,
-        loaded: set[str],
-        routed: list[str],
-        before: list[str] | None,
-        after: list[str],
-        expected_before: list[str] | None = None,
-        expected: list[str] | None = None,
-    ) -> None:
-        pass
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return _nothing
 
 
-_current: Instruments = _Nothing()
+_current: Instruments = cast(Instruments, _Nothing())
 
 
 def register(instruments: Instruments) -> None:
