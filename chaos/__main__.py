@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from chaos.client import Api, Load, bundle_with_label, move_to_v2, percentile, version_state
+from chaos.client import Api, Load, Row, bundle_with_label, move_to_v2, percentile, version_state
 from chaos.freeze import freeze
 from chaos.hostile import corpus
 from chaos.metrics_series import metrics_series
@@ -32,8 +32,6 @@ from chaos.scope import cross_scope
 from chaos.stack import Stack
 from chaos.tarpit import tarpit
 from chaos.two_nodes import two_nodes
-
-Row = tuple[str, str, str, bool | None]  # scenario, figure, value, invariant held (None: a figure only)
 
 
 def wait_until(predicate: Callable[[], bool], seconds: float, step: float = 0.05) -> float | None:

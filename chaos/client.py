@@ -8,6 +8,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+# One row of the chaos table: scenario, figure, value, invariant held (None: a figure only).
+Row = tuple[str, str, str, bool | None]
+
 
 class Api:
     """One keep-alive connection (one per thread); reconnects after any error."""

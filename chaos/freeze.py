@@ -25,10 +25,9 @@ import urllib.parse
 from collections import Counter
 from typing import Any
 
-from chaos.client import Api, content, percentile
+from chaos.client import Api, Row, content, percentile
 from chaos.stack import PY, ROOT, Stack
 
-Row = tuple[str, str, str, bool | None]
 # Seconds: a /healthz probe this slow (or failing) counts as a freeze. Before the fix a frozen
 # worker never answered; here the hostile load saturates the CPU (RE2 searches with the GIL
 # released), which costs the probe a few hundred milliseconds on a busy 2-core machine.

@@ -16,10 +16,9 @@ import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos.client import Api
+from chaos.client import Api, Row
 from chaos.stack import Stack
 
-Row = tuple[str, str, str, bool | None]
 NOT_REQUEST_DRIVEN = (
     "registry_sessions_active",
     "registry_versions",

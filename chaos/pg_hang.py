@@ -16,10 +16,9 @@ import signal
 import time
 from collections import Counter
 
-from chaos.client import Load
+from chaos.client import Load, Row
 from chaos.stack import Stack
 
-Row = tuple[str, str, str, bool | None]
 LABEL = "PostgreSQL hung (SIGSTOP)"
 
 

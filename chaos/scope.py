@@ -17,11 +17,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from chaos.client import Api, content
+from chaos.client import Api, Row, content
 
 SECRET = "CHAOS-SCOPE-SECRET"  # in every scope-secret file and DUTY.md; never in a scoped answer
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-Row = tuple[str, str, str, bool | None]
 
 
 def _setup(api: Api) -> None:

@@ -21,10 +21,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from chaos.client import Api, bundle_with_label, content, move_to_v2, version_state
+from chaos.client import Api, Row, bundle_with_label, content, move_to_v2, version_state
 
 if TYPE_CHECKING:
-    from chaos.__main__ import Row
     from chaos.stack import Stack
 
 
@@ -135,7 +134,7 @@ def _queue_length(stack: "Stack") -> int:
         client.close()
 
 
-def tarpit(stack: "Stack", api: Api, *, sessions: int, drains: int, backlog: int) -> list["Row"]:
+def tarpit(stack: "Stack", api: Api, *, sessions: int, drains: int, backlog: int) -> list[Row]:
     admin_key = stack.manage("create_api_key", "--name", "chaos-admin", "--role", "admin").strip().splitlines()[-1]
     admin = Api(stack.web_port, admin_key)
     deadline = int(stack.env.get("WEBHOOK_ATTEMPT_DEADLINE", "10"))

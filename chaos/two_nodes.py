@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.client import Row
 from chaos.stack import PY, ROOT, Proc, Stack, free_port, wait_port
 
-Row = tuple[str, str, str, bool | None]
 TEMPLATE = ROOT / "deploy" / "nginx-nodes.conf"
 SCENARIO = "two nodes, one killed"
 
