@@ -94,7 +94,8 @@ def metrics_series(stack: Stack, api: Api, *, methods: int, each: int) -> list[R
     added = _series(api) - before
     sent = sum(statuses.values())
     bad = sum(n for status, n in statuses.items() if status >= 500 or status == 0)
-    shown = ", ".join(sorted({f"{name}{dict(labels)}"[:60] for name, labels in added}))[:120]
+    # Whole labels, sorted, so the row names the series (route first) and can be chased.
+    shown = "; ".join(sorted(f"{name}{{{', '.join(f'{k}={v}' for k, v in sorted(labels))}}}" for name, labels in added))
     return [
         ("metrics series", "hostile requests; 5xx or no answer", f"{sent}; {bad}", bad == 0),
         (
