@@ -112,3 +112,18 @@ def test_a_count_for_a_version_that_is_not_there_is_dropped_and_the_rest_are_wri
     usage.flush()
     assert usage.pending(987654321, "fetches") == 0  # dropped, not re-queued
     assert list(VersionUsage.objects.values_list("fetches", flat=True)) == [1]
+
+
+def test_the_cache_of_labelled_children_stops_growing_at_its_ceiling_and_every_request_is_still_counted(monkeypatch):
+    """A bug that let an unbounded label value through must not grow the process's cache without
+    end: past the ceiling each pair is looked up again, and still counted."""
+    from metrics import instruments
+
+    monkeypatch.setattr(instruments, "_CHILDREN_MAX", len(instruments._children) + 3)
+    routes = [f"test/ceiling/{i}" for i in range(10)]
+    for route in routes:
+        instruments.request_answered(route=route, method="GET", status=200, seconds=0.001)
+    instruments.request_answered(route=routes[-1], method="GET", status=200, seconds=0.001)
+    assert len(instruments._children) == instruments._CHILDREN_MAX
+    assert instruments.REQUESTS.labels(route=routes[-1], method="GET", status="200")._value.get() == 2
+    assert instruments.REQUESTS.labels(route=routes[0], method="GET", status="200")._value.get() == 1
