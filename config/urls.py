@@ -13,7 +13,7 @@ from adminui import sso
 from api.errors import error_response, is_unavailable, unavailable_response
 from audit.context import client_ip
 from config.celery import app as celery_app
-from config.index import favicon, index
+from api.index import favicon, index
 from metrics.views import metrics, operator_request
 
 

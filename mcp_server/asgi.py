@@ -17,6 +17,7 @@ entered and left by the same task; lifespan shutdown stops it."""
 import asyncio
 import json
 import logging
+import time
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
@@ -27,11 +28,12 @@ from access.bearer import BearerError, bearer_secret
 from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.roles import Role
 from access.services import api_key_authenticate
-from audit.context import scope_client_ip
+from audit.context import RequestContext, current, request_id_of, scope_client_ip
 from edge.dispatch import Receive
 from edge.django_lane import read_body
-from edge.http import headers_of, host_allowed, https_redirect
+from edge.http import headers_of, host_allowed, https_redirect, request_is_secure, security_headers
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
+from metrics.instruments import request_answered
 
 logger = logging.getLogger(__name__)
 PATH = "/mcp"
@@ -127,6 +129,32 @@ class McpApp:
             await _error(send, 404, "not_found", "Nothing exists at this address.")
             return
         headers = headers_of(scope)
+        # What every lane does around a request (the fast lane, Django's middleware): the request
+        # id (kept in the audit context, which run_django carries to the pool), the security and
+        # frame headers and the request id on every answer, and the request counted in metrics.
+        request_id = request_id_of(headers.get(b"x-request-id", b"").decode("latin1"))
+        edge = [*security_headers(request_is_secure(scope, headers)), (b"x-request-id", request_id.encode())]
+        started, status = time.perf_counter(), 0
+
+        async def answer(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), *edge]}
+            await send(message)
+
+        token = current.set(RequestContext(request_id=request_id, client_ip=scope_client_ip(scope)))
+        try:
+            await self._serve(scope, receive, answer, headers)
+        finally:
+            current.reset(token)
+            if status:
+                seconds = time.perf_counter() - started
+                request_answered(route="mcp", method=scope["method"], status=status, seconds=seconds)
+
+    async def _serve(
+        self, scope: MutableMapping[str, Any], receive: Any, send: Any, headers: dict[bytes, bytes]
+    ) -> None:
         if not host_allowed(headers):
             await _error(send, 400, "validation_error", "The request is not valid (check the Host header).")
             return

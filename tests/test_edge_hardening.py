@@ -292,6 +292,37 @@ def test_a_key_that_is_not_working_is_looked_up_once(method, path, body, extra, 
     assert len(key_lookups) == 1, key_lookups
 
 
+@pytest.mark.parametrize(("method", "path", "body", "extra"), LANES, ids=["fetch", "render", "start", "drf", "mcp"])
+def test_every_lane_answers_with_the_request_id_and_security_headers_and_counts_the_request(
+    method, path, body, extra, db
+):
+    """/mcp sent neither the request id nor the security and frame headers, and was not counted."""
+    from metrics.instruments import REQUESTS
+
+    address = str(ipaddress.IPv6Address(secrets.randbits(128)))  # a failed-auth budget of its own
+    _, drf_headers, _ = _asgi("GET", "/api/v1/bundles/", {}, client=address)
+    security = {k: v for k, v in drf_headers.items() if k.startswith((b"x-frame", b"x-content", b"referrer", b"cross"))}
+    assert len(security) >= 2, drf_headers  # what Django's middleware adds: the reference
+    before = {labels["route"]: value for labels, value in _request_counts(REQUESTS)}
+    given = f"edge-{secrets.token_hex(4)}"
+    status, headers, _ = _asgi(
+        method, path, {"Authorization": f"Bearer {FAKE}", "X-Request-ID": given, **extra}, body, client=address
+    )
+    assert status == 401
+    assert headers[b"x-request-id"] == given.encode()
+    assert {k: headers.get(k) for k in security} == security
+    after = {labels["route"]: value for labels, value in _request_counts(REQUESTS)}
+    assert sum(after.values()) == sum(before.values()) + 1
+
+
+def _request_counts(counter):
+    """(labels, value) of every `registry_http_requests_total`-like sample of the counter."""
+    for family in counter.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                yield sample.labels, sample.value
+
+
 def test_an_address_that_keeps_sending_bad_keys_gets_429_and_a_working_key_still_works(settings, key_lookups):
     settings.AUTH_FAILURE_RATE = "4/m"
     agent = make_api(Role.AGENT, name="shares-the-address")
