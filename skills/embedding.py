@@ -9,8 +9,9 @@ back to downloading it from Hugging Face; it also calls `logging.basicConfig` at
 here opens a socket (tests/test_skills_semantic.py loads and embeds with connect blocked).
 
 The model knows English words only (its tokenizer is Llama 2's, and Chinese falls apart into
-bytes), so the router embeds the English text of a message plus the English words of the
-lexicon concepts its Chinese words belong to (skills.lexicon.english_of).
+bytes), so the router gives it the English text of a message plus the English words of the
+lexicon concepts its Chinese words belong to (skills.lexicon.english_of); an endpoint gets the
+texts as written (skills.router._SemanticIndex).
 
 `RemoteEmbedder` calls an OpenAI-compatible `POST {url}/v1/embeddings` (a team's own,
 perhaps multilingual, model). Any failure (timeout, status, shape) falls back to the offline
@@ -121,7 +122,10 @@ class RemoteEmbedder:
     """An OpenAI-compatible embeddings endpoint, with the offline model as the fallback."""
 
     def __init__(self, *, url: str, model: str, api_key: str = "", timeout: float = 2.0) -> None:
-        self.url = url.rstrip("/") + "/v1/embeddings"
+        # The base URL, with or without the /v1 that OpenAI clients put in theirs: a doubled
+        # /v1/v1 would 404 and quietly route every turn with the offline model.
+        base = url.rstrip("/")
+        self.url = (base if base.endswith("/v1") else base + "/v1") + "/embeddings"
         self.model = model
         self.name = f"remote:{model}"
         self.timeout = timeout

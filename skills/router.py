@@ -120,7 +120,8 @@ class _Turn:
     newest_lower: str
     context_lower: str
     query: dict[str, float]  # word -> weight
-    english: list[tuple[str, float]]  # (text the semantic model reads, weight), newest first
+    english: list[tuple[str, float]]  # (text the offline model reads, weight), newest first
+    raw: list[tuple[str, float]]  # (the text as written, weight): what an endpoint reads
     triggered: set[int]
 
 
@@ -134,12 +135,16 @@ class _Scored:
 class _SemanticIndex:
     """Card vectors, computed once per index (so once per content hash per process): each card's
     vector is the mean of the vectors of its name and summary, its keywords and each example.
-    Offline vectors always; an endpoint's too when one is configured and answered."""
+    Offline vectors always; an endpoint's too when one is configured and answered.
+
+    The offline model reads English only, so it gets the English part of each text (with the
+    lexicon's English words for Chinese ones); an endpoint is there for a team's own, perhaps
+    multilingual, model, so it gets the texts as written: cards and messages alike."""
 
     def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None) -> None:
         self.texts_per_card = [_card_texts(skill) for skill in skills]
-        self.flat = [t for texts in self.texts_per_card for t in texts]
-        self.local = _pool(local_model().embed(self.flat), self.texts_per_card)
+        self.local = _pool(local_model().embed(_flat(self.texts_per_card)), self.texts_per_card)
+        self.raw_per_card = [_card_raw_texts(skill) for skill in skills]
         self.remote = embedder if isinstance(embedder, RemoteEmbedder) else None
         self.remote_matrix: Any = None
         self._remote_cards()
@@ -147,29 +152,46 @@ class _SemanticIndex:
     def _remote_cards(self) -> None:
         # Card vectors from the endpoint, at build, or at the first turn after it recovers.
         if self.remote is not None and self.remote_matrix is None and self.remote.available():
-            vectors = self.remote.embed_remote(self.flat)
+            vectors = self.remote.embed_remote(_flat(self.raw_per_card))
             if vectors is not None:
-                self.remote_matrix = _pool(vectors, self.texts_per_card)
+                self.remote_matrix = _pool(vectors, self.raw_per_card)
 
-    def scores(self, parts: list[tuple[str, float]]) -> list[float] | None:
-        parts = [(t, w) for t, w in parts if t.strip()]
-        if not parts:
-            return None
-        texts = [t for t, _ in parts]
-        weights = np.array([w for _, w in parts], dtype=np.float32)
-        matrix, vectors = self.local, None
+    def scores(self, english: list[tuple[str, float]], raw: list[tuple[str, float]]) -> list[float] | None:
         self._remote_cards()
         if self.remote is not None and self.remote_matrix is not None:
-            vectors = self.remote.embed_remote(texts)
-            if vectors is not None:
-                matrix = self.remote_matrix
-        if vectors is None:
-            vectors = local_model().embed(texts)
-        query = weights @ vectors
-        norm = float(np.linalg.norm(query))
-        if not norm:
-            return None
-        return [float(v) for v in matrix @ (query / norm)]
+            found = _weighted(raw, self.remote.embed_remote)
+            if found is not None:
+                return _cosines(self.remote_matrix, found)
+        found = _weighted(english, local_model().embed)
+        return _cosines(self.local, found) if found is not None else None
+
+
+def _flat(texts_per_card: list[list[str]]) -> list[str]:
+    return [t for texts in texts_per_card for t in texts]
+
+
+def _weighted(parts: list[tuple[str, float]], embed: Any) -> Any:
+    """The weighted mean vector of the non-empty texts (None: no text, or `embed` gave none)."""
+    parts = [(t, w) for t, w in parts if t.strip()]
+    if not parts:
+        return None
+    vectors = embed([t for t, _ in parts])
+    if vectors is None:
+        return None
+    query = np.array([w for _, w in parts], dtype=np.float32) @ vectors
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm else None
+
+
+def _cosines(matrix: Any, query: Any) -> list[float] | None:
+    return None if query is None else [float(v) for v in matrix @ query]
+
+
+def _card_raw_texts(skill: dict[str, Any]) -> list[str]:
+    """A card's texts as written, for an endpoint (every language its keywords and examples use)."""
+    head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
+    texts = [head, " ".join(skill["keywords"]), *skill["examples"]]
+    return [t for t in texts if t.strip()]
 
 
 def _card_texts(skill: dict[str, Any]) -> list[str]:
@@ -327,6 +349,7 @@ class Index:
         newest, context = _split(messages)
         query: dict[str, float] = {}
         english: list[tuple[str, float]] = []
+        raw: list[tuple[str, float]] = []
         for text, weight in [(newest, NEWEST), *context]:
             words = content_words(text)
             for word in words:
@@ -334,6 +357,7 @@ class Index:
             for word in _concepts(words, text):
                 query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
             english.append((_english_part(text, words), weight))
+            raw.append((text, weight))
         newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too
         triggered = {
             i for i, card in enumerate(self.cards) if any(t.search(newest_utf8) is not None for t in card.triggers)
@@ -343,6 +367,7 @@ class Index:
             context_lower=" ".join(t for t, _ in context).lower(),
             query=query,
             english=english,
+            raw=raw,
             triggered=triggered,
         )
 
@@ -373,7 +398,7 @@ class Index:
         card's; None when the semantic path is off or the turn has no English text to embed."""
         if self.semantic is None:
             return None
-        return self.semantic.scores(turn.english)
+        return self.semantic.scores(turn.english, turn.raw)
 
     def _fuse(self, lexical: list[tuple[float, list[str]]], semantic: list[float] | None) -> list["_Scored"]:
         """Phase 4: one score per card from the lexical and semantic scores (see FUSION)."""

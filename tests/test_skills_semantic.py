@@ -65,7 +65,7 @@ def test_a_chinese_message_reaches_an_english_card_through_the_lexicon_concepts(
 
 class _Receiver(BaseHTTPRequestHandler):
     """An OpenAI-compatible /v1/embeddings: texts naming a refund (or the made-up word
-    "zorblax") map to one axis, parcels to another, everything else to a third."""
+    "zorblax", or 饕餮, a word no lexicon of ours holds) map to one axis, parcels to another, everything else to a third."""
 
     seen: list[dict] = []
 
@@ -75,7 +75,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
         def vector(text):
             text = text.lower()
-            if "refund" in text or "zorblax" in text:
+            if "refund" in text or "zorblax" in text or "饕餮" in text:
                 return [1.0, 0.0, 0.0]
             return [0.0, 1.0, 0.0] if "parcel" in text else [0.0, 0.0, 1.0]
 
@@ -122,6 +122,24 @@ def test_a_configured_endpoint_is_used_and_the_offline_model_takes_over_when_it_
     assert not remote.available() and remote.last_error
     index.route(message)
     assert len(_Receiver.seen) == calls  # a failed endpoint rests instead of costing every turn
+
+
+def test_a_configured_endpoint_reads_cards_and_messages_as_written_in_any_language(receiver):
+    """The endpoint is a team's own, perhaps multilingual, model: it was sent only the English
+    part of each text (what the offline model can read), so a Chinese message with no lexicon
+    term reached it as an empty string and could not be routed by meaning."""
+    url = f"http://127.0.0.1:{receiver.server_address[1]}/v1"  # the base as OpenAI clients write it
+    remote = embedding.RemoteEmbedder(url=url, model="team-multilingual", timeout=2)
+    cards = [
+        dict(c, examples=[*c["examples"], "我要退货 zorblax"]) if c["name"] == "refund_order" else c for c in SKILLS
+    ]
+    index = Index(cards, remote)
+    assert _Receiver.seen[0]["path"] == "/v1/embeddings"  # not /v1/v1/embeddings
+    assert "我要退货 zorblax" in _Receiver.seen[0]["input"]  # the card's example, Chinese included
+    message = [{"role": "user", "content": "饕餮怎么办"}]  # no English word, no lexicon term: meaning only
+    assert index.route(message).routed[0]["name"] == "refund_order"
+    assert "饕餮怎么办" in _Receiver.seen[-1]["input"]
+    assert remote.available()  # answered by the endpoint, not the fallback
 
 
 def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_it_otherwise(monkeypatch):

@@ -3,12 +3,18 @@ sets (no database, no HTTP). `make eval-routing` is the figure of record (throug
 
     .venv/bin/python -m eval.routing.inprocess [dev|workspace|test] [--lexical] [--fusion z|rrf]
 
+With SKILLS_EMBEDDING_URL and SKILLS_EMBEDDING_MODEL in the environment (and optionally
+SKILLS_EMBEDDING_KEY, SKILLS_EMBEDDING_TIMEOUT_MS), the semantic path uses that endpoint as the
+service would; a run in which it failed even once says so, since the offline model then
+answered some turns.
+
 Histories are built as the service builds them: the previous two turns' routed names, and the
 expected skill reported as invoked when it was routed.
 """
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -19,6 +25,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from skills import router  # noqa: E402
+from skills.embedding import RemoteEmbedder  # noqa: E402
 
 SETS = {
     "dev": (HERE / "skills.json", HERE / "conversations.json"),
@@ -66,6 +73,15 @@ def table(hits: dict[str, list[int]]) -> str:
     return "\n".join(lines)
 
 
+def _endpoint() -> RemoteEmbedder | None:
+    url = os.environ.get("SKILLS_EMBEDDING_URL", "")
+    if not url:
+        return None
+    timeout = int(os.environ.get("SKILLS_EMBEDDING_TIMEOUT_MS", "2000")) / 1000
+    model, key = os.environ["SKILLS_EMBEDDING_MODEL"], os.environ.get("SKILLS_EMBEDDING_KEY", "")
+    return RemoteEmbedder(url=url, model=model, api_key=key, timeout=timeout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("set", nargs="*", default=["dev", "workspace"])
@@ -93,10 +109,13 @@ def main() -> None:
             for card in skills:
                 card["keywords"] = [k for k in card["keywords"] if k.isascii()] or card["keywords"][:1]
                 card["examples"] = [e for e in card["examples"] if e.isascii()] or card["examples"][:1]
-        index = router.Index(skills, semantic=not args.lexical)
+        embedder = _endpoint()
+        index = router.Index(skills, embedder, semantic=not args.lexical)
         hits, misses = replay(index, json.loads(conversations_path.read_text()))
-        print(f"== {name}")
+        print(f"== {name}" + (f" (endpoint {embedder.url}, model {embedder.model})" if embedder else ""))
         print(table(hits))
+        if embedder is not None and embedder.last_error:
+            print(f"WARNING: the endpoint failed ({embedder.last_error}); the offline model answered some turns")
         if args.v:
             print("\n".join(misses))
 
