@@ -607,10 +607,32 @@ def test_tools_and_skills_are_edited_as_cards_that_write_the_json_and_boxes_inse
     card.locator("[data-card-field=keywords]").fill("refund status, where is my money, refund late")
     card.locator("[data-card-field=examples]").fill("Where is my refund?\nMy refund has not arrived")
     card.locator("[data-card-field=level]").select_option("L2")
+    card.locator("[data-card-field=description]").fill("Say where the refund is and when it lands.")
+    card.locator("[data-card-field=category]").fill("refunds")
+    card.locator("[data-card-field=triggers]").fill("refund (status|late)\n\\bRF-[0-9]+\\b")
+    card.locator("[data-card-field=exclusive_group]").fill("refund_questions")
     written = json.loads(page.locator("#id_skills").input_value())
     assert written[0]["keywords"] == ["refund status", "where is my money", "refund late"]
     assert written[0]["examples"] == ["Where is my refund?", "My refund has not arrived"]
-    assert list(written[0])[:2] == ["name", "summary"]
+    assert written[0]["description"] == "Say where the refund is and when it lands."
+    assert written[0]["category"] == "refunds"
+    assert written[0]["triggers"] == ["refund (status|late)", "\\bRF-[0-9]+\\b"]
+    assert written[0]["exclusive_group"] == "refund_questions"
+    # The example's keys where they were; the optional ones it lacked come after them.
+    assert list(written[0]) == [
+        "name",
+        "summary",
+        "description",
+        "keywords",
+        "category",
+        "examples",
+        "level",
+        "triggers",
+        "exclusive_group",
+    ]
+    card.locator("[data-card-field=exclusive_group]").fill("")  # optional: emptied, the key goes
+    assert "exclusive_group" not in json.loads(page.locator("#id_skills").input_value())[0]
+    expect(editor(page, "skills").locator(".cm-content")).to_contain_text("RF-[0-9]+")
 
     expect(page.locator("#id_output_schema")).to_have_value("null")
     page.click("#output_schema-example")
@@ -628,6 +650,7 @@ def test_tools_and_skills_are_edited_as_cards_that_write_the_json_and_boxes_inse
     doc = json.loads(bytes(saved.canonical))
     assert doc["tools"][0]["input_schema"]["required"][-1] == "reason"
     assert doc["skills"][0]["name"] == "refund_status"
+    assert doc["skills"][0]["triggers"] == ["refund (status|late)", "\\bRF-[0-9]+\\b"]
     assert doc["output_schema"]["required"] == ["answer"]
     assert doc["guardrails"]["rules"][0] == {
         "tool": "process_refund",

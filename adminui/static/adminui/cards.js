@@ -182,6 +182,12 @@
     }, multiline);
   }
 
+  // Triggers one a line, as typed: a space at either end is part of a regular expression.
+  function triggersInput(value, save) {
+    var text = Array.isArray(value) ? value.join("\n") : "";
+    return textInput(text, "triggers", function (v) { save(v.split("\n").filter(Boolean)); }, true);
+  }
+
   function skillCard(skill, index, list, save, redraw) {
     var level = el("select", { "data-card-field": "level" });
     ["L1", "L2"].forEach(function (l) {
@@ -193,13 +199,29 @@
     var remove = el("button", { type: "button", "class": "button", text: "Remove this skill" });
     remove.addEventListener("click", function () { list.splice(index, 1); save(); redraw(); });
     function set(key) { return function (v) { skill[key] = v; save(); }; }
+    // exclusive_group and triggers are optional: emptied, the key goes (an empty group is refused
+    // at publish); typed again, it comes back after the keys already there.
+    function setOptional(key) {
+      return function (v) {
+        if (v.length) skill[key] = v; else delete skill[key];
+        save();
+      };
+    }
     return el("fieldset", { "class": "adminui-card adminui-skill-card-edit", "data-card": String(index) }, [
       el("legend", { text: "Skill " + (index + 1) }),
       labelled("Name (snake_case)", textInput(skill.name, "name", set("name"))),
       labelled("Summary (at most 60 characters, “Use when …”)", textInput(skill.summary, "summary", set("summary"))),
+      labelled("Description (at most 4,000 characters; an L1 card shows it while resident)",
+        textInput(skill.description, "description", set("description"), true)),
       labelled("Keywords (3 to 10, comma-separated)", listInput(skill.keywords, "keywords", ",", set("keywords"))),
+      labelled("Category (at most 64 characters; routing picks a category first)",
+        textInput(skill.category, "category", set("category"))),
       labelled("Examples (2 to 3, one a line)", listInput(skill.examples, "examples", "\n", set("examples"), true)),
       labelled("Layer", level),
+      labelled("Triggers (optional: up to 10 regular expressions RE2 can run, one a line; a match routes the skill)",
+        triggersInput(skill.triggers, setOptional("triggers"))),
+      labelled("Exclusive group (optional, at most 64 characters: one skill of a group is routed at a time)",
+        textInput(skill.exclusive_group, "exclusive_group", setOptional("exclusive_group"))),
       el("p", {}, [remove])
     ]);
   }
