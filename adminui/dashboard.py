@@ -17,7 +17,6 @@ def home(site: AdminSite, request: HttpRequest, extra_context: dict[str, Any] | 
         return None
     context = {
         **site.each_context(request),
-        "is_nav_sidebar_enabled": False,
         "title": "Home",
         "subtitle": None,
         "app_list": site.get_app_list(request),

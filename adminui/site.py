@@ -4,7 +4,11 @@ Django's stock admin lets in only users with "Staff status" ticked, so a person 
 adds to the group "Prompt engineers" or "Ops" (the README's steps) could not sign in until
 someone also ticked that box. Here membership of either group is enough: the site's
 `has_permission` (every admin page) and its login form ask the same `may_use_admin`, and
-taking someone out of the groups takes them out of the admin (unless they are staff)."""
+taking someone out of the groups takes them out of the admin (unless they are staff).
+
+It also draws the top navigation (templates/admin/base_site.html) and has no model sidebar:
+the navigation lists the main pages and then every other page the sidebar would have listed
+for this person, so dropping the sidebar leaves no page unreachable."""
 
 from typing import Any
 
@@ -14,6 +18,7 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from adminui import sso
 from adminui.dashboard import home
@@ -40,14 +45,46 @@ class RegistryAuthenticationForm(AdminAuthenticationForm):
             )
 
 
+# The top navigation's main pages, in its order; the other model pages follow them.
+MAIN_PAGES = (
+    ("Bundles", "admin:registry_bundle_changelist"),
+    ("Versions", "admin:registry_bundleversion_changelist"),
+    ("Labels", "admin:registry_label_changelist"),
+    ("Drain dashboard", "admin:adminui_drain"),
+    ("Sessions", "admin:sessions_app_session_changelist"),
+    ("Knowledge packs", "admin:knowledge_pack_changelist"),
+)
+
+
 class RegistryAdminSite(AdminSite):
     site_header = "Prompt registry"
     site_title = "Prompt registry admin"
     index_title = "Bundles, versions, labels and sessions"
     login_form = RegistryAuthenticationForm
+    # The sidebar repeated the top navigation and squeezed the tables beside it (at 1280 px the
+    # API-keys table went behind the filter panel); nav_pages below lists what it listed.
+    enable_nav_sidebar = False
 
     def has_permission(self, request: HttpRequest) -> bool:
         return may_use_admin(request.user)
+
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        context = super().each_context(request)
+        context["nav_pages"] = self.nav_pages(context["available_apps"])
+        return context
+
+    def nav_pages(self, available_apps: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """(name, url) of the top navigation: the main pages, then each model page of the app
+        list (the ones this person may open: API keys, audit events, users, ...) not among them."""
+        pages = [(name, reverse(url_name, current_app=self.name)) for name, url_name in MAIN_PAGES]
+        shown = {url for _, url in pages}
+        for app in available_apps:
+            for model in app["models"]:
+                url = model.get("admin_url")
+                if url and url not in shown:
+                    pages.append((model["name"], url))
+                    shown.add(url)
+        return pages
 
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         # Single sign-on next to (or instead of) the password form: templates/admin/login.html.

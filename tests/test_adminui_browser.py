@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: 
 
 from access.actors import SYSTEM, Actor  # noqa: E402
 from access.models import Role  # noqa: E402
+from access.services import api_key_create  # noqa: E402
 from adminui.groups import OPS, PROMPT_ENGINEERS, groups_sync  # noqa: E402
 from registry.models import Bundle, BundleVersion, Label, VersionState  # noqa: E402
 from registry.services import bundle_create, label_move, version_publish  # noqa: E402
@@ -518,13 +519,22 @@ def test_an_ops_user_ramps_production_to_ten_percent(page: Page, base_url: str, 
 def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
     page: Page, base_url: str, refunds: Bundle, shot: Shots
 ):
-    """No sidebar beside the custom pages: the tables fit, "Roll back" is whole; the home page
-    is the dashboard; "Check against v1" answers on the form, nothing saved."""
-    person("olga", OPS)
+    """No sidebar beside any page, custom or stock: the tables fit, "Roll back" is whole; the
+    home page is the dashboard; "Check against v1" answers on the form, nothing saved."""
+    olga = person("olga", OPS)
+    olga.is_superuser = True  # the API keys are a superuser's page
+    olga.save(update_fields=["is_superuser"])
+    api_key_create(name="support-agent", role=Role.AGENT, actor=SYSTEM, scopes=["refunds"])
     page.set_viewport_size({"width": 1280, "height": 900})
     log_in(page, base_url, "olga")
-    for path, step in [("/admin/", "home-1280"), ("/admin/registry/bundle/refunds/versions/", "bundle-1280")]:
+    for path, step, shown in [
+        ("/admin/", "home-1280", ".adminui-home-bundle"),  # the dashboard
+        ("/admin/registry/bundle/refunds/versions/", "bundle-1280", "#labels"),
+        ("/admin/access/apikey/", "api-keys-1280", "#result_list"),
+        ("/admin/audit/auditevent/", "audit-1280", "#result_list"),
+    ]:
         page.goto(base_url + path)
+        expect(page.locator(shown).first).to_be_visible()
         expect(page.locator("#nav-sidebar")).to_have_count(0)
         shot(page, step)
         wide = page.evaluate(
@@ -548,7 +558,6 @@ def test_at_1280_px_the_pages_fit_and_check_shows_the_verdict_before_saving(
         }"""
         )
         assert header == {"tools": 1, "nav": 1, "name": 1}, (path, header)
-    expect(page.locator(".adminui-home-bundle, #labels").first).to_be_visible()
     page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
     set_editor(page, "tools", "[]")
     set_editor(page, "system_prompt", "You are a refund agent.")

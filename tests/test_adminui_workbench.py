@@ -236,6 +236,25 @@ def test_custom_pages_have_no_model_sidebar_and_the_top_navigation_lists_knowled
         assert ">Knowledge packs</a>" in html.split('aria-label="Main pages"')[1].split("</nav>")[0], page
 
 
+def test_stock_pages_have_no_model_sidebar_and_the_top_navigation_reaches_every_page_it_listed(
+    engineer_client, db, bundle, v1
+):
+    from django.contrib.auth.models import User
+
+    root = client_for(User.objects.create_superuser("root", "r@example.com", "pw"))
+    listed = [m["admin_url"] for app in root.get("/admin/").context["available_apps"] for m in app["models"]]
+    assert u("access_apikey_changelist") in listed and u("auth_user_changelist") in listed
+    for page in (u("access_apikey_changelist"), u("audit_auditevent_changelist"), u("auth_user_changelist")):
+        html = root.get(page).content.decode()
+        assert 'id="nav-sidebar"' not in html, page
+        nav = html.split('aria-label="Main pages"')[1].split("</nav>")[0]
+        assert [url for url in listed if f'href="{url}"' not in nav] == [], page
+        assert nav.count(f'href="{u("registry_bundle_changelist")}"') == 1, page  # main pages once
+    # API keys are for superusers only: a prompt engineer's navigation does not offer them.
+    nav = engineer_client.get("/admin/").content.decode().split('aria-label="Main pages"')[1].split("</nav>")[0]
+    assert u("access_apikey_changelist") not in nav and u("registry_bundle_changelist") in nav
+
+
 def test_dates_are_iso_with_the_time_zone_on_custom_and_stock_pages(db, bundle, v1, production):
     import re
 

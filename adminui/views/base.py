@@ -50,7 +50,6 @@ def render(
 ) -> TemplateResponse:
     ctx = {
         **model_admin.admin_site.each_context(request),
-        "is_nav_sidebar_enabled": False,  # the top navigation has these pages; the sidebar squeezed tables
         "opts": model_admin.model._meta,
         "title": title,
         "actor": actor_for_user(request.user),
