@@ -83,16 +83,6 @@ def throttled_server(django_db_setup, django_db_blocker) -> Iterator[WebServer]:
     server.stop()
 
 
-def _turn_endpoint_exists() -> bool:
-    from django.urls import Resolver404, resolve
-
-    try:
-        resolve("/api/v1/sessions/00000000-0000-0000-0000-000000000000/turn/")
-    except Resolver404:
-        return False
-    return True
-
-
 @pytest.fixture
 def data(ops):
     bundle = bundle_create(name="refunds", description="Refund agent", actor=ops.actor)
@@ -116,7 +106,6 @@ def test_the_node_suite_against_a_live_registry(built, registry_server, throttle
         "PROMPTREG_THROTTLED_KEY": throttled.secret,
         "PROMPTREG_CLOSED_URL": WebServer().url,  # a free port nothing listens on
         "PROMPTREG_V1_BODY": pinned_body(data).decode(),
-        "PROMPTREG_HAS_TURN": "1" if _turn_endpoint_exists() else "0",
     }
     tests = sorted(str(p) for p in (built / "test").glob("*.test.js"))
     result = subprocess.run(
@@ -129,9 +118,9 @@ def test_the_node_suite_against_a_live_registry(built, registry_server, throttle
     )
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-4000:]
     summary = dict(re.findall(r"^ℹ (tests|pass|fail|skipped|todo|cancelled) (\d+)$", result.stdout, re.M))
-    passed = int(summary["pass"]) + int(summary.get("skipped", 0))  # turn() is skipped without its endpoint
-    assert int(summary["tests"]) >= 14 and int(summary["tests"]) == passed, result.stdout[-4000:]
-    assert summary.get("skipped", "0") == ("0" if env["PROMPTREG_HAS_TURN"] == "1" else "1"), result.stdout[-4000:]
+    # Every test runs: none is skipped (the one-call turn included), none is left as todo.
+    assert int(summary["tests"]) >= 14 and int(summary["tests"]) == int(summary["pass"]), result.stdout[-4000:]
+    assert summary.get("skipped", "0") == "0" and summary.get("todo", "0") == "0", result.stdout[-4000:]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -177,7 +166,6 @@ def _readme_block(marker: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.skipif(not _turn_endpoint_exists(), reason="the turn endpoint is not in this build")
 @pytest.mark.django_db(transaction=True)
 def test_the_readme_typescript_agent_loop_runs_from_the_installed_tarball(built, registry_server, agent, data):  # noqa: F811
     """The README's TypeScript loop, as a reader pastes it into a project that installed the package."""

@@ -152,7 +152,7 @@ describe("promptreg (TypeScript) against a live registry", () => {
     assert.ok(Array.isArray(compacted.messages));
   });
 
-  test("turn() sends the prefix once per session and keeps it by hash", { skip: process.env["PROMPTREG_HAS_TURN"] !== "1" && "no turn endpoint in this build" }, async () => {
+  test("turn() sends the prefix once per session and keeps it by hash", async () => {
     const sent: Record<string, unknown>[] = [];
     const impl: typeof fetch = async (input, init) => {
       if (String(input).endsWith("/turn/")) sent.push(JSON.parse(String(init?.body)));
