@@ -81,6 +81,33 @@ def test_the_generated_types_are_those_of_the_committed_document(built, tmp_path
     assert fresh.read_text() == committed, "src/openapi.ts is stale: run `make ts-types` and commit the result"
 
 
+def test_the_readme_sdk_examples_type_check_against_both_sdks_which_stay_optional(built):
+    """The README's Anthropic and OpenAI loops compile, no cast, against the SDKs' own types
+    (devDependencies here); for a user the SDKs are optional peers, and the published
+    declarations import neither."""
+    package = json.loads((PACKAGE / "package.json").read_text())
+    for sdk in ("@anthropic-ai/sdk", "openai"):
+        assert package["peerDependenciesMeta"][sdk] == {"optional": True} and sdk in package["peerDependencies"]
+        assert sdk not in package.get("dependencies", {})
+    for declarations in (built / "src").glob("*.d.ts"):
+        assert not re.search(r"from [\"'](@anthropic-ai/sdk|openai)", declarations.read_text()), declarations
+    readme = (PACKAGE / "README.md").read_text()
+    section = readme.split("## With the Anthropic or OpenAI SDK", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```ts\n(.*?)^```", section, re.M | re.S)
+    assert len(blocks) == 2 and "@anthropic-ai/sdk" in blocks[0] and '"openai"' in blocks[1]
+    assert not any(re.search(r"\bas any\b|: any\b", block) for block in blocks)
+    check = built / "readme-check"  # inside the package, so the SDKs resolve from its node_modules
+    shutil.rmtree(check, ignore_errors=True)
+    check.mkdir()
+    names = []
+    for i, block in enumerate(blocks):
+        names.append(f"example{i}.ts")
+        (check / names[-1]).write_text(block.replace('from "promptreg"', 'from "../../src/index.js"'))
+    config = {"extends": "../../tsconfig.json", "compilerOptions": {"noEmit": True, "rootDir": "../.."}, "files": names}
+    (check / "tsconfig.json").write_text(json.dumps(config))
+    _run([NODE, "node_modules/typescript/bin/tsc", "-p", str(check / "tsconfig.json")], cwd=PACKAGE)
+
+
 @pytest.fixture(scope="module")
 def throttled_server(django_db_setup, django_db_blocker) -> Iterator[WebServer]:
     # A day's window, so the test's three calls and the refused fourth share one. Windows are

@@ -33,4 +33,4 @@ export type {
 export type { components, paths } from "./openapi.js";
 export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
-export type { AnthropicMessage, AnthropicParams, OpenAIMessage, OpenAIParams } from "./providers.js";
+export type { AnthropicMessage, AnthropicParams, OpenAIMessage, OpenAIParams, RegistryTool, TextBlock, ToolInputSchema } from "./providers.js";

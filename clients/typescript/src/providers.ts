@@ -10,33 +10,66 @@ import type { RenderResult } from "./registry.js";
 
 type Json = Record<string, unknown>;
 
-export interface AnthropicMessage {
-  role: "user" | "assistant";
-  content: string | Json[];
+/** A tool's input as a JSON Schema object (the registry's tools are Anthropic's shape). */
+export interface ToolInputSchema {
+  type: "object";
+  [key: string]: unknown;
 }
 
-export interface AnthropicParams {
+/** A tool as the registry serves it in a prefix: name, description, input_schema. */
+export interface RegistryTool {
+  name: string;
+  description?: string;
+  input_schema: ToolInputSchema;
+  [key: string]: unknown;
+}
+
+/** A text block or part: what the helpers append the tail as. */
+export interface TextBlock {
+  type: "text";
+  text: string;
+}
+
+// The types below take the caller's message type `M` (for example `Anthropic.MessageParam` or
+// `OpenAI.ChatCompletionMessageParam`, imported by the caller from the SDK it uses) and keep it,
+// so the params go to `create(...)` as they are: this package imports neither SDK, not even
+// their types, and its declarations need neither installed.
+
+/** An Anthropic message: the shape `messages.create` takes (`Anthropic.MessageParam`). */
+export interface AnthropicMessage {
+  role: string;
+  content: string | readonly object[];
+}
+
+/** The blocks of a content (the elements of its list form). */
+type BlockOf<C> = Exclude<C, string | null | undefined> extends readonly (infer B)[] ? B : never;
+/** The content blocks a user message of `M` may hold (`M` a union by role, or one shape whose
+ * role may be "user"). */
+type UserBlockOf<M> = M extends { role: infer R; content: infer C } ? ("user" extends R ? BlockOf<C> : never) : never;
+
+export interface AnthropicParams<M extends AnthropicMessage = AnthropicMessage> {
   model: string;
   max_tokens: number;
   system: { type: "text"; text: string; cache_control: { type: "ephemeral" } }[];
-  tools: Json[];
-  messages: AnthropicMessage[];
+  tools: RegistryTool[];
+  /** The caller's messages; the newest user one with the tail appended as a text block. */
+  messages: (M | { role: "user"; content: string | (UserBlockOf<M> | TextBlock)[] })[];
 }
 
 /** Params for `anthropic.messages.create(...)`: the tools as the registry serves them (its
  * tool shape is Anthropic's: name, description, input_schema), the system text as one block
  * with a cache breakpoint, so tools + system are read from the cache on every later turn. */
-export function anthropicRequest(
+export function anthropicRequest<M extends AnthropicMessage>(
   rendered: RenderResult,
-  messages: AnthropicMessage[],
+  messages: readonly M[],
   options: { model: string; maxTokens: number },
-): AnthropicParams {
-  const out = messages.map((m) => ({ ...m }));
+): AnthropicParams<M> {
+  const out: AnthropicParams<M>["messages"] = messages.map((m) => ({ ...m }));
   const last = out[out.length - 1];
   if (rendered.tail) {
     if (last?.role === "user") {
-      const blocks = typeof last.content === "string" ? [{ type: "text", text: last.content }] : [...last.content];
-      last.content = [...blocks, { type: "text", text: rendered.tail }];
+      const blocks = typeof last.content === "string" ? [{ type: "text" as const, text: last.content }] : [...last.content];
+      out[out.length - 1] = { ...last, role: "user", content: [...(blocks as UserBlockOf<M>[]), { type: "text", text: rendered.tail }] };
     } else {
       out.push({ role: "user", content: rendered.tail });
     }
@@ -45,20 +78,22 @@ export function anthropicRequest(
     model: options.model,
     max_tokens: options.maxTokens,
     system: [{ type: "text", text: rendered.prefix.system, cache_control: { type: "ephemeral" } }],
-    tools: rendered.prefix.tools,
+    tools: rendered.prefix.tools as RegistryTool[],
     messages: out,
   };
 }
 
+/** An OpenAI Chat message: the shape `chat.completions.create` takes
+ * (`OpenAI.ChatCompletionMessageParam`). */
 export interface OpenAIMessage {
   role: string;
-  content: string | Json[] | null;
-  [key: string]: unknown;
+  content?: string | readonly object[] | null;
 }
 
-export interface OpenAIParams {
+export interface OpenAIParams<M extends OpenAIMessage = OpenAIMessage> {
   model: string;
-  messages: OpenAIMessage[];
+  /** The system text first, then the caller's messages, the newest user one with the tail. */
+  messages: (M | { role: "system"; content: string } | { role: "user"; content: string | (UserBlockOf<M> | TextBlock)[] })[];
   tools?: { type: "function"; function: { name: string; description?: string; parameters: Json } }[];
   prompt_cache_key: string;
 }
@@ -66,15 +101,23 @@ export interface OpenAIParams {
 /** Params for `openai.chat.completions.create(...)`: the system text first, each tool as a
  * function (input_schema as parameters), and `prompt_cache_key` = `prefix_sha256`, so turns
  * with the same prefix land on the same cache. */
-export function openaiRequest(rendered: RenderResult, messages: OpenAIMessage[], options: { model: string }): OpenAIParams {
-  const out: OpenAIMessage[] = [{ role: "system", content: rendered.prefix.system }, ...messages.map((m) => ({ ...m }))];
+export function openaiRequest<M extends OpenAIMessage>(
+  rendered: RenderResult,
+  messages: readonly M[],
+  options: { model: string },
+): OpenAIParams<M> {
+  const out: OpenAIParams<M>["messages"] = [{ role: "system", content: rendered.prefix.system }, ...messages.map((m) => ({ ...m }))];
   const last = out[out.length - 1];
   if (rendered.tail) {
-    if (last.role === "user" && typeof last.content === "string") last.content = `${last.content}\n\n${rendered.tail}`;
-    else if (last.role === "user" && Array.isArray(last.content)) last.content = [...last.content, { type: "text", text: rendered.tail }];
-    else out.push({ role: "user", content: rendered.tail });
+    if (last.role === "user" && typeof last.content === "string") {
+      out[out.length - 1] = { ...last, role: "user", content: `${last.content}\n\n${rendered.tail}` };
+    } else if (last.role === "user" && Array.isArray(last.content)) {
+      out[out.length - 1] = { ...last, role: "user", content: [...(last.content as UserBlockOf<M>[]), { type: "text", text: rendered.tail }] };
+    } else {
+      out.push({ role: "user", content: rendered.tail });
+    }
   }
-  const tools = rendered.prefix.tools.map((tool) => ({
+  const tools = (rendered.prefix.tools as RegistryTool[]).map((tool) => ({
     type: "function" as const,
     function: {
       name: String(tool["name"]),
