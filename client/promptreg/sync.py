@@ -179,6 +179,10 @@ class Registry:
     def version_info(self, name: str, number: int) -> dict[str, Any]:
         return self.json("GET", f"{API}/bundles/{name}/versions/{number}/")
 
+    def versions(self, name: str) -> list[dict[str, Any]]:
+        """Every version of the bundle with its content, oldest first."""
+        return sorted(self._all(f"{API}/bundles/{name}/versions/"), key=lambda v: v["number"])
+
     def label_info(self, name: str, label: str) -> dict[str, Any]:
         return self.json("GET", f"{API}/bundles/{name}/labels/{label}/")
 
