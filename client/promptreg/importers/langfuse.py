@@ -67,26 +67,14 @@ def from_export(doc: Any, *, bundle: str | None = None) -> list[SourcePrompt]:
 def _version(item: Any, where: str) -> tuple[str, int, SourceVersion]:
     if not isinstance(item, dict):
         raise SourceError(f"{where}: must be a prompt object")
-    name, number, kind = item.get("name"), item.get("version"), item.get("type", "text")
+    name, number = item.get("name"), item.get("version")
     if not isinstance(name, str) or not name:
         raise SourceError(f"{where}.name: must be the prompt's name")
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise SourceError(f"{where}.version: must be the version number")
     where = f"{name} version {number}"
-    notes: list[str] = []
     origin: dict[str, Any] = {"system": "langfuse", "name": name, "version": number}
-    if kind == "text":
-        system_prompt = item.get("prompt")
-        if not isinstance(system_prompt, str) or not system_prompt:
-            raise SourceError(f"{where}: prompt: a text prompt's prompt must be text")
-        texts = [system_prompt]
-    elif kind == "chat":
-        system_prompt, others, notes = split_messages(item.get("prompt"), f"{where}: prompt")
-        texts = [system_prompt, *(m["content"] for m in others if isinstance(m.get("content"), str))]
-        if others:
-            origin["messages"] = others
-    else:
-        raise SourceError(f"{where}: type: must be text or chat, found {kind!r}")
+    system_prompt, texts, notes = _prompt(item, origin, where)
     config = item.get("config")
     config = {} if config is None else config
     if not isinstance(config, dict):
@@ -98,9 +86,6 @@ def _version(item: Any, where: str) -> tuple[str, int, SourceVersion]:
     if builtin:
         origin["tools"] = builtin
         notes.append(f"{len(builtin)} non-function tool(s) kept in metadata.imported_from.tools")
-    labels = item.get("labels") or []
-    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
-        raise SourceError(f"{where}: labels: must be a list of label names")
     ref = f"langfuse {name} version {number}"
     version = SourceVersion(
         ref=ref,
@@ -113,7 +98,32 @@ def _version(item: Any, where: str) -> tuple[str, int, SourceVersion]:
             variables=declared(texts),
         ),
         message=message(text=item.get("commitMessage"), ref=ref, author=item.get("createdBy")),
-        labels=tuple(sorted({label_name(label) for label in labels if label not in IMPLICIT_LABELS})),
+        labels=_labels(item.get("labels"), where),
         notes=tuple(notes),
     )
     return name, number, version
+
+
+def _prompt(item: dict[str, Any], origin: dict[str, Any], where: str) -> tuple[str, list[str], list[str]]:
+    """(system prompt, every text that may hold variables, notes); a chat prompt's other
+    messages go into `origin`."""
+    kind = item.get("type", "text")
+    if kind == "text":
+        system_prompt = item.get("prompt")
+        if not isinstance(system_prompt, str) or not system_prompt:
+            raise SourceError(f"{where}: prompt: a text prompt's prompt must be text")
+        return system_prompt, [system_prompt], []
+    if kind != "chat":
+        raise SourceError(f"{where}: type: must be text or chat, found {kind!r}")
+    system_prompt, others, notes = split_messages(item.get("prompt"), f"{where}: prompt")
+    if others:
+        origin["messages"] = others
+    return system_prompt, [system_prompt, *(m["content"] for m in others if isinstance(m.get("content"), str))], notes
+
+
+def _labels(labels: Any, where: str) -> tuple[str, ...]:
+    """The registry labels for a version's Langfuse labels (`latest` left out: see above)."""
+    labels = labels or []
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise SourceError(f"{where}: labels: must be a list of label names")
+    return tuple(sorted({label_name(label) for label in labels if label not in IMPLICIT_LABELS}))

@@ -43,12 +43,7 @@ def from_copy(doc: Any, *, bundle: str | None = None) -> SourcePrompt:
     versions = doc.get("versions")
     if not isinstance(versions, list) or not versions:
         raise SourceError("versions: must be a non-empty list")
-    labels = doc.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, (str, int)) for v in labels.values()):
-        raise SourceError('labels: must map each label to a version, {"production": "3"}')
-    by_version: dict[str, list[str]] = {}
-    for name, number in labels.items():
-        by_version.setdefault(str(number), []).append(label_name(name))
+    by_version = _labels(doc.get("labels") or {})
     mapped = [_version(prompt_id, entry, f"versions[{i}]") for i, entry in enumerate(versions)]
     numbers = [number for number, _ in mapped]
     if len(set(numbers)) != len(numbers):
@@ -76,6 +71,16 @@ def from_copy(doc: Any, *, bundle: str | None = None) -> SourcePrompt:
     )
 
 
+def _labels(labels: Any) -> dict[str, list[str]]:
+    """{version: [registry labels]} from the copy's {label: version}."""
+    if not isinstance(labels, dict) or not all(isinstance(v, (str, int)) for v in labels.values()):
+        raise SourceError('labels: must map each label to a version, {"production": "3"}')
+    by_version: dict[str, list[str]] = {}
+    for name, number in labels.items():
+        by_version.setdefault(str(number), []).append(label_name(name))
+    return by_version
+
+
 def _order(number: str) -> tuple[int, str]:
     return (int(number), "") if number.isdigit() else (1 << 62, number)
 
@@ -90,16 +95,8 @@ def _version(prompt_id: str, entry: Any, where: str) -> tuple[str, SourceVersion
     instructions = entry.get("instructions")
     if not isinstance(instructions, str) or not instructions:
         raise SourceError(f"{where}.instructions: must be the prompt's instructions (text)")
-    notes: list[str] = []
     origin: dict[str, Any] = {"system": "openai", "id": prompt_id, "version": number}
-    texts = [instructions]
-    messages = entry.get("messages") or []
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
-        raise SourceError(f"{where}.messages: must be a list of messages with role and content")
-    if messages:
-        origin["messages"] = messages
-        texts.extend(m["content"] for m in messages if isinstance(m.get("content"), str))
-        notes.append(f"{len(messages)} prompt message(s) kept in metadata.imported_from.messages")
+    texts, notes = _messages(entry, instructions, origin, where)
     tools, builtin = function_tools(entry.get("tools"), f"{where}.tools")
     if builtin:
         origin["tools"] = builtin
@@ -126,3 +123,17 @@ def _version(prompt_id: str, entry: Any, where: str) -> tuple[str, SourceVersion
         notes=tuple(notes),
     )
     return number, version
+
+
+def _messages(
+    entry: dict[str, Any], instructions: str, origin: dict[str, Any], where: str
+) -> tuple[list[str], list[str]]:
+    """(every text that may hold variables, notes); the prompt's messages go into `origin`."""
+    messages = entry.get("messages") or []
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
+        raise SourceError(f"{where}.messages: must be a list of messages with role and content")
+    if not messages:
+        return [instructions], []
+    origin["messages"] = messages
+    texts = [instructions, *(m["content"] for m in messages if isinstance(m.get("content"), str))]
+    return texts, [f"{len(messages)} prompt message(s) kept in metadata.imported_from.messages"]
