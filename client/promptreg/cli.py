@@ -8,6 +8,9 @@
                    [--summary S] [--details-url URL]   (for CI: what a label's required checks read)
     promptreg export DIR [--bundle NAME ...]        (every version's canonical bytes by hash, labels as data)
     promptreg import-bundles DIR [--allow-breaking] (the same hashes come out; idempotent)
+    promptreg import openai|langfuse FILE [--bundle B] [--dry-run] [--allow-breaking]
+    promptreg import mlflow --tracking-uri URI [--prompt NAME ...] [--bundle B] [--dry-run]
+                   (prompts kept elsewhere, as bundles; idempotent; docs/importing.md)
     promptreg mcp-stdio            (a stdio MCP server forwarding to the registry; needs the mcp extra)
 
 The registry comes from --url / --api-key or REGISTRY_URL / REGISTRY_API_KEY. Output is for
@@ -22,8 +25,11 @@ import os
 import sys
 from typing import Any
 
-from promptreg import bundledir, transfer
+from promptreg import bundledir, importers, transfer
 from promptreg.errors import Conflict, InvalidRequest, NotFound, RegistryError, Unavailable
+from promptreg.importers import langfuse as importers_langfuse
+from promptreg.importers import mlflow as importers_mlflow
+from promptreg.importers import openai as importers_openai
 from promptreg.sync import Registry
 
 
@@ -245,6 +251,53 @@ def _import_part(
     registry.import_document(document["name"], part, wanted, allow_breaking=allow_breaking)
 
 
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except json.JSONDecodeError as exc:
+        raise importers.SourceError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+    except OSError as exc:
+        raise importers.SourceError(f"{path}: {exc.strerror}") from None
+
+
+def _source_prompts(args: argparse.Namespace) -> list[importers.SourcePrompt]:
+    if args.source == "openai":
+        return [importers_openai.from_copy(_read_json(args.file), bundle=args.bundle)]
+    if args.source == "langfuse":
+        return importers_langfuse.from_export(_read_json(args.file), bundle=args.bundle)
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN") or None
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    auth = (user, password or "") if user else None
+    with importers_mlflow.TrackingServer(args.tracking_uri, token=token, auth=auth) as server:
+        return importers_mlflow.fetch(server, args.prompt, bundle=args.bundle)
+
+
+def import_prompts(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    """`promptreg import SOURCE ...`: each source prompt as a bundle (docs/importing.md)."""
+    try:
+        prompts = _source_prompts(args)
+    except importers.SourceError as exc:
+        raise Failure(f"error: {exc} (nothing was imported)") from None
+    results = []
+    with _registry(args) as registry:
+        for prompt in prompts:
+            try:
+                if args.dry_run:
+                    doc = importers.plan(registry, prompt)
+                else:
+                    doc = importers.apply(registry, prompt, allow_breaking=args.allow_breaking)
+            except importers.SourceError as exc:
+                raise Failure(f"error: {exc}") from None
+            except Conflict as exc:
+                hint = "" if args.allow_breaking else " Pass --allow-breaking if this is meant."
+                raise Failure(f"{prompt.bundle}: a label was not moved: {exc.message}{hint}") from None
+            for line in importers.describe(doc, dry_run=args.dry_run):
+                out.say(line)
+            results.append(doc)
+    return {"dry_run": args.dry_run, "bundles": results}
+
+
 def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     url = args.url or os.environ.get("REGISTRY_URL")
     key = args.api_key or os.environ.get("REGISTRY_API_KEY")
@@ -333,9 +386,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-breaking", action="store_true", help="move labels past their compatibility policy")
     p.set_defaults(run=import_bundles)
 
+    _import_parser(commands, common)
+
     p = commands.add_parser("mcp-stdio", parents=[common], help="serve MCP on stdio, forwarding to the registry")
     p.set_defaults(run=mcp_stdio)
     return top
+
+
+def _import_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser("import", parents=[common], help="import prompts from OpenAI, Langfuse or MLflow")
+    sources = p.add_subparsers(dest="source", required=True)
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--bundle", help="the bundle's name (default: from the prompt's name; one prompt only)")
+    options.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    options.add_argument("--allow-breaking", action="store_true", help="move labels across breaking changes")
+    p = sources.add_parser("openai", parents=[common, options], help="a JSON copy of a pmpt_... prompt's versions")
+    p.add_argument("file")
+    p.set_defaults(run=import_prompts)
+    p = sources.add_parser("langfuse", parents=[common, options], help="Langfuse public API prompt objects (JSON)")
+    p.add_argument("file")
+    p.set_defaults(run=import_prompts)
+    p = sources.add_parser("mlflow", parents=[common, options], help="a running MLflow prompt registry")
+    p.add_argument("--tracking-uri", required=True, help="the MLflow tracking server, http://host:5000")
+    p.add_argument("--prompt", action="append", default=[], help="only this prompt (repeatable; default all)")
+    p.set_defaults(run=import_prompts)
 
 
 def main(argv: list[str] | None = None) -> int:
