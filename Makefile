@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types mlflow-venv
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -104,6 +104,17 @@ lock: $(VENV)/.installed
 
 clean:
 	rm -rf .run
+
+# The MLflow tracking server that tests/test_importers.py imports prompts from: its own
+# virtualenv (about 850 MB), pinned in tests/mlflow-requirements.txt, never in .venv. The test
+# creates it the same way on first use; this only does it ahead of time (CI, a warm cache).
+mlflow-venv: .venv-mlflow/.installed
+
+.venv-mlflow/.installed: tests/mlflow-requirements.txt
+	rm -rf .venv-mlflow
+	$(PYTHON) -m venv .venv-mlflow
+	.venv-mlflow/bin/python -m pip install --quiet --disable-pip-version-check -r tests/mlflow-requirements.txt
+	cp tests/mlflow-requirements.txt $@
 
 # A self-signed certificate in deploy/tls/ for trying the compose stack on this machine
 # (https://localhost/ and https://127.0.0.1/; browsers warn about it). An existing one is kept.
