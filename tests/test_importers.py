@@ -228,6 +228,8 @@ def test_an_openai_import_publishes_in_order_points_labels_and_adds_nothing_the_
 
     status, out, err = cli("import", "openai", str(OPENAI_COPY))
     assert status == 0, err
+    assert out.splitlines()[0].endswith("-> bundle refunds-agent (created)")
+    assert "  openai pmpt_68b0c29740048196bd3a6e4b1b5d1d0b version 1 -> version 1 (published)" in out
     versions, labels = _state("refunds-agent")
     assert [n for n, _ in versions] == [1, 2, 3]
     assert versions[1][1].startswith("look orders up before answering\n\nimported from openai pmpt_")

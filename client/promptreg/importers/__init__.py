@@ -293,7 +293,7 @@ def describe(doc: dict[str, Any], *, dry_run: bool) -> list[str]:
     """The plan (or what was done) as lines for people."""
     would = "would " if dry_run else ""
     head = f"{doc['source']} {doc['name']} -> bundle {doc['bundle']}"
-    lines = [head if doc["bundle_exists"] else f"{head} ({would}create)"]
+    lines = [head if doc["bundle_exists"] else f"{head} ({'would create' if dry_run else 'created'})"]
     for step in doc["versions"]:
         state = "already there" if step["exists"] else f"{would}publish" if dry_run else "published"
         lines.append(f"  {step['ref']} -> version {step['version']} ({state})")
