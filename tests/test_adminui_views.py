@@ -1493,3 +1493,13 @@ def test_the_confirm_page_shows_the_labels_required_checks(ops_user, ops, bundle
     assert "every required check (evals) succeeded" in page
     overview = words(ops_user.get(u("adminui_bundle", "refunds")))
     assert "checks required: evals" in overview
+
+
+def test_the_session_list_dates_every_time_it_shows(reader, session_on_v1):
+    """'Last seen' showed a bare time of day: a session last seen yesterday looked current."""
+    import re
+
+    row = re.search(
+        r'<td data-th="Last seen">([^<]*)</td>', reader.get(u("sessions_app_session_changelist")).content.decode()
+    )
+    assert row and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row.group(1)), row
