@@ -9,6 +9,7 @@ from django import forms
 
 from core import limits
 from core.errors import DomainError, InvalidContent
+from registry import includes
 from registry.canonical import CONTENT_FIELDS, DEFAULTS
 
 # data-editor: adminui/static/adminui/editor.js puts a code editor over the textarea ("json":
@@ -20,8 +21,9 @@ OPTIONAL_JSON_FIELDS = ("variables", "knowledge", "skills", "compaction")
 JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata", *OPTIONAL_JSON_FIELDS)
 ABSENT: Any = object()
 # The content fields this form has no box for (skills, compaction, any field added later): derived
-# from the content schema, carried from the version the form starts from, unchanged.
-CARRIED_FIELDS = tuple(sorted(CONTENT_FIELDS - {"system_prompt", *JSON_FIELDS}))
+# from the content schema, carried from the version the form starts from, unchanged. Not the
+# resolved includes: the form shows the prompt as written, which publishing resolves again.
+CARRIED_FIELDS = tuple(sorted(CONTENT_FIELDS - {"system_prompt", *JSON_FIELDS, *includes.FIELDS}))
 
 
 def add_domain_error(
@@ -175,6 +177,8 @@ class VersionForm(forms.Form):
 
     @classmethod
     def initial_from(cls, content: dict[str, Any]) -> dict[str, str]:
+        # A version with includes starts from its source, markers intact (registry.includes).
+        content = includes.source_of(content)
         initial = {"system_prompt": content.get("system_prompt", "")}
         for name in JSON_FIELDS:
             if name in content or name not in OPTIONAL_JSON_FIELDS:

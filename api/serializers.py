@@ -272,15 +272,41 @@ class PublishWarningOut(serializers.Serializer):
     message = serializers.CharField()
 
 
+class DependentOut(serializers.Serializer):
+    """A bundle whose latest version includes this one (registry.includes)."""
+
+    bundle = serializers.CharField()
+    version = serializers.IntegerField(help_text="The including bundle's latest version.")
+    marker = serializers.CharField(help_text="The marker as written, e.g. {{> tone@production}}.")
+    pinned_version = serializers.IntegerField(help_text="The version of this bundle it resolved to at its publish.")
+    pinned_hash = serializers.CharField(help_text="That version's content hash.")
+    current_version = serializers.IntegerField(
+        allow_null=True, help_text="What the marker names now (null: nothing, its next publish would fail)."
+    )
+    outdated = serializers.BooleanField(help_text="Its next publish would pick up other bytes.")
+
+
+class DependentListOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    results = DependentOut(many=True)
+
+
 class PublishOut(VersionOut):
-    """A publish answer: the version, and what the contract checks warn about."""
+    """A publish answer: the version, what the contract checks warn about, and the bundles that
+    include this one."""
 
     warnings = serializers.SerializerMethodField()
+    dependents = serializers.SerializerMethodField()
 
     @extend_schema_field(PublishWarningOut(many=True))
     def get_warnings(self, version: BundleVersion) -> list[dict[str, str]]:
         # What version_publish returned, handed over by the view (not a field of the version).
         return list(self.context.get("warnings", []))
+
+    @extend_schema_field(DependentOut(many=True))
+    def get_dependents(self, version: BundleVersion) -> list[dict[str, Any]]:
+        # Read by the view (registry.selectors.bundles_including), not a field of the version.
+        return list(self.context.get("dependents", []))
 
 
 class ChangeOut(serializers.Serializer):

@@ -1,12 +1,23 @@
 from django.urls import path, re_path
 
-from api import knowledge, release_views, routes, shell, transfer_views, views, views_skills, webhook_views
+from api import (
+    knowledge,
+    release_views,
+    routes,
+    shell,
+    transfer_views,
+    views,
+    views_composition,
+    views_skills,
+    webhook_views,
+)
 
 urlpatterns = [
     path("bundles/", views.BundleListApi.as_view()),
     path("bundles/<str:name>/", views.BundleDetailApi.as_view()),
     path("bundles/<str:name>/versions/", views.VersionListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/", views.VersionDetailApi.as_view()),
+    path("bundles/<str:name>/dependents/", views_composition.BundleDependentsApi.as_view()),
     path("bundles/<str:name>/export/", transfer_views.BundleExportApi.as_view()),
     path("bundles/<str:name>/import/", transfer_views.BundleImportApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/canonical/", transfer_views.VersionCanonicalApi.as_view()),

@@ -156,7 +156,10 @@ class VersionListApi(BaseApi):
             " the canonical bytes as the next version: 201 with the version and the checks' `warnings`. "
             "Content identical to an existing version of this bundle answers 200 with that version (no new "
             "number), so publishing is idempotent. 400 `validation_error` names each problem by its path. "
-            "`ETag` is the content hash."
+            "`ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes "
+            "that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 "
+            "for an included bundle outside the key's scope. `dependents`: the bundles whose latest version "
+            "includes this one."
         ),
         request=VersionIn,
         responses={201: PublishOut, 200: PublishOut},
@@ -168,7 +171,8 @@ class VersionListApi(BaseApi):
             bundle=bundle, content=data["content"], message=data["message"], actor=actor_of(request)
         )
         version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
-        answer = PublishOut(version, context={"warnings": result.warnings}).data
+        dependents = registry_selectors.bundles_including(bundle_name=bundle.name, actor=actor_of(request))
+        answer = PublishOut(version, context={"warnings": result.warnings, "dependents": dependents}).data
         response = Response(answer, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
         return response

@@ -14,7 +14,7 @@ from core.errors import InvalidContent
 from core.limits import CANONICAL_MAX_BYTES as MAX_CANONICAL_BYTES
 from core.limits import PROMPT_MAX_CHARS as MAX_PROMPT_CHARS
 from core.limits import TOOL_NAME_RE
-from registry import variables
+from registry import includes, variables
 from registry.skills_content import content_errors as skills_content_errors
 
 TOOL_KEYS = {"name", "description", "input_schema"}
@@ -33,7 +33,7 @@ OPTIONAL_FIELDS = {"skills", "compaction"}
 FIELDS = {"system_prompt", *DEFAULTS, *OPTIONAL_FIELDS}
 # Every top-level field a content document may hold: what an editor must carry when it does not
 # show a field (adminui.forms.VersionForm), so a field added later is never dropped.
-CONTENT_FIELDS = frozenset(FIELDS | variables.FIELDS)
+CONTENT_FIELDS = frozenset(FIELDS | variables.FIELDS | includes.FIELDS)
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -78,6 +78,9 @@ def normalise_content(content: Any) -> dict[str, Any]:
     if doc["output_schema"] is not None and not isinstance(doc["output_schema"], dict):
         err("content.output_schema", "Must be a JSON Schema object or null.")
     doc.update(variables.normalise(content, err))
+    # The source and the snippets a resolved prompt came from (registry.includes), kept only when
+    # the prompt had includes: registry.composition resolves them before this runs.
+    doc.update(includes.normalise(content, err))
 
     if errors:
         raise InvalidContent("The bundle content is not valid; see details for each field.", errors)

@@ -9,7 +9,7 @@ from django.db.models import Count, Max, Prefetch, QuerySet
 
 from access.actors import Actor
 from core.errors import NotFound
-from registry import pins
+from registry import includes, pins
 from registry.contracts import Diff, diff_contents
 from registry.models import Bundle, BundleVersion, Label, Release, VersionApproval, VersionCheck
 
@@ -174,3 +174,81 @@ def bundles_using_pack(pack_name: str) -> list[dict[str, Any]]:
 def version_state_counts() -> list[tuple[str, int]]:
     """How many versions are in each lifecycle state (the metrics scrape)."""
     return list(BundleVersion.objects.order_by().values_list("state").annotate(n=Count("pk")).values_list("state", "n"))
+
+
+# --- composition (registry.includes): what a marker names, and who includes a bundle -------------
+
+
+def include_target(*, bundle_name: str, label: str | None, number: int | None) -> tuple[bool, BundleVersion | None]:
+    """(whether the bundle exists, the version a marker names now or None): a label's primary
+    target, or the version with that number."""
+    bundle_id = Bundle.objects.filter(name=bundle_name).values_list("pk", flat=True).first()
+    if bundle_id is None:
+        return False, None
+    if number is not None:
+        return True, BundleVersion.objects.filter(bundle_id=bundle_id, number=number).first()
+    found = Label.objects.filter(bundle_id=bundle_id, name=label).select_related("version").first()
+    return True, found.version if found is not None else None
+
+
+def version_by_hash(*, bundle_name: str, content_hash: str) -> BundleVersion | None:
+    """The version of `bundle_name` with these bytes (a pinned include), if this registry has it."""
+    return BundleVersion.objects.filter(bundle__name=bundle_name, content_hash=content_hash).first()
+
+
+def bundles_including(*, bundle_name: str, actor: Actor | None = None) -> list[dict[str, Any]]:
+    """The bundles (visible to `actor`) whose latest version includes `bundle_name`, one entry
+    per marker: {"bundle", "version", "marker", "pinned_version", "pinned_hash",
+    "current_version", "outdated"}. `current_version` is what the marker names now (null when it
+    names nothing); `outdated` is true when publishing that bundle's source again would pick up
+    other bytes.
+
+    The includes live in each version's canonical bytes, so this reads the latest version of
+    every bundle; a byte search for the entry's `"bundle":"<name>",` (canonical JSON: sorted keys,
+    no whitespace) skips, without decoding, every version that cannot include it."""
+    needle = json.dumps({"bundle": bundle_name}, separators=(",", ":"), ensure_ascii=False)[1:-1] + ","
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT b.name, v.number, (convert_from(v.canonical, 'UTF8')::jsonb -> 'includes')::text
+            FROM registry_bundle b
+            JOIN LATERAL (
+                SELECT number, canonical FROM registry_bundleversion
+                WHERE bundle_id = b.id ORDER BY number DESC LIMIT 1
+            ) v ON true
+            WHERE position(%s::bytea IN v.canonical) > 0
+            ORDER BY b.name
+            """,
+            [needle.encode()],
+        )
+        rows = cursor.fetchall()
+    labels = {
+        name: (number, digest)
+        for name, number, digest in Label.objects.filter(bundle__name=bundle_name).values_list(
+            "name", "version__number", "version__content_hash"
+        )
+    }
+    numbers = dict(BundleVersion.objects.filter(bundle__name=bundle_name).values_list("number", "content_hash"))
+    found: list[dict[str, Any]] = []
+    for name, number, text in rows:
+        if actor is not None and not actor.may_see_bundle(name):
+            continue
+        entries = json.loads(text) if text else None  # as text: Django's psycopg loads jsonb as a string anyway
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict) or entry.get("bundle") != bundle_name:
+                continue
+            marker = includes.MARKER_RE.fullmatch(str(entry.get("marker")))
+            ref = marker.group(2) if marker else ""
+            current = (int(ref), numbers.get(int(ref))) if ref.isdigit() else labels.get(ref, (None, None))
+            found.append(
+                {
+                    "bundle": name,
+                    "version": number,
+                    "marker": entry.get("marker"),
+                    "pinned_version": entry.get("version"),
+                    "pinned_hash": entry.get("content_hash"),
+                    "current_version": current[0] if current[1] is not None else None,
+                    "outdated": current[1] != entry.get("content_hash"),
+                }
+            )
+    return found

@@ -27,7 +27,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from registry import lifecycle
+from registry import composition, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
     Bundle,
@@ -98,6 +98,9 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
     require_role(actor, Role.PUBLISHER, "Publishing a version")
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
+    # Includes first, so the hash covers the resolved text and the snippet versions it used. No
+    # lock on the snippets: a label moving meanwhile leaves a version that records what it read.
+    content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))

@@ -167,9 +167,10 @@ def test_it_publishes_a_version_with_201_and_every_field(publisher, bundle):
     response = publisher.post("/api/v1/bundles/refunds/versions/", {"content": doc, "message": "first"})
     assert response.status_code == 201
     data = body(response)
-    assert set(data) == VERSION_FIELDS | {"warnings"}
+    assert set(data) == VERSION_FIELDS | {"warnings", "dependents"}
     assert data == {
         "warnings": [],
+        "dependents": [],
         "number": 1,
         "content_hash": digest_of(doc),
         "content": canonical_doc(doc),
@@ -790,6 +791,7 @@ CONTRACT_PATHS = {
     "/api/v1/bundles/{name}/versions/": {"get", "post"},
     "/api/v1/bundles/{name}/versions/{number}/": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/revoke/": {"post"},
+    "/api/v1/bundles/{name}/dependents/": {"get"},
     "/api/v1/bundles/{name}/labels/": {"get"},
     "/api/v1/bundles/{name}/labels/{label}/": {"put"},
     "/api/v1/bundles/{name}/labels/{label}/history/": {"get"},

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 
-from registry import skills_content, variables
+from registry import includes, skills_content, variables
 
 LEVELS = ("patch", "minor", "major")  # ordered
 
@@ -138,6 +138,7 @@ COMPATIBILITY_RULES: list[tuple[str, str, str]] = [
     ("metadata_changed", "patch", "metadata changed: neither the model nor the agent sees it."),
     *variables.COMPATIBILITY_RULES,  # variables and knowledge packs (issue 11)
     *skills_content.COMPATIBILITY_RULES,  # skill cards and the compaction policy
+    *includes.COMPATIBILITY_RULES,  # snippets included in the prompt, pinned by hash
 ]
 _LEVEL_OF = {kind: level for kind, level, _ in COMPATIBILITY_RULES}
 

@@ -4,7 +4,7 @@ COMPATIBILITY_RULES (prompt, tools, guardrails, output schema, model, metadata).
 from dataclasses import dataclass, replace
 from typing import Any
 
-from registry import skills_content, variables
+from registry import includes, skills_content, variables
 from registry.contracts.base import (
     _MISSING,
     EFFECTS,
@@ -41,6 +41,7 @@ def diff_contents(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         *_diff_settings("metadata", old.get("metadata"), new.get("metadata")),
         *(_change(kind, path, message) for kind, path, message in variables.diff(old, new)),
         *(_change(kind, path, message) for kind, path, message in skills_content.diff(old, new)),
+        *(_change(kind, path, message) for kind, path, message in includes.diff(old, new)),
     ]
     level = max((c.level for c in changes), key=LEVELS.index, default="patch")
     return Diff(level=level, changes=changes)

@@ -68,6 +68,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/bundles/{name}/dependents/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Bundles that include this one
+         * @description The bundles in the key's scope whose latest version includes this bundle's prompt, one entry per marker: the version it is pinned to, what the marker names now, and whether its next publish would pick up other bytes (`outdated`). Published versions never change: only a new publish moves.
+         */
+        get: operations["v1_bundles_dependents_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/bundles/{name}/export/": {
         parameters: {
             query?: never;
@@ -211,7 +231,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a version
-         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash.
+         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 for an included bundle outside the key's scope. `dependents`: the bundles whose latest version includes this one.
          */
         post: operations["v1_bundles_versions_create"];
         delete?: never;
@@ -1132,6 +1152,26 @@ export interface components {
          * @enum {string}
          */
         DeliveryOutStatusEnum: "pending" | "succeeded" | "failed" | "skipped";
+        DependentListOut: {
+            bundle: string;
+            results: components["schemas"]["DependentOut"][];
+        };
+        /** @description A bundle whose latest version includes this one (registry.includes). */
+        DependentOut: {
+            bundle: string;
+            /** @description The including bundle's latest version. */
+            version: number;
+            /** @description The marker as written, e.g. {{> tone@production}}. */
+            marker: string;
+            /** @description The version of this bundle it resolved to at its publish. */
+            pinned_version: number;
+            /** @description That version's content hash. */
+            pinned_hash: string;
+            /** @description What the marker names now (null: nothing, its next publish would fail). */
+            current_version: number | null;
+            /** @description Its next publish would pick up other bytes. */
+            outdated: boolean;
+        };
         DiffOut: {
             bundle: string;
             from_version: number;
@@ -1415,7 +1455,10 @@ export interface components {
             description?: string;
             active?: boolean;
         };
-        /** @description A publish answer: the version, and what the contract checks warn about. */
+        /**
+         * @description A publish answer: the version, what the contract checks warn about, and the bundles that
+         *     include this one.
+         */
         PublishOut: {
             number: number;
             content_hash: string;
@@ -1431,6 +1474,7 @@ export interface components {
             /** Format: date-time */
             drained_at: string | null;
             readonly warnings: components["schemas"]["PublishWarningOut"][];
+            readonly dependents: components["schemas"]["DependentOut"][];
         };
         PublishWarningOut: {
             path: string;
@@ -2210,6 +2254,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BundleOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_bundles_dependents_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DependentListOut"];
                 };
             };
             /** @description malformed_json or validation_error */

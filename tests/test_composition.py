@@ -1,0 +1,389 @@
+"""Composition pinned by hash (issue 27): a prompt includes another bundle's prompt, resolved at
+publish; the version stores the resolved text and the snippet version and hash it used, so a
+later change of the snippet never reaches a published version (docs/releases.md, Composition)."""
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from access.actors import SYSTEM
+from access.models import Role
+from access.services import api_key_create
+from adminui.forms import VersionForm
+from core.errors import Forbidden, InvalidContent
+from registry import includes
+from registry.canonical import canonical_bytes, canonicalise
+from registry.models import Bundle, BundleVersion
+from registry.selectors import bundles_including, version_diff
+from registry.services import bundle_create, label_move, version_publish, version_revoke
+from registry.transfer import bundle_export, bundle_import
+from tests.conftest import CONTENT_V1, Api, content
+
+TONE_1 = "Be kind and brief."
+TONE_2 = "Be warm, kind and brief."
+SOURCE = "Hello.\n{{> tone@production}}\nCall `process_refund` after checking the order."
+
+
+def publish(bundle: Bundle, actor: Any, prompt: str, **extra: Any) -> BundleVersion:
+    return version_publish(bundle=bundle, content=content(prompt, **extra), message="m", actor=actor).version
+
+
+def stored(version: BundleVersion) -> dict[str, Any]:
+    return json.loads(bytes(version.canonical))
+
+
+def refused(bundle: Bundle, actor: Any, prompt: str, **extra: Any) -> dict[str, list[str]]:
+    with pytest.raises(InvalidContent) as caught:
+        publish(bundle, actor, prompt, **extra)
+    return caught.value.details
+
+
+@pytest.fixture
+def tone(db, ops) -> Bundle:
+    return bundle_create(name="tone", actor=ops.actor)
+
+
+@pytest.fixture
+def tone_v1(tone, ops) -> BundleVersion:
+    version = publish(tone, ops.actor, TONE_1)
+    label_move(bundle=tone, name="production", version=version, actor=ops.actor, reason="first")
+    return version
+
+
+@pytest.fixture
+def tone_v2(tone, ops, tone_v1) -> BundleVersion:
+    """A newer tone, not yet under production."""
+    return publish(tone, ops.actor, TONE_2)
+
+
+@pytest.fixture
+def support(db, ops) -> Bundle:
+    return bundle_create(name="support", actor=ops.actor)
+
+
+def scoped_publisher(*scopes: str) -> Api:
+    key, secret = api_key_create(name="scoped", role=Role.PUBLISHER, scopes=list(scopes), actor=SYSTEM)
+    return Api(secret, key.as_actor())
+
+
+# Resolution ----------------------------------------------------------------------------------------------
+
+
+def test_it_stores_the_resolved_text_and_the_snippet_it_used(support, tone_v1, ops):
+    version = publish(support, ops.actor, SOURCE)
+    doc = stored(version)
+    assert doc["system_prompt"] == f"Hello.\n{TONE_1}\nCall `process_refund` after checking the order."
+    assert doc["system_prompt_source"] == SOURCE
+    assert doc["includes"] == [
+        {"marker": "{{> tone@production}}", "bundle": "tone", "version": 1, "content_hash": tone_v1.content_hash}
+    ]
+    # The hash covers the resolved text and the pin: it is the SHA-256 of exactly these bytes.
+    assert bytes(version.canonical) == canonical_bytes(doc)
+    assert version.content_hash == hashlib.sha256(bytes(version.canonical)).hexdigest()
+
+
+def test_it_includes_by_version_number_through_the_api(support, tone_v2, publisher):
+    response = publisher.post(
+        "/api/v1/bundles/support/versions/",
+        {"content": content("Start. {{> tone@2}} End."), "message": "pin tone 2"},
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["content"]["system_prompt"] == f"Start. {TONE_2} End."
+    assert body["content"]["includes"][0] == {
+        "marker": "{{> tone@2}}",
+        "bundle": "tone",
+        "version": 2,
+        "content_hash": tone_v2.content_hash,
+    }
+    canonical = publisher.get(f"/api/v1/bundles/support/versions/{body['number']}/canonical/")
+    assert hashlib.sha256(canonical.content).hexdigest() == body["content_hash"]
+    assert TONE_2.encode() in canonical.content
+
+
+def test_it_resolves_the_same_snippet_once_per_distinct_marker(support, tone_v1, ops):
+    version = publish(support, ops.actor, "{{> tone@production}} and again {{> tone@production}} and {{> tone@1}}")
+    doc = stored(version)
+    assert doc["system_prompt"] == f"{TONE_1} and again {TONE_1} and {TONE_1}"
+    assert [e["marker"] for e in doc["includes"]] == ["{{> tone@production}}", "{{> tone@1}}"]
+
+
+def test_it_includes_a_snippet_with_includes_of_its_own_resolved_as_it_was_published(db, ops, support, tone_v1):
+    greeting = bundle_create(name="greeting", actor=ops.actor)
+    g1 = publish(greeting, ops.actor, "Hi! {{> tone@production}}")
+    label_move(bundle=greeting, name="production", version=g1, actor=ops.actor, reason="first")
+    version = publish(support, ops.actor, "{{> greeting@production}} Then help.")
+    assert stored(version)["system_prompt"] == f"Hi! {TONE_1} Then help."
+    assert [e["bundle"] for e in stored(version)["includes"]] == ["greeting"]
+
+
+# Pinned by hash: nothing after the publish reaches the version ---------------------------------------------
+
+
+def test_a_later_snippet_move_or_version_never_changes_a_published_version(support, tone, tone_v1, ops):
+    version = publish(support, ops.actor, SOURCE)
+    before = (bytes(version.canonical), version.content_hash)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    publish(tone, ops.actor, "Be curt.")
+    again = BundleVersion.objects.get(pk=version.pk)
+    assert (bytes(again.canonical), again.content_hash) == before
+    assert TONE_1 in stored(again)["system_prompt"] and TONE_2 not in stored(again)["system_prompt"]
+
+
+def test_publishing_the_same_source_is_idempotent_until_the_snippet_moves(support, tone, tone_v1, ops):
+    first = version_publish(bundle=support, content=content(SOURCE), message="m", actor=ops.actor)
+    same = version_publish(bundle=support, content=content(SOURCE), message="m", actor=ops.actor)
+    assert (first.created, same.created, same.version.pk) == (True, False, first.version.pk)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    picked_up = version_publish(bundle=support, content=content(SOURCE), message="m", actor=ops.actor)
+    assert picked_up.created and picked_up.version.number == 2
+    assert TONE_2 in stored(picked_up.version)["system_prompt"]
+    assert stored(picked_up.version)["includes"][0]["content_hash"] == tone_v2.content_hash
+
+
+def test_a_stored_document_published_again_is_the_same_version(support, tone, tone_v1, ops):
+    """What a pull and a push, or an import, send back: it pins its snippets by hash, so even
+    after the snippet moved it is the same version, byte for byte."""
+    version = publish(support, ops.actor, SOURCE)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    again = version_publish(bundle=support, content=stored(version), message="m", actor=ops.actor)
+    assert (again.created, again.version.pk) == (False, version.pk)
+    # Its authoring form (what the admin's "New version from this one" shows) picks up the move.
+    authored = includes.source_of(stored(version))
+    assert authored["system_prompt"] == SOURCE and not includes.FIELDS & set(authored)
+    newer = version_publish(bundle=support, content=authored, message="m", actor=ops.actor)
+    assert newer.created and TONE_2 in stored(newer.version)["system_prompt"]
+    assert VersionForm.initial_from(stored(version))["system_prompt"] == SOURCE
+
+
+def test_a_stored_document_whose_text_is_not_its_source_is_refused(support, tone_v1, ops):
+    forged = stored(publish(support, ops.actor, SOURCE))
+    forged["system_prompt"] = forged["system_prompt"].replace(TONE_1, "Be rude.")
+    with pytest.raises(InvalidContent) as caught:
+        version_publish(bundle=support, content=forged, message="m", actor=ops.actor)
+    assert "content.system_prompt" in caught.value.details
+    unknown = stored(BundleVersion.objects.get(bundle=support))
+    unknown["includes"][0]["content_hash"] = "0" * 64
+    with pytest.raises(InvalidContent) as caught:
+        version_publish(bundle=support, content=unknown, message="m", actor=ops.actor)
+    assert "content.includes[0]" in caught.value.details
+
+
+def test_a_version_without_includes_keeps_the_bytes_and_hash_it_always_had(bundle, ops):
+    version = version_publish(bundle=bundle, content=content(), message="m", actor=ops.actor).version
+    # The canonical form written out by hand, as before composition existed: no new key.
+    expected = json.dumps(
+        {**CONTENT_V1, "guardrails": {}, "metadata": {}, "output_schema": None},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    assert bytes(version.canonical) == expected
+    assert version.content_hash == hashlib.sha256(expected).hexdigest()
+    assert not includes.FIELDS & set(stored(version))
+
+
+# Publish errors ------------------------------------------------------------------------------------------
+
+
+def test_a_marker_that_names_nothing_is_a_400_naming_the_field(support, tone_v1, publisher):
+    for prompt, says in [
+        ("{{> nosuch@production}}", "no bundle named 'nosuch'"),
+        ("{{> tone@staging}}", "has no label 'staging'"),
+        ("{{> tone@9}}", "has no version 9"),
+        ("{{> Tone@production}}", "does not start an include"),
+        ("{{>tone}}", "does not start an include"),
+    ]:
+        response = publisher.post("/api/v1/bundles/support/versions/", {"content": content(prompt), "message": "m"})
+        assert response.status_code == 400, prompt
+        error = response.json()["error"]
+        assert error["code"] == "validation_error"
+        assert says in " ".join(error["details"]["content.system_prompt"]), (prompt, error)
+
+
+def test_a_revoked_snippet_version_cannot_be_included(support, tone, tone_v2, ops):
+    version_revoke(version=tone_v2, actor=ops.actor, reason="bad")
+    assert "revoked" in refused(support, ops.actor, "{{> tone@2}}")["content.system_prompt"][0]
+
+
+def test_a_bundle_cannot_include_itself(tone, tone_v1, ops):
+    assert "cycle" in refused(tone, ops.actor, "{{> tone@production}}")["content.system_prompt"][0]
+
+
+def test_a_cycle_through_another_bundle_is_a_400(support, tone, tone_v1, ops):
+    s1 = publish(support, ops.actor, "Support. {{> tone@production}}")
+    label_move(bundle=support, name="production", version=s1, actor=ops.actor, reason="first")
+    details = refused(tone, ops.actor, "Tone. {{> support@production}}")
+    assert "cycle" in details["content.system_prompt"][0]
+
+
+def test_an_include_outside_the_key_s_scope_is_a_403_whether_or_not_it_exists(support, tone_v1):
+    scoped = scoped_publisher("support")
+    for prompt in ("{{> tone@production}}", "{{> secret@production}}"):
+        response = scoped.post("/api/v1/bundles/support/versions/", {"content": content(prompt), "message": "m"})
+        assert response.status_code == 403, response.json()
+        error = response.json()["error"]
+        assert error["code"] == "permission_denied"
+        assert "outside this key's scopes" in error["details"]["content.system_prompt"][0]
+    with pytest.raises(Forbidden):
+        publish(support, scoped.actor, "{{> tone@production}}")
+
+
+# Hostile input: the worst values, answered at once ---------------------------------------------------------
+
+
+def test_too_many_markers_are_refused_before_any_lookup(support, tone_v1, ops):
+    prompt = " ".join(["{{> tone@production}}"] * (includes.MAX_INCLUDES + 1))
+    assert "at most" in refused(support, ops.actor, prompt)["content.system_prompt"][0]
+    worst = "{{> tone@production}}" * 9000  # 189,000 characters: within the prompt limit
+    started = time.monotonic()
+    with CaptureQueriesContext(connection) as queries:
+        assert "at most" in refused(support, ops.actor, worst)["content.system_prompt"][0]
+    assert not [q for q in queries.captured_queries if "registry_label" in q["sql"]]
+    assert time.monotonic() - started < 1
+
+
+def test_exactly_the_limit_of_markers_is_allowed(support, tone_v1, ops):
+    prompt = " ".join(["{{> tone@production}}"] * includes.MAX_INCLUDES)
+    assert stored(publish(support, ops.actor, prompt))["system_prompt"] == " ".join([TONE_1] * includes.MAX_INCLUDES)
+
+
+def test_a_huge_marker_is_not_a_marker(support, ops):
+    for prompt in ("{{> " + "a" * 190_000 + "@production}}", "{{> tone@" + "p" * 190_000 + "}}", "{{>" * 20):
+        details = refused(support, ops.actor, prompt)
+        assert "does not start an include" in details["content.system_prompt"][0]
+
+
+def test_a_chain_deeper_than_the_limit_is_a_400(db, ops):
+    names = [f"level{i}" for i in range(includes.MAX_DEPTH + 2)]
+    bundles = [bundle_create(name=name, actor=ops.actor) for name in names]
+    previous = None
+    for depth, bundle in enumerate(reversed(bundles)):
+        prompt = f"Level {depth}." + (f" {{{{> {previous}@production}}}}" if previous else "")
+        if depth <= includes.MAX_DEPTH:
+            version = publish(bundle, ops.actor, prompt)
+            label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="chain")
+        else:
+            assert "deeper than" in refused(bundle, ops.actor, prompt)["content.system_prompt"][0]
+        previous = bundle.name
+
+
+def test_a_resolved_prompt_over_the_limit_is_a_400(support, tone, ops):
+    big = publish(tone, ops.actor, "x" * 150_000)
+    label_move(bundle=tone, name="production", version=big, actor=ops.actor, reason="big")
+    details = refused(support, ops.actor, "{{> tone@production}} {{> tone@1}}")
+    assert "With its includes" in details["content.system_prompt"][0]
+
+
+# Variables: a marker is not a variable; a snippet's variables are the includer's ---------------------------
+
+
+def test_a_marker_is_not_taken_for_an_undeclared_variable(support, tone_v1, ops):
+    declared = {"name": {"type": "string", "default": "you"}}
+    version = publish(support, ops.actor, "Hi {{name}}. {{> tone@production}}", variables=declared)
+    assert stored(version)["system_prompt"] == f"Hi {{{{name}}}}. {TONE_1}"
+
+
+def test_a_snippet_s_variable_must_be_declared_by_the_bundle_that_includes_it(support, tone, ops):
+    snippet = publish(tone, ops.actor, "Sign as {{agent}}.", variables={"agent": {"type": "string"}})
+    label_move(bundle=tone, name="production", version=snippet, actor=ops.actor, reason="first")
+    details = refused(support, ops.actor, "{{> tone@production}}", variables={})
+    assert "not declared" in details["content.system_prompt"][0]
+
+
+# Dependents and the diff -----------------------------------------------------------------------------------
+
+
+def test_publishing_the_snippet_lists_the_bundles_that_would_pick_it_up(support, tone, tone_v1, ops, publisher):
+    publish(support, ops.actor, SOURCE)
+    response = publisher.post("/api/v1/bundles/tone/versions/", {"content": content(TONE_2), "message": "warmer"})
+    assert response.status_code == 201
+    assert response.json()["dependents"] == [
+        {
+            "bundle": "support",
+            "version": 1,
+            "marker": "{{> tone@production}}",
+            "pinned_version": 1,
+            "pinned_hash": tone_v1.content_hash,
+            "current_version": 1,
+            "outdated": False,
+        }
+    ]
+    tone_v2 = BundleVersion.objects.get(bundle=tone, number=2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    listed = publisher.get("/api/v1/bundles/tone/dependents/").json()
+    assert listed["bundle"] == "tone"
+    assert [(d["bundle"], d["current_version"], d["outdated"]) for d in listed["results"]] == [("support", 2, True)]
+    assert bundles_including(bundle_name="support") == []
+
+
+def test_dependents_only_show_bundles_in_the_key_s_scope(support, tone_v1, ops):
+    publish(support, ops.actor, SOURCE)
+    scoped = scoped_publisher("tone")
+    assert scoped.get("/api/v1/bundles/tone/dependents/").json()["results"] == []
+    assert bundles_including(bundle_name="tone", actor=scoped.actor) == []
+
+
+def test_the_diff_shows_an_include_change_as_its_own_entry(support, tone, tone_v1, ops, agent):
+    publish(support, ops.actor, SOURCE)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    new = publish(support, ops.actor, SOURCE)
+    old = BundleVersion.objects.get(bundle=support, number=1)
+    kinds = {c.kind: c for c in version_diff(old=old, new=new).changes}
+    assert kinds["include_changed"].path == "includes[tone@production]"
+    assert "version 1" in kinds["include_changed"].message and "version 2" in kinds["include_changed"].message
+    assert "prompt_changed" in kinds
+    answer = agent.get("/api/v1/bundles/support/versions/2/diff/").json()
+    assert {"include_changed", "prompt_changed"} <= {c["kind"] for c in answer["changes"]}
+    assert answer["level"] == "patch"
+
+
+def test_the_diff_shows_includes_added_and_removed(support, tone_v1, ops):
+    plain = publish(support, ops.actor, "No snippet.")
+    composed = publish(support, ops.actor, SOURCE)
+    added = {c.kind: c.path for c in version_diff(old=plain, new=composed).changes}
+    removed = {c.kind: c.path for c in version_diff(old=composed, new=plain).changes}
+    assert added["include_added"] == removed["include_removed"] == "includes[tone@production]"
+
+
+def test_canonical_form_of_a_stored_document_is_itself(support, tone_v1, ops):
+    """An export's bytes must import as themselves (registry.transfer re-canonicalises them)."""
+    version = publish(support, ops.actor, SOURCE)
+    _, data, digest = canonicalise(stored(version))
+    assert (data, digest) == (bytes(version.canonical), version.content_hash)
+
+
+def test_an_exported_composed_bundle_imports_as_the_same_bytes(support, tone, tone_v1, ops):
+    version = publish(support, ops.actor, SOURCE)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    document, objects = bundle_export(bundle=support, actor=ops.actor)
+    result = bundle_import(document={**document, "name": "support-copy"}, objects=objects, actor=ops.actor)
+    copied = BundleVersion.objects.get(bundle__name="support-copy", number=result.versions_created[0])
+    assert (bytes(copied.canonical), copied.content_hash) == (bytes(version.canonical), version.content_hash)
+
+
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        ({"includes": None}, "content.includes"),
+        ({"system_prompt_source": "no marker"}, "content.system_prompt_source"),
+        ({"includes": [{"marker": "{{> tone@production}}", "bundle": "other"}]}, "content.includes[0]"),
+        ({"system_prompt_source": "{{> tone@2}}"}, "content.includes[0]"),
+    ],
+)
+def test_stored_fields_that_disagree_with_each_other_are_a_400(support, tone_v1, ops, change, where):
+    doc = {**stored(publish(support, ops.actor, SOURCE)), **change}
+    doc = {k: v for k, v in doc.items() if v is not None}
+    with pytest.raises(InvalidContent) as caught:
+        version_publish(bundle=support, content=doc, message="m", actor=ops.actor)
+    assert where in caught.value.details
