@@ -13,12 +13,14 @@ from typing import Any
 
 from django.utils import timezone
 
+from access.actors import Actor
 from adminui import selectors
 from core import providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from core.tokens import estimate_tokens
 from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
+from registry import composition
 from registry import variables as content_variables
 from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
@@ -62,10 +64,12 @@ def _content(version: BundleVersion) -> dict[str, Any]:
 
 
 def check_against(
-    *, bundle: Bundle, content: dict[str, Any], against: BundleVersion | None, message: str = ""
+    *, bundle: Bundle, content: dict[str, Any], against: BundleVersion | None, actor: Actor, message: str = ""
 ) -> Verdict:
-    """Raises InvalidContent when `content` is not a content document (the form shows it)."""
-    doc, _, content_hash = canonicalise(content)
+    """Raises InvalidContent when `content` is not a content document (the form shows it).
+    Includes are resolved first, as version_publish does: the hash and the prefix shown are
+    those the version would have."""
+    doc, _, content_hash = canonicalise(composition.content_resolved(content=content, bundle=bundle, actor=actor))
     latest = selectors.version_latest(bundle)
     check = contract_check(doc, previous=_content(latest) if latest else None)  # what version_publish applies
     diff = by_severity(diff_contents(_content(against), doc)) if against else None

@@ -387,3 +387,36 @@ def test_stored_fields_that_disagree_with_each_other_are_a_400(support, tone_v1,
     with pytest.raises(InvalidContent) as caught:
         version_publish(bundle=support, content=doc, message="m", actor=ops.actor)
     assert where in caught.value.details
+
+
+# The admin: the editor starts from the source, the check resolves, the diff shows includes -----------------
+
+
+@pytest.fixture
+def engineer(db):
+    from adminui.groups import PROMPT_ENGINEERS
+    from tests.test_adminui_views import client_for, make_user
+
+    return client_for(make_user("pat", PROMPT_ENGINEERS))
+
+
+def test_the_admin_check_and_diff_show_what_publishing_resolves(engineer, support, tone, tone_v1, ops):
+    from knowledge.render import build_prefix
+    from tests.test_adminui_views import u, words
+
+    publish(support, ops.actor, SOURCE)
+    page = engineer.get(u("adminui_version_new", "support", query="from=1"))
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"message": ""}
+    assert data["system_prompt"] == SOURCE
+    checked = engineer.post(u("adminui_version_new", "support"), data | {"check": "Check against v1"})
+    verdict = checked.context["verdict"]
+    resolved = stored(BundleVersion.objects.get(bundle=support, number=1))
+    assert verdict.prefix_bytes == len(build_prefix(resolved, {}, {}).body)
+    tone_v2 = publish(tone, ops.actor, TONE_2)
+    label_move(bundle=tone, name="production", version=tone_v2, actor=ops.actor, reason="warmer")
+    published = engineer.post(u("adminui_version_new", "support"), data | {"message": "pick up tone 2"})
+    assert published.status_code == 302
+    assert TONE_2 in stored(BundleVersion.objects.get(bundle=support, number=2))["system_prompt"]
+    diff = engineer.get(u("adminui_diff", "support", query="old=1&new=2"))
+    assert "tone@production moved from version 1" in words(diff)

@@ -10,6 +10,7 @@ from django.contrib.admin import ModelAdmin
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from access.actors import Actor
 from access.models import Role
 from adminui import selectors
 from adminui.diffing import OTHER_FIELDS, content_diff, pretty
@@ -20,7 +21,7 @@ from adminui.views.base import bundle_of, content_of, need_role, need_view, rend
 from adminui.views.governance import approvals_panel
 from adminui.workbench import MAX_PREVIEW_JSON, check_against, provider_preview
 from core import providers
-from core.errors import DomainError, InvalidContent, NotFound
+from core.errors import DomainError, Forbidden, InvalidContent, NotFound
 from knowledge.templatetags.knowledge_admin import example_variables
 from metrics.selectors import version_usage
 from registry import services as registry_services
@@ -67,11 +68,11 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     verdict = None
     if request.method == "POST" and "check" in request.POST:
         form = VersionForm(request.POST)
-        verdict = _check_only(form, bundle, source)
+        verdict = _check_only(form, bundle, source, actor)
     elif request.method == "POST":
         form = VersionForm(request.POST)
         if not form.is_valid():
-            _precheck(form, bundle)
+            _precheck(form, bundle, actor)
         else:
             try:
                 result = registry_services.version_publish(
@@ -103,16 +104,20 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     )
 
 
-def _check_only(form: VersionForm, bundle: Bundle, source: BundleVersion | None) -> object:
+def _check_only(form: VersionForm, bundle: Bundle, source: BundleVersion | None, actor: Actor) -> object:
     """ "Check against vN": the verdict without publishing; a missing message does not stop it."""
     form.is_valid()
     if not set(form.errors) <= {"message"}:
-        _precheck(form, bundle)
+        _precheck(form, bundle, actor)
         return None
     form.errors.pop("message", None)
     try:
         return check_against(
-            bundle=bundle, content=form.content(), against=source, message=form.cleaned_data.get("route_message") or ""
+            bundle=bundle,
+            content=form.content(),
+            against=source,
+            actor=actor,
+            message=form.cleaned_data.get("route_message") or "",
         )
     except DomainError as exc:
         add_domain_error(form, exc)
@@ -136,13 +141,13 @@ def _report_publish(request: HttpRequest, bundle: Bundle, latest: BundleVersion 
         messages.warning(request, f"Warning, {where}: {warning.get('message', '')}")
 
 
-def _precheck(form: VersionForm, bundle: Bundle) -> None:
+def _precheck(form: VersionForm, bundle: Bundle, actor: Actor) -> None:
     """When the form has errors (bad JSON, no message), show the content's own problems with
     them, all at once: registry.lifecycle.version_publish_check (what version_publish would
     say) on the fields that did parse; its contract findings only when every JSON field parsed."""
     try:
-        check = version_publish_check(bundle=bundle, content=form.content())
-    except InvalidContent as exc:
+        check = version_publish_check(bundle=bundle, content=form.content(), actor=actor)
+    except (InvalidContent, Forbidden) as exc:
         add_domain_error(form, exc)
         return
     if any(name in form.errors for name in JSON_FIELDS):

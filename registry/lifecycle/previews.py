@@ -8,7 +8,7 @@ from typing import Any
 from access.actors import Actor
 from access.permissions import require_bundle_scope
 from core.errors import InvalidContent
-from registry import pins
+from registry import composition, pins
 from registry.canonical import normalise_content
 from registry.contracts import check_content
 from registry.lifecycle.common import content_of
@@ -296,10 +296,13 @@ def latest_content(bundle: Bundle) -> dict[str, Any] | None:
     return content_of(latest) if latest else None
 
 
-def version_publish_check(*, bundle: Bundle, content: object) -> PublishCheck:
+def version_publish_check(*, bundle: Bundle, content: object, actor: Actor | None = None) -> PublishCheck:
     """What publishing `content` would be told, without publishing: raises InvalidContent for
     a document that is not a content document at all, else returns the contract checks
-    against the bundle's latest version (version_publish applies the same two steps)."""
+    against the bundle's latest version (version_publish applies the same two steps). With the
+    `actor` who would publish, its includes are resolved first, as version_publish does."""
+    if actor is not None:
+        content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
     return contract_check(normalise_content(content), previous=latest_content(bundle))
 
 
