@@ -353,6 +353,17 @@ class LabelOut(serializers.Serializer):
     updated_by = serializers.CharField()
 
 
+class LabelMovedOut(LabelOut):
+    """A PUT's answer: the label, and the bundles that include its bundle by this label."""
+
+    dependents = serializers.SerializerMethodField()
+
+    @extend_schema_field(DependentOut(many=True))
+    def get_dependents(self, label) -> list[dict[str, Any]]:
+        # Read by the view (registry.selectors.bundles_including), not a field of the label.
+        return list(self.context.get("dependents", []))
+
+
 class LabelMoveOut(serializers.Serializer):
     from_version = serializers.IntegerField(source="previous_version.number", allow_null=True, default=None)
     to_version = serializers.IntegerField(source="version.number")

@@ -29,6 +29,7 @@ from api.serializers import (
     DiffOut,
     DiffQuery,
     LabelIn,
+    LabelMovedOut,
     LabelMoveOut,
     LabelOut,
     LabelPolicyIn,
@@ -417,10 +418,11 @@ class LabelDetailApi(BaseApi):
             "Publisher role (ops for a protected label such as `production`). Points the label at `version` "
             "with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new "
             "target; the version it leaves starts draining. A `backward` label refuses a breaking (major) "
-            "move with 409 unless `allow_breaking` is true."
+            "move with 409 unless `allow_breaking` is true. `dependents`: the bundles whose latest version "
+            "includes this bundle by this label, and whether their next publish would pick up other bytes."
         ),
         request=LabelIn,
-        responses={200: LabelOut, 201: LabelOut},
+        responses={200: LabelMovedOut, 201: LabelMovedOut},
     )
     def put(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
@@ -437,7 +439,12 @@ class LabelDetailApi(BaseApi):
             compatibility=data.get("compatibility"),
             expected_revision=_if_match(request),
         )
-        return _label_answer(moved, status=201 if created else 200)
+        # Who includes this bundle by this label: their next publish picks up the new target.
+        dependents = registry_selectors.bundles_including(bundle_name=name, actor=actor_of(request), label=label)
+        answer = LabelMovedOut(moved, context={"dependents": dependents}).data
+        response = Response(answer, status=201 if created else 200)
+        response["ETag"] = registry_services.label_etag(moved)
+        return response
 
     @extend_schema(
         summary="Change a label's policy",

@@ -196,10 +196,12 @@ def version_by_hash(*, bundle_name: str, content_hash: str) -> BundleVersion | N
     return BundleVersion.objects.filter(bundle__name=bundle_name, content_hash=content_hash).first()
 
 
-def bundles_including(*, bundle_name: str, actor: Actor | None = None) -> list[dict[str, Any]]:
-    """The bundles (visible to `actor`) whose latest version includes `bundle_name`, one entry
-    per marker: {"bundle", "version", "marker", "pinned_version", "pinned_hash",
-    "current_version", "outdated"}. `current_version` is what the marker names now (null when it
+def bundles_including(
+    *, bundle_name: str, actor: Actor | None = None, label: str | None = None
+) -> list[dict[str, Any]]:
+    """The bundles (visible to `actor`) whose latest version includes `bundle_name` (by `label`
+    only, when given), one entry per marker: {"bundle", "version", "marker", "pinned_version",
+    "pinned_hash", "current_version", "outdated"}. `current_version` is what the marker names now (null when it
     names nothing); `outdated` is true when publishing that bundle's source again would pick up
     other bytes.
 
@@ -239,6 +241,8 @@ def bundles_including(*, bundle_name: str, actor: Actor | None = None) -> list[d
                 continue
             marker = includes.MARKER_RE.fullmatch(str(entry.get("marker")))
             ref = marker.group(2) if marker else ""
+            if label is not None and ref != label:
+                continue
             current = (int(ref), numbers.get(int(ref))) if ref.isdigit() else labels.get(ref, (None, None))
             found.append(
                 {

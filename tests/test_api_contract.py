@@ -326,12 +326,13 @@ def test_it_creates_a_label_with_201_and_moves_it_with_200(publisher, bundle, v1
     created = publisher.put("/api/v1/bundles/refunds/labels/staging/", {"version": 1, "reason": "stage v1"})
     assert created.status_code == 201
     data = body(created)
-    assert set(data) == LABEL_FIELDS
+    assert set(data) == LABEL_FIELDS | {"dependents"}
     assert {
         k: v
         for k, v in data.items()
         if k not in ("updated_at", "targets", "revision", "required_checks", "required_approvals")
     } == {
+        "dependents": [],
         "name": "staging",
         "version": 1,
         "protected": False,

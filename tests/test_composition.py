@@ -420,3 +420,18 @@ def test_the_admin_check_and_diff_show_what_publishing_resolves(engineer, suppor
     assert TONE_2 in stored(BundleVersion.objects.get(bundle=support, number=2))["system_prompt"]
     diff = engineer.get(u("adminui_diff", "support", query="old=1&new=2"))
     assert "tone@production moved from version 1" in words(diff)
+
+
+def test_moving_the_snippet_s_label_lists_who_would_pick_it_up(support, tone, tone_v1, ops):
+    publish(support, ops.actor, SOURCE)
+    publish(support, ops.actor, "Pinned: {{> tone@1}}")  # the latest version includes tone by number only
+    other = bundle_create(name="other", actor=ops.actor)
+    publish(other, ops.actor, "Other. {{> tone@production}}")
+    publish(tone, ops.actor, TONE_2)
+    moved = ops.put("/api/v1/bundles/tone/labels/production/", {"version": 2, "reason": "warmer"})
+    assert moved.status_code == 200, moved.json()
+    assert [
+        (d["bundle"], d["pinned_version"], d["current_version"], d["outdated"]) for d in moved.json()["dependents"]
+    ] == [("other", 1, 2, True)]
+    staged = ops.put("/api/v1/bundles/tone/labels/staging/", {"version": 2, "reason": "stage"})
+    assert staged.status_code == 201 and staged.json()["dependents"] == []

@@ -162,7 +162,7 @@ export interface paths {
         get: operations["v1_bundles_labels_retrieve"];
         /**
          * Create or move a label
-         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true.
+         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true. `dependents`: the bundles whose latest version includes this bundle by this label, and whether their next publish would pick up other bytes.
          */
         put: operations["v1_bundles_labels_update"];
         post?: never;
@@ -1301,6 +1301,27 @@ export interface components {
             compatibility: string;
             required_checks: string[];
             required_approvals: number;
+        };
+        /** @description A PUT's answer: the label, and the bundles that include its bundle by this label. */
+        LabelMovedOut: {
+            name: string;
+            /** @description The primary target (largest weight). */
+            version: number;
+            /** @description Every target with its weight; one at 100 unless split. */
+            readonly targets: {
+                [key: string]: number;
+            }[];
+            /** @description Changes with every change of the label; its ETag is rev-N. */
+            revision: number;
+            protected: boolean;
+            compatibility: string;
+            /** @description Checks a new target's content must have passed. */
+            required_checks: string[];
+            required_approvals: number;
+            /** Format: date-time */
+            updated_at: string;
+            updated_by: string;
+            readonly dependents: components["schemas"]["DependentOut"][];
         };
         LabelOut: {
             name: string;
@@ -2983,7 +3004,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["LabelOut"];
+                    "application/json": components["schemas"]["LabelMovedOut"];
                 };
             };
             201: {
@@ -2991,7 +3012,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["LabelOut"];
+                    "application/json": components["schemas"]["LabelMovedOut"];
                 };
             };
             /** @description malformed_json or validation_error */
