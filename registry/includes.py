@@ -128,7 +128,9 @@ def _entry_problem(entry: Any, marker: Marker) -> str | None:
     if entry["marker"] != marker.text or entry["bundle"] != marker.bundle:
         return f"Must be the entry of {marker.text} (markers in order of first appearance)."
     version = entry["version"]
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    # A version number is a positive 32-bit integer (BundleVersion.number, as registry.transfer
+    # checks an export's numbers): a larger one names no version in any registry.
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 < version < 2**31:
         return "version must be a version number."
     if marker.number is not None and version != marker.number:
         return f"{marker.text} names version {marker.number}."

@@ -435,3 +435,11 @@ def test_moving_the_snippet_s_label_lists_who_would_pick_it_up(support, tone, to
     ] == [("other", 1, 2, True)]
     staged = ops.put("/api/v1/bundles/tone/labels/staging/", {"version": 2, "reason": "stage"})
     assert staged.status_code == 201 and staged.json()["dependents"] == []
+
+
+def test_an_entry_s_version_must_fit_a_version_number(support, tone_v1, ops):
+    doc = stored(publish(support, ops.actor, SOURCE))
+    doc["includes"][0]["version"] = 2**31
+    with pytest.raises(InvalidContent) as caught:
+        version_publish(bundle=support, content=doc, message="m", actor=ops.actor)
+    assert caught.value.details["content.includes[0]"] == ["version must be a version number."]
