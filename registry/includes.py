@@ -62,6 +62,12 @@ class Marker:
         return f"{self.bundle}@{self.ref}"
 
 
+def marker_of(text: object) -> Marker | None:
+    """The marker that `text` is, whole (an `includes` entry's key), or None."""
+    match = MARKER_RE.fullmatch(text) if isinstance(text, str) else None
+    return Marker(match.group(0), match.group(1), match.group(2)) if match else None
+
+
 def _where(text: str, at: int) -> str:
     line = text.count("\n", 0, at) + 1
     return f"line {line}, column {at - (text.rfind(chr(10), 0, at) + 1) + 1}"

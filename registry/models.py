@@ -203,3 +203,52 @@ class Release(models.Model):
 
     def __str__(self) -> str:
         return f"release {self.pk}"
+
+
+class Include(models.Model):
+    """One include of a published version (one entry of its `includes`, registry.includes): the
+    edge from the including version to the snippet bundle, written by version_publish in the
+    transaction that inserts the version. The version's bytes stay the record; these rows are
+    their index, so "who includes tone" (registry.selectors.bundles_including, on every publish
+    and label move answer) is an index probe instead of a read of every bundle's latest bytes.
+
+    `current` is true while `version` is its bundle's latest: the next publish of that bundle
+    clears it (under the bundle's row lock), so the partial indexes hold the edges of latest
+    versions only and a bundle's history never lengthens the read."""
+
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="include_edges", db_index=False)
+    # The including bundle (version.bundle, repeated): the publish that supersedes `version`
+    # finds its current edges by it.
+    bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="+", db_index=False)
+    position = models.PositiveSmallIntegerField()  # its index in `includes`: markers in order of first appearance
+    marker = models.TextField()  # as written: `{{> tone@production}}`
+    snippet = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="+", db_index=False)
+    # What the marker names: a label of the snippet bundle, or a version number (exactly one;
+    # `label` is "" for a number, and no label has that name).
+    label = models.CharField(max_length=limits.LABEL_NAME_MAX, blank=True, default="")
+    number = models.PositiveIntegerField(null=True, blank=True)
+    # The snippet version it resolved to, as the entry records it: the number in the registry
+    # that resolved it (an import keeps it) and the content hash, which identifies it here.
+    pinned_version = models.PositiveIntegerField()
+    pinned_hash = models.CharField(max_length=64)
+    current = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["version_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "position"], name="include_position_unique"),
+            models.CheckConstraint(
+                condition=(~models.Q(label="") & models.Q(number__isnull=True))
+                | models.Q(label="", number__isnull=False),
+                name="include_label_or_number",
+            ),
+        ]
+        indexes = [
+            # Who includes a snippet (by a label): the publish and label move answers.
+            models.Index(fields=["snippet", "label"], condition=models.Q(current=True), name="include_current_idx"),
+            # The edges a publish of the including bundle supersedes.
+            models.Index(fields=["bundle"], condition=models.Q(current=True), name="include_current_bundle_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.marker}"

@@ -27,13 +27,14 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from registry import composition, lifecycle
+from registry import composition, includes, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
     Bundle,
     BundleVersion,
     CheckStatus,
     Compatibility,
+    Include,
     Label,
     VersionApproval,
     VersionCheck,
@@ -129,6 +130,7 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
         message=message,
         author=actor.name,
     )
+    _include_edges_write(version=version, doc=doc)
     audit_record(
         actor=actor,
         action="version.published",
@@ -139,6 +141,37 @@ def version_publish(*, bundle: Bundle, content: object, message: str, actor: Act
     )
     events.emit("version.published", bundle=bundle.name, version=version.number, content_hash=digest, by=actor.name)
     return PublishResult(version, True, warnings)
+
+
+def _include_edges_write(*, version: BundleVersion, doc: dict[str, Any]) -> None:
+    """The new version's include edges (registry.models.Include), and its bundle's earlier edges
+    no longer current. Called under the bundle's row lock, which orders the publishes of one
+    bundle, so the edges of exactly its latest version stay current."""
+    Include.objects.filter(bundle_id=version.bundle_id, current=True).update(current=False)
+    entries = includes.entries_of(doc)
+    if not entries:
+        return
+    # Every snippet exists: composition.content_resolved found each one (by label, number or hash).
+    names = {str(entry["bundle"]) for entry in entries}
+    snippets = dict(Bundle.objects.filter(name__in=names).values_list("name", "pk"))
+    edges = []
+    for position, entry in enumerate(entries):
+        ref = includes.marker_of(entry["marker"])
+        assert ref is not None  # includes.normalise checked every entry against its marker
+        edges.append(
+            Include(
+                version=version,
+                bundle_id=version.bundle_id,
+                position=position,
+                marker=ref.text,
+                snippet_id=snippets[ref.bundle],
+                label="" if ref.number is not None else ref.ref,
+                number=ref.number,
+                pinned_version=entry["version"],
+                pinned_hash=entry["content_hash"],
+            )
+        )
+    Include.objects.bulk_create(edges)
 
 
 # --- labels: moves, percentage splits, rollbacks ----------------------------------------------

@@ -18,7 +18,7 @@ from adminui.forms import VersionForm
 from core.errors import Forbidden, InvalidContent
 from registry import includes
 from registry.canonical import canonical_bytes, canonicalise
-from registry.models import Bundle, BundleVersion
+from registry.models import Bundle, BundleVersion, Include
 from registry.selectors import bundles_including, version_diff
 from registry.services import bundle_create, label_move, version_publish, version_revoke
 from registry.transfer import bundle_export, bundle_import
@@ -443,3 +443,52 @@ def test_an_entry_s_version_must_fit_a_version_number(support, tone_v1, ops):
     with pytest.raises(InvalidContent) as caught:
         version_publish(bundle=support, content=doc, message="m", actor=ops.actor)
     assert caught.value.details["content.includes[0]"] == ["version must be a version number."]
+
+
+# Include edges: who includes a snippet, written at publish -------------------------------------------------
+
+
+def edges(bundle: Bundle) -> list[tuple[int, int, str, str, int | None, int, bool]]:
+    return list(
+        Include.objects.filter(bundle=bundle)
+        .order_by("version__number", "position")
+        .values_list("version__number", "position", "marker", "label", "number", "pinned_version", "current")
+    )
+
+
+def test_a_publish_records_its_include_edges_and_only_the_latest_version_s_are_current(support, tone_v2, ops):
+    publish(support, ops.actor, "{{> tone@production}} {{> tone@2}} {{> tone@production}}")
+    assert edges(support) == [
+        (1, 0, "{{> tone@production}}", "production", None, 1, True),
+        (1, 1, "{{> tone@2}}", "", 2, 2, True),
+    ]
+    assert Include.objects.get(bundle=support, position=1).pinned_hash == tone_v2.content_hash
+    publish(support, ops.actor, "No snippet any more.")
+    assert [edge[-1] for edge in edges(support)] == [False, False]
+    publish(support, ops.actor, "{{> tone@2}}")
+    assert [(edge[0], edge[-1]) for edge in edges(support)] == [(1, False), (1, False), (3, True)]
+
+
+def test_an_idempotent_publish_writes_no_edges(support, tone_v1, ops):
+    publish(support, ops.actor, SOURCE)
+    publish(support, ops.actor, SOURCE)
+    assert [(edge[0], edge[-1]) for edge in edges(support)] == [(1, True)]
+
+
+def test_the_migration_backfills_the_edges_from_the_stored_versions(support, tone, tone_v2, ops):
+    import importlib
+
+    backfill = importlib.import_module("registry.migrations.0012_backfill_includes")
+    publish(support, ops.actor, "{{> tone@production}} and {{> tone@2}}")
+    publish(support, ops.actor, "Plain, with a literal key: includes.")
+    publish(support, ops.actor, SOURCE)
+    greeting = bundle_create(name="greeting", actor=ops.actor)
+    publish(greeting, ops.actor, "Hi! {{> support@3}}")
+    written = {bundle.name: edges(bundle) for bundle in (support, greeting)}
+    hashes = sorted(Include.objects.values_list("pinned_hash", "snippet_id"))
+    Include.objects.all().delete()  # as before the edges existed
+    backfill.VERSION_CHUNK = 2  # several chunks
+    backfill.backfill(None, connection.schema_editor())
+    backfill.backfill(None, connection.schema_editor())  # a retry adds nothing
+    assert {bundle.name: edges(bundle) for bundle in (support, greeting)} == written
+    assert sorted(Include.objects.values_list("pinned_hash", "snippet_id")) == hashes
