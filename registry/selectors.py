@@ -5,13 +5,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Prefetch, QuerySet
+from django.db.models import Count, Max, OuterRef, Prefetch, QuerySet, Subquery
 
 from access.actors import Actor
 from core.errors import NotFound
-from registry import includes, pins
+from registry import pins
 from registry.contracts import Diff, diff_contents
-from registry.models import Bundle, BundleVersion, Label, Release, VersionApproval, VersionCheck
+from registry.models import Bundle, BundleVersion, Include, Label, Release, VersionApproval, VersionCheck
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -205,54 +205,58 @@ def bundles_including(
     names nothing); `outdated` is true when publishing that bundle's source again would pick up
     other bytes.
 
-    The includes live in each version's canonical bytes, so this reads the latest version of
-    every bundle; a byte search for the entry's `"bundle":"<name>",` (canonical JSON: sorted keys,
-    no whitespace) skips, without decoding, every version that cannot include it."""
-    needle = json.dumps({"bundle": bundle_name}, separators=(",", ":"), ensure_ascii=False)[1:-1] + ","
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT b.name, v.number, (convert_from(v.canonical, 'UTF8')::jsonb -> 'includes')::text
-            FROM registry_bundle b
-            JOIN LATERAL (
-                SELECT number, canonical FROM registry_bundleversion
-                WHERE bundle_id = b.id ORDER BY number DESC LIMIT 1
-            ) v ON true
-            WHERE position(%s::bytea IN v.canonical) > 0
-            ORDER BY b.name
-            """,
-            [needle.encode()],
+    On every publish answer and every label move answer (the rollback path), so it costs the
+    same at any history: one query over the current include edges of the snippet (the partial
+    index include_current_idx, by label for a move), each checked against its bundle's latest
+    number and given what its marker names now, all by index probes (registry.models.Include).
+    Nothing reads the snippet's versions other than those the markers name, or any version's bytes."""
+    if label is not None and (label == "" or label.isdigit()):
+        # `@3` is version 3 (includes.Marker.number): no marker follows a label named only with
+        # digits, and "" is how an edge says it names a number.
+        return []
+    edges = Include.objects.filter(current=True, snippet__name=bundle_name)
+    if label is not None:
+        edges = edges.filter(label=label)
+    # `current` is cleared by the including bundle's next publish; a version published by code
+    # that writes no edges (the previous release, during an upgrade) does not clear it, so the
+    # latest number decides, and `current` only keeps the edges of older versions out of the index.
+    latest = BundleVersion.objects.filter(bundle_id=OuterRef("bundle_id")).order_by("-number").values("number")[:1]
+    by_label = Label.objects.filter(bundle_id=OuterRef("snippet_id"), name=OuterRef("label"))
+    by_number = BundleVersion.objects.filter(bundle_id=OuterRef("snippet_id"), number=OuterRef("number"))
+    rows = (
+        edges.filter(version__number=Subquery(latest))
+        .annotate(
+            label_number=Subquery(by_label.values("version__number")[:1]),
+            label_hash=Subquery(by_label.values("version__content_hash")[:1]),
+            number_hash=Subquery(by_number.values("content_hash")[:1]),
         )
-        rows = cursor.fetchall()
-    labels = {
-        name: (number, digest)
-        for name, number, digest in Label.objects.filter(bundle__name=bundle_name).values_list(
-            "name", "version__number", "version__content_hash"
+        .order_by("bundle__name", "position")
+        .values_list(
+            "bundle__name",
+            "version__number",
+            "marker",
+            "number",
+            "pinned_version",
+            "pinned_hash",
+            "label_number",
+            "label_hash",
+            "number_hash",
         )
-    }
-    numbers = dict(BundleVersion.objects.filter(bundle__name=bundle_name).values_list("number", "content_hash"))
+    )
     found: list[dict[str, Any]] = []
-    for name, number, text in rows:
+    for name, number, marker, ref_number, pinned, digest, label_number, label_hash, number_hash in rows:
         if actor is not None and not actor.may_see_bundle(name):
             continue
-        entries = json.loads(text) if text else None  # as text: Django's psycopg loads jsonb as a string anyway
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict) or entry.get("bundle") != bundle_name:
-                continue
-            marker = includes.MARKER_RE.fullmatch(str(entry.get("marker")))
-            ref = marker.group(2) if marker else ""
-            if label is not None and ref != label:
-                continue
-            current = (int(ref), numbers.get(int(ref))) if ref.isdigit() else labels.get(ref, (None, None))
-            found.append(
-                {
-                    "bundle": name,
-                    "version": number,
-                    "marker": entry.get("marker"),
-                    "pinned_version": entry.get("version"),
-                    "pinned_hash": entry.get("content_hash"),
-                    "current_version": current[0] if current[1] is not None else None,
-                    "outdated": current[1] != entry.get("content_hash"),
-                }
-            )
+        current, current_hash = (ref_number, number_hash) if ref_number is not None else (label_number, label_hash)
+        found.append(
+            {
+                "bundle": name,
+                "version": number,
+                "marker": marker,
+                "pinned_version": pinned,
+                "pinned_hash": digest,
+                "current_version": current if current_hash is not None else None,
+                "outdated": current_hash != digest,
+            }
+        )
     return found

@@ -445,7 +445,7 @@ def test_an_entry_s_version_must_fit_a_version_number(support, tone_v1, ops):
     assert caught.value.details["content.includes[0]"] == ["version must be a version number."]
 
 
-# Include edges: who includes a snippet, written at publish -------------------------------------------------
+# Include edges: who includes a snippet, at the same cost at any history ------------------------------------
 
 
 def edges(bundle: Bundle) -> list[tuple[int, int, str, str, int | None, int, bool]]:
@@ -473,6 +473,83 @@ def test_an_idempotent_publish_writes_no_edges(support, tone_v1, ops):
     publish(support, ops.actor, SOURCE)
     publish(support, ops.actor, SOURCE)
     assert [(edge[0], edge[-1]) for edge in edges(support)] == [(1, True)]
+
+
+def test_a_newer_version_without_edges_hides_the_older_one_s(support, tone_v1, ops):
+    """During an upgrade the previous release publishes too, and writes no edges: its version is
+    still the latest, so the bundle no longer includes the snippet though the edges say current."""
+    publish(support, ops.actor, SOURCE)
+    _, data, digest = canonicalise(content("Published by the previous release."))
+    BundleVersion.objects.create(bundle=support, number=2, canonical=data, content_hash=digest, message="m", author="a")
+    assert Include.objects.filter(bundle=support, current=True).count() == 1
+    assert bundles_including(bundle_name="tone") == []
+
+
+def test_a_label_named_only_with_digits_has_no_dependents(support, tone, tone_v2, ops):
+    """`{{> tone@2}}` is version 2, whatever a label named `2` points at."""
+    publish(support, ops.actor, "{{> tone@2}}")
+    moved = ops.put("/api/v1/bundles/tone/labels/2/", {"version": 1, "reason": "a label named 2"})
+    assert moved.status_code == 201, moved.json()
+    assert moved.json()["dependents"] == []
+    assert [d["marker"] for d in bundles_including(bundle_name="tone")] == ["{{> tone@2}}"]
+
+
+def _queries(call: Any) -> tuple[int, Any]:
+    with CaptureQueriesContext(connection) as queries:
+        response = call()
+    assert response.status_code in (200, 201), response.json()
+    return len(queries.captured_queries), response
+
+
+def test_the_label_move_and_the_snippet_publish_cost_the_same_at_any_history(support, tone, tone_v1, ops, publisher):
+    """Issue 20: history never slows the rollback path. Other bundles, the snippet's versions and the
+    including bundle's own versions all grow thirty-fold; the move and the publish that answer with
+    the dependents make the same queries."""
+    publish(support, ops.actor, SOURCE)
+    extra = iter(range(1, 1000))
+
+    def move(to: int) -> tuple[int, Any]:
+        body = {"version": to, "reason": "roll"}
+        return _queries(lambda: ops.put("/api/v1/bundles/tone/labels/production/", body))
+
+    def publish_snippet() -> tuple[int, Any]:
+        body = {"content": content(f"Tone, take {next(extra)}."), "message": "m"}
+        return _queries(lambda: publisher.post("/api/v1/bundles/tone/versions/", body))
+
+    publish_snippet()
+    move(2)  # the label's first move, and one more, so both measured moves find a label with a history
+    before = move(1), publish_snippet()
+    for i in range(30):
+        other = bundle_create(name=f"other{i}", actor=ops.actor)
+        publish(other, ops.actor, f"Other {i}.")
+        publish(tone, ops.actor, f"Tone {i}.")
+        publish(support, ops.actor, f"{SOURCE} ({i})")  # each version includes tone@production
+    after = move(3), publish_snippet()
+    assert [count for count, _ in after] == [count for count, _ in before]
+    assert [d["bundle"] for d in after[0][1].json()["dependents"]] == ["support"]
+    assert after[0][1].json()["dependents"][0]["version"] == 31
+    assert [d["bundle"] for d in after[1][1].json()["dependents"]] == ["support"]
+
+
+def test_who_includes_a_snippet_is_read_over_the_partial_index_of_latest_versions(support, tone, tone_v1, ops):
+    for i in range(5):  # the including bundle's history: five versions that include tone
+        publish(support, ops.actor, f"{SOURCE} ({i})")
+    former = bundle_create(name="former", actor=ops.actor)
+    publish(former, ops.actor, SOURCE)
+    publish(former, ops.actor, "No longer includes tone.")
+    for label in (None, "production"):
+        with CaptureQueriesContext(connection) as queries:
+            assert [d["version"] for d in bundles_including(bundle_name="tone", label=label)] == [5]
+        [sql] = [q["sql"] for q in queries.captured_queries]
+        with connection.cursor() as cursor:
+            # On tiny tables the planner rightly prefers sequential scans (tests/test_flat_counts.py).
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        assert "Seq Scan" not in plan, plan
+        # The index holds the edges of latest versions only: one row, not the six of history.
+        [scan] = [line for line in plan.splitlines() if "using include_current_idx" in line]
+        assert "(actual rows=1 loops=1)" in scan, plan
 
 
 def test_the_migration_backfills_the_edges_from_the_stored_versions(support, tone, tone_v2, ops):
