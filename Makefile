@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types mlflow-venv
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types mlflow-venv test-mlflow
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -109,6 +109,11 @@ clean:
 # virtualenv (about 850 MB), pinned in tests/mlflow-requirements.txt, never in .venv. The test
 # creates it the same way on first use; this only does it ahead of time (CI, a warm cache).
 mlflow-venv: .venv-mlflow/.installed
+
+# The MLflow importer against that live server: kept out of `make test` (a first run downloads
+# 850 MB), run once by CI.
+test-mlflow: $(VENV)/.client-installed .venv-mlflow/.installed
+	$(PY) -m devtools.stack test -m mlflow tests/test_importers.py $(ARGS)
 
 .venv-mlflow/.installed: tests/mlflow-requirements.txt
 	rm -rf .venv-mlflow

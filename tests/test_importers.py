@@ -312,6 +312,7 @@ def test_a_version_the_registry_refuses_names_the_source_version(cli, tmp_path):
 # --- MLflow: a real tracking server --------------------------------------------------------------
 
 
+@pytest.mark.mlflow  # not in `make test`: a first run downloads 850 MB (make test-mlflow; CI runs it)
 @pytest.mark.timeout(1800)  # a cold virtualenv downloads MLflow; the server starts in a minute or two
 def test_an_mlflow_import_reads_every_version_and_alias_from_a_live_server(cli, tmp_path):
     from tests.mlflow_server import MlflowServer, mlflow_python
