@@ -257,7 +257,8 @@ ROUTES: list[TurnRoute] = [
             "description": (
                 "Reports `invoked` for the previous turn, routes this one, renders the prefix and tail and "
                 "compacts the messages, on one read of the session; with `format`, the provider request with "
-                "its cache breakpoint at the end of the stable prefix (docs/api.md, The turn call)."
+                "its cache breakpoints at the end of the stable prefix and of the conversation (docs/api.md, "
+                "The turn call)."
             ),
         },
     ),

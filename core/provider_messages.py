@@ -8,7 +8,7 @@ as they are. Pure, standard library only."""
 import json
 from typing import Any
 
-__all__ = ["append_turn", "to_messages"]
+__all__ = ["BREAKPOINT_LIMIT", "append_turn", "breakpoint_problems", "mark_conversation_end", "to_messages"]
 
 
 def _text_of(content: Any) -> str:
@@ -249,3 +249,121 @@ def append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dic
             return [*messages[:-1], {**last, "parts": [*last["parts"], {"text": text}]}]
         return [*messages, {"role": "user", "parts": [{"text": text}]}]
     return [*messages, {"role": "user", "content": text}]  # OpenAI: consecutive user messages are fine
+
+
+# --- the second breakpoint: the end of the conversation ----------------------------------------
+#
+# Anthropic (and Claude on Bedrock) caches the request up to each breakpoint, at most four in a
+# request; the next request reads the longest of them it still starts with, looking back about
+# 20 blocks from each of its own breakpoints. The first breakpoint ends the stable prefix
+# (core.providers); this one ends the conversation, before the per-turn text, so on the next
+# turn the whole history is read from the cache and only the new messages are written. The
+# registry owns the markers of the conversation: those a client sends back (it echoes the
+# previous request) are removed, so there are never more than two. A marker is not part of what
+# the provider caches, so moving it leaves the cached bytes alone.
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("cache_control" on a
+# content block; thinking blocks and empty text blocks cannot carry it);
+# https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html (a `cachePoint` block
+# after the content it ends, in `system`, `tools` or a message).
+
+BREAKPOINT_LIMIT = 4  # breakpoints Anthropic and Bedrock take in one request
+EPHEMERAL = {"type": "ephemeral"}
+CACHE_POINT = {"cachePoint": {"type": "default"}}
+_ANTHROPIC_UNMARKABLE = ("thinking", "redacted_thinking")
+_BEDROCK_UNMARKABLE = ("reasoningContent", "cachePoint")
+
+
+def _anthropic_markable(block: Any) -> bool:
+    """A block Anthropic lets carry cache_control: not a thinking block, not empty text."""
+    if not isinstance(block, dict) or block.get("type") in _ANTHROPIC_UNMARKABLE:
+        return False
+    if block.get("type") == "text":
+        return isinstance(block.get("text"), str) and bool(block["text"])
+    return True
+
+
+def _bedrock_markable(block: Any) -> bool:
+    """A Converse block a cachePoint may follow: content, not reasoning, not a cache point."""
+    if not isinstance(block, dict) or any(key in block for key in _BEDROCK_UNMARKABLE):
+        return False
+    return not (isinstance(block.get("text"), str) and not block["text"].strip())
+
+
+def _anthropic_unmarked(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list) or not any(isinstance(b, dict) and "cache_control" in b for b in content):
+        return message  # the very same object: nothing to take out
+    blocks = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in content]
+    return {**message, "content": blocks}
+
+
+def _bedrock_unmarked(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list) or not any(isinstance(b, dict) and "cachePoint" in b for b in content):
+        return message
+    return {**message, "content": [b for b in content if not (isinstance(b, dict) and "cachePoint" in b)]}
+
+
+def _mark_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [_anthropic_unmarked(m) for m in messages]
+    for m in range(len(out) - 1, -1, -1):
+        content = out[m].get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        for b in range(len(blocks) - 1, -1, -1):
+            if _anthropic_markable(blocks[b]):
+                blocks[b] = {**blocks[b], "cache_control": dict(EPHEMERAL)}
+                out[m] = {**out[m], "content": blocks}
+                return out
+    return out
+
+
+def _mark_bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [_bedrock_unmarked(m) for m in messages]
+    for m in range(len(out) - 1, -1, -1):
+        blocks = list(out[m].get("content") or [])
+        for b in range(len(blocks) - 1, -1, -1):
+            if _bedrock_markable(blocks[b]):
+                out[m] = {**out[m], "content": [*blocks[: b + 1], dict(CACHE_POINT), *blocks[b + 1 :]]}
+                return out
+    return out
+
+
+def mark_conversation_end(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation (in `fmt`'s shape, before the per-turn text) with its breakpoint: for
+    anthropic, `cache_control` on its last block that may carry one (a text content becomes one
+    text block); for bedrock-converse, a `cachePoint` block after its last content block. The
+    markers the messages held are removed first. Other formats cache on their own: unchanged."""
+    if fmt == "anthropic":
+        return _mark_anthropic(messages)
+    if fmt == "bedrock-converse":
+        return _mark_bedrock(messages)
+    return messages
+
+
+def _anthropic_markers(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    system = body.get("system")
+    places: list[tuple[str, Any]] = [(f"tools[{i}]", t) for i, t in enumerate(body.get("tools") or [])]
+    places += [(f"system[{i}]", b) for i, b in enumerate(system if isinstance(system, list) else [])]
+    for m, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        places += [(f"messages[{m}].content[{i}]", b) for i, b in enumerate(blocks)]
+    return [(path, block) for path, block in places if isinstance(block, dict) and "cache_control" in block]
+
+
+def breakpoint_problems(fmt: str, body: dict[str, Any]) -> list[str]:
+    """What in a request body breaks the provider's breakpoint rules ([] when nothing): more than
+    BREAKPOINT_LIMIT; for anthropic, cache_control on an empty text block or a thinking block."""
+    if fmt == "anthropic":
+        marked = _anthropic_markers(body)
+        problems = [f"{path}: cannot carry cache_control." for path, block in marked if not _anthropic_markable(block)]
+    elif fmt == "bedrock-converse":
+        blocks = [*(body.get("system") or []), *(body.get("toolConfig") or {}).get("tools", [])]
+        blocks += [b for m in body.get("messages") or [] for b in m.get("content") or []]
+        marked = [("cachePoint", b) for b in blocks if isinstance(b, dict) and "cachePoint" in b]
+        problems = []
+    else:
+        return []
+    if len(marked) > BREAKPOINT_LIMIT:
+        problems.append(f"{len(marked)} breakpoints, more than the {BREAKPOINT_LIMIT} the provider takes.")
+    return problems

@@ -1,5 +1,6 @@
-"""Provider request bodies for one turn: the stable prefix first, one cache breakpoint at its end,
-then everything that changes per turn (docs/rendering.md#one-call-per-turn-the-provider-request).
+"""Provider request bodies for one turn: the stable prefix first, a cache breakpoint at its end,
+the conversation, a second breakpoint at its end, then what changes per turn
+(docs/rendering.md#one-call-per-turn-the-provider-request).
 
 Pure functions, standard library only, no Django and no database: the turn call
 (`api.turn_call`, through `skills.turn_request`) hands in what the registry rendered, routed
@@ -9,12 +10,14 @@ Formats (`FORMATS`):
 
 - `anthropic`: the Messages API. `tools`, then `system` as one text block carrying
   `cache_control: {"type": "ephemeral"}`: the provider caches tools + system up to that block
-  (its order is tools, system, messages), so the breakpoint is the end of the prefix.
+  (its order is tools, system, messages), so the breakpoint is the end of the prefix; the
+  conversation's last block carries the second.
 - `openai-chat` (Chat Completions) and `openai-responses` (Responses): the system text first
   (a `system` message; `instructions`), the tools; no breakpoint in the body (OpenAI caches
   automatically from the first byte), `prompt_cache_key` = `prefix_sha256`, so the requests
   of one prefix are routed to the same cache.
-- `bedrock-converse`: Bedrock's Converse API, `system` = [text, `cachePoint`].
+- `bedrock-converse`: Bedrock's Converse API, `system` = [text, `cachePoint`]; a second
+  `cachePoint` block after the conversation's last block.
 - `gemini`: `generateContent`; `systemInstruction` and `tools` come before `contents`, and
   Gemini's implicit caching matches a request's leading bytes, so there is no marker to place.
 
@@ -22,7 +25,13 @@ Everything after the breakpoint: the compacted conversation, then one per-turn t
 render's tail and the cards of this turn's skills) appended to the newest user message, or as
 a user message of its own when the conversation ends with something else. So a request's
 bytes up to the breakpoint (`stable_part`) are a function of the prefix alone, and the
-conversation before the newest message is sent in the bytes the client gave.
+conversation before the newest message is sent in the bytes the client gave (less any cache
+marker in it: the registry places them).
+
+The second breakpoint (anthropic, bedrock-converse; `provider_messages.mark_conversation_end`)
+ends the conversation, before the per-turn text: on the next turn the provider reads the whole
+history from its cache and writes only what is new. Two breakpoints, of the four both APIs
+take (`provider_messages.breakpoint_problems` states the rules).
 
 Input messages are in the neutral shape or hold Anthropic content blocks;
 `core.provider_messages.to_messages` converts them for a format.
@@ -38,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.provider_messages import append_turn, to_messages
+from core.provider_messages import append_turn, breakpoint_problems, mark_conversation_end, to_messages
 from core.tokens import estimate_tokens
 
 __all__ = [
@@ -47,6 +56,7 @@ __all__ = [
     "STABLE",
     "ProviderRequest",
     "TurnParts",
+    "breakpoint_problems",
     "build_request",
     "cache_floor",
     "cache_report",
@@ -362,7 +372,8 @@ def build_request(fmt: str, parts: TurnParts) -> ProviderRequest:
     if builder is None:
         raise ValueError(f"Unknown format {fmt!r}; one of {', '.join(FORMATS)}.")
     notes: list[str] = []
-    messages = append_turn(fmt, to_messages(fmt, parts.messages), parts.turn_text)
+    conversation = mark_conversation_end(fmt, to_messages(fmt, parts.messages))
+    messages = append_turn(fmt, conversation, parts.turn_text)
     return ProviderRequest(fmt, builder(parts, _Settings.of(parts.model), messages, notes), notes)
 
 

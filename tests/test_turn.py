@@ -123,7 +123,7 @@ def full_request(answer: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]
 # --- the answer -----------------------------------------------------------------------------------
 
 
-def test_one_call_answers_the_turn_with_an_anthropic_request_and_one_breakpoint(world):
+def test_one_call_answers_the_turn_with_an_anthropic_request_and_two_breakpoints(world):
     messages = [user("I want a refund for order 42"), *tool_exchange(1), user("and the VAT on my invoice?")]
     answer = world.turn({"messages": messages, "format": "anthropic", "variables": {"ticket": "INC-1"}})
     assert answer["turn"] == 1 and answer["version"] == 1 and answer["prefix_sha256"]
@@ -138,14 +138,16 @@ def test_one_call_answers_the_turn_with_an_anthropic_request_and_one_breakpoint(
     assert request["system"] == [
         {"type": "text", "text": answer["prefix"]["system"], "cache_control": {"type": "ephemeral"}}
     ]
-    # exactly one breakpoint in the whole body, at the end of the system block
-    assert json.dumps(request).count("cache_control") == 1
+    # exactly two breakpoints in the whole body: the end of the system block, the end of the conversation
+    assert json.dumps(request).count("cache_control") == 2
     # the conversation after it, converted; the per-turn text (tail, cards) on the newest user message
     assert request["messages"][0] == user("I want a refund for order 42")
     assert request["messages"][1]["content"][0]["type"] == "tool_use"
     assert request["messages"][2]["content"][0]["type"] == "tool_result"
     last = request["messages"][-1]["content"]
-    assert last[0] == {"type": "text", "text": "and the VAT on my invoice?"}
+    ephemeral = {"type": "ephemeral"}
+    assert last[0] == {"type": "text", "text": "and the VAT on my invoice?", "cache_control": ephemeral}
+    assert len(last) == 2 and "cache_control" not in last[1]  # the per-turn text after the second one
     assert last[1]["text"].startswith(answer["tail"])
     routed = answer["skills"]["routed"][0]["name"]
     assert f"## {routed}\n" in last[1]["text"] and "## greet_customer\n" in last[1]["text"]
@@ -642,9 +644,13 @@ def test_earlier_turn_texts_sent_back_do_not_steer_the_routing(world):
     assert "## track_parcel" in sent[-1]["content"][-1]["text"]
     echoed = [*sent, {"role": "assistant", "content": "It is on its way."}, user("please change my password")]
     plain = [*first, {"role": "assistant", "content": "It is on its way."}, user("please change my password")]
-    assert for_routing(echoed)[0] == {"role": "user", "content": [{"type": "text", "text": "where is my parcel"}]}
+    marked = {"type": "text", "text": "where is my parcel", "cache_control": {"type": "ephemeral"}}
+    assert for_routing(echoed)[0] == {"role": "user", "content": [marked]}
     assert "Skills for this turn" not in json.dumps(for_routing(echoed))
     one = world.turn({"messages": echoed, "format": "anthropic"})
     other = world.turn({"messages": plain, "format": "anthropic"}, twin)
     assert one["skills"] == other["skills"]
-    assert one["request"]["messages"][:1] == sent[:1]  # the request keeps what was sent
+    # the request keeps what was sent, less the breakpoint the registry moved to the new end
+    unmarked = {k: v for k, v in marked.items() if k != "cache_control"}
+    assert one["request"]["messages"][0] == {"role": "user", "content": [unmarked, sent[0]["content"][1]]}
+    assert json.dumps(one["request"]).count("cache_control") == 2

@@ -819,7 +819,7 @@ export interface paths {
         put?: never;
         /**
          * One call per turn
-         * @description Reports `invoked` for the previous turn, routes this one, renders the prefix and tail and compacts the messages, on one read of the session; with `format`, the provider request with its cache breakpoint at the end of the stable prefix (docs/api.md, The turn call).
+         * @description Reports `invoked` for the previous turn, routes this one, renders the prefix and tail and compacts the messages, on one read of the session; with `format`, the provider request with its cache breakpoints at the end of the stable prefix and of the conversation (docs/api.md, The turn call).
          */
         post: operations["session_turn"];
         delete?: never;
