@@ -155,8 +155,9 @@ class VersionForm(forms.Form):
     )
     compaction = JsonField(
         default=ABSENT,
-        help_text='Optional: {"keep_tool_results": n, "max_tool_result_chars": n, "placeholder": "..."}, how long '
-        "sessions drop old tool results. Empty: the default policy.",
+        help_text='Optional: {"keep_tool_results": n, "max_tool_result_chars": n, "placeholder": "...", '
+        '"elide_step": n}, how long sessions drop old tool results (elide_step: elide them n + 1 at a time, so the '
+        "provider's cached conversation survives n tool calls). Empty: the default policy.",
     )
     # Not content: a message to try the skills' routing on, for "Check against vN" only.
     route_message = forms.CharField(

@@ -56,6 +56,16 @@ CASES: list[dict[str, Any]] = [
         "messages": openai_conversation(["a", "b", "c"]),
     },
     {
+        "name": "openai_elide_step_keeps_results_until_keep_plus_step",
+        "policy": {"keep_tool_results": 2, "elide_step": 3},
+        "messages": openai_conversation([f"result {i}" for i in range(5)]),
+    },
+    {
+        "name": "openai_elide_step_then_elides_down_to_keep",
+        "policy": {"keep_tool_results": 2, "elide_step": 3},
+        "messages": openai_conversation([f"result {i}" for i in range(7)]),
+    },
+    {
         "name": "openai_no_tool_results_is_unchanged",
         "policy": None,
         "messages": [

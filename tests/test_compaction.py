@@ -94,7 +94,10 @@ def test_policy_rules():
     assert [p for p, _ in policy_errors({"placeholder": 3})] == ["compaction.placeholder"]
     assert [p for p, _ in policy_errors({"keep": 3})] == ["compaction.keep"]
     assert policy_errors([5]) != []
-    assert policy_from_content({}) == Policy(5, 20000, "[elided: older tool result]")
+    assert policy_errors({"elide_step": 0}) == policy_errors({"elide_step": 4}) == []
+    for step in (-1, "2", True, 1.5):
+        assert [p for p, _ in policy_errors({"elide_step": step})] == ["compaction.elide_step"]
+    assert policy_from_content({}) == Policy(5, 20000, "[elided: older tool result]", 0)
 
 
 # The endpoint ----------------------------------------------------------------------------------
@@ -122,7 +125,8 @@ def test_the_endpoint_matches_each_vector(ops, agent, vector):
 
 
 @pytest.mark.parametrize(
-    "policy", [{"keep_tool_results": -1}, {"max_tool_result_chars": "big"}, {"placeholder": None}, [1], "x"]
+    "policy",
+    [{"keep_tool_results": -1}, {"max_tool_result_chars": "big"}, {"placeholder": None}, {"elide_step": -2}, [1], "x"],
 )
 def test_a_wrong_policy_is_refused_at_publish(ops, policy):
     ops.post("/api/v1/bundles/", {"name": "compacting", "description": "d"})

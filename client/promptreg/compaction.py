@@ -6,13 +6,20 @@ Python client ships a copy, client/promptreg/compaction.py, so agents can run it
 The two files are byte-identical (tests/test_client_copies.py fails otherwise: edit core/ and
 copy it over). Standard library only. Both are tested against `tests/fixtures/compaction_vectors.json`.
 
-The rule, for a policy `{"keep_tool_results": K, "max_tool_result_chars": M, "placeholder": P}`:
+The rule, for a policy `{"keep_tool_results": K, "max_tool_result_chars": M, "placeholder": P,
+"elide_step": S}`:
 
 - A tool result is an OpenAI-shape message with role `tool` (or the legacy `function`), or one
   `tool_result` block inside an Anthropic-shape message's content list. Results are counted in
   the order they appear.
-- Every result except the last K has its content replaced by P (the message's other keys,
-  such as `tool_call_id`, `tool_use_id`, `is_error`, stay as they are).
+- Of R results, the first E have their content replaced by P (the message's other keys, such
+  as `tool_call_id`, `tool_use_id`, `is_error`, stay as they are), where E is R - K rounded
+  down to a multiple of S + 1 (0 when R <= K). With S = 0 (the default) that is every result
+  but the last K. With S > 0 results are elided in steps: nothing until R passes K + S, then
+  down to K at once; between K and K + S results are kept. So a conversation growing one tool
+  result at a time is rewritten once every S + 1 results, not on each one (a provider's cached
+  copy of it survives S turns in S + 1), at the price of up to S more results kept. E never
+  decreases as results are added, so a result once elided stays the same placeholder.
 - A kept result whose text is longer than M characters keeps its first characters and ends
   with `[truncated N chars]`, N being the characters removed, so that the whole text, marker
   included, is at most M characters (the marker alone when M is smaller than the marker). For
@@ -47,6 +54,7 @@ DEFAULT_POLICY: dict[str, Any] = {
     "keep_tool_results": 5,
     "max_tool_result_chars": 20000,
     "placeholder": "[elided: older tool result]",
+    "elide_step": 0,
 }
 _TOOL_ROLES = ("tool", "function")
 _BARE_MARKER = re.compile(r"\[truncated \d+ chars\]")
@@ -66,6 +74,7 @@ class Policy:
     keep_tool_results: int = DEFAULT_POLICY["keep_tool_results"]
     max_tool_result_chars: int = DEFAULT_POLICY["max_tool_result_chars"]
     placeholder: str = DEFAULT_POLICY["placeholder"]
+    elide_step: int = DEFAULT_POLICY["elide_step"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,12 @@ class CompactionResult:
 def policy_errors(value: Any, path: str = "compaction") -> list[tuple[str, str]]:
     """What is wrong with a `compaction` policy from a content document: [(path, message)]."""
     if not isinstance(value, dict):
-        return [(path, "Must be an object with keep_tool_results, max_tool_result_chars and placeholder.")]
+        return [(path, "Must be an object with keep_tool_results, max_tool_result_chars, placeholder, elide_step.")]
     errors = [
         (f"{path}.{key}", f"Unknown field; allowed fields are {', '.join(sorted(DEFAULT_POLICY))}.")
         for key in sorted(set(value) - set(DEFAULT_POLICY))
     ]
-    for key in ("keep_tool_results", "max_tool_result_chars"):
+    for key in ("keep_tool_results", "max_tool_result_chars", "elide_step"):
         if key in value:
             number = value[key]
             # bool is an int in Python; `true` is not a count.
@@ -229,7 +238,9 @@ def compact(messages: Any, policy: Policy | None = None) -> CompactionResult:
                     results.append((m, index))
         chars_before += _message_chars(message, path)
 
-    keep_from = max(0, len(results) - policy.keep_tool_results)
+    # Elided: the first `keep_from` results (module docstring); a multiple of elide_step + 1.
+    over = max(0, len(results) - policy.keep_tool_results)
+    keep_from = over - over % (policy.elide_step + 1)
     out = list(messages)
     # Replacement blocks per Anthropic message, applied once per message below.
     blocks: dict[int, list[Any]] = {}
