@@ -76,8 +76,9 @@ bench-short: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py --short $(ARGS)
 
 # Issue 21: a reference day of agent turns (500 sessions x 20 turns, knowledge edits, a label
-# move, a DUTY.md edit, midnight) priced as a provider bills cached input: our turn call against
-# the same prompt without breakpoints and a naive registry. In process; a few minutes.
+# move, a DUTY.md edit, midnight) priced as a provider bills cached input: our turn call (two
+# breakpoints; one; none) against a naive registry. In process; 20 minutes on a quiet machine
+# (ARGS="--sessions 100" for a fifth of the day).
 bench-cache: $(VENV)/.client-installed
 	$(PY) bench/cache_economics.py $(ARGS)
 

@@ -24,11 +24,15 @@ it (its render reads the real clock, so the simulated midnight reaches only the 
 registry's system prompt; the turn call's date is in the tail, after the breakpoint); otherwise
 (until it lands) the same inputs from render, route, turns and compact, with the
 Anthropic request assembled here the way the turn call does (the stable prefix first, one
-breakpoint at its end, then the compacted messages, the routed cards and the tail). From the
-same answers, three provider requests are built per turn:
+breakpoint at its end, then the compacted messages, the routed cards and the tail). The
+reference version's compaction policy is `keep_tool_results: 5` with `elide_step: 4`
+(--elide-step; 0 is the default policy, one result elided per tool call). From the same
+answers, four provider requests are built per turn:
 
-  ours     the turn call's `request`: one cache breakpoint at the end of the stable prefix
-  render   the same request without its breakpoint (an agent that calls render and lays out
+  ours     the turn call's `request`: a cache breakpoint at the end of the stable prefix and
+           one at the end of the conversation, before the per-turn text
+  one-bp   the same request with the first breakpoint only (the turn call before the second)
+  render   the same request without its breakpoints (an agent that calls render and lays out
            the request itself, placing no cache marker)
   naive    what a registry without a stable prefix serves: the date and the knowledge pack's
            file list at the top of the system prompt, the routed skills as tools (before the
@@ -36,17 +40,22 @@ same answers, three provider requests are built per turn:
            messages (so the start is rewritten every turn once it fills), and hot reload: a
            session follows `production` to version 2 mid-conversation
 
-The request's bytes are taken in the order the provider reads them (tools, system, messages).
-For each turn the longest prefix shared with the same session's previous request is what the
-provider can serve from its cache (never another session's, though they share a prefix: a
-lower bound). Tokens are bytes / 4. Two ways of billing are printed:
+The request's bytes are taken in the order the provider reads them (tools, system, messages;
+a text content as the one text block it stands for; without the cache markers, which are not
+part of what is cached). For each turn the longest prefix shared with the same session's
+previous request is what the provider can serve from its cache, and, in the "organisation"
+columns, with any of the organisation's last 16 requests in the cache's lifetime. Tokens are
+bytes / 4. Two ways of billing are printed:
 
   every prefix   the provider caches whatever prefix it saw (OpenAI's automatic caching;
                  Anthropic with a breakpoint on the newest message too): read = the shared
                  prefix (when at least --floor tokens), write = the rest
   as sent        only up to the breakpoints the request carries (Anthropic as the request is
-                 sent): read = the part up to the last breakpoint when it was cached before,
-                 write = that part otherwise, the rest at the base price; no breakpoint, no cache
+                 sent): the prefix up to each breakpoint is cached; read = the longest prefix an
+                 earlier request cached at one of its breakpoints that this request still starts
+                 with (within 20 blocks before one of its breakpoints: Anthropic's lookback),
+                 write = the rest up to the last breakpoint, the rest at the base price; no
+                 breakpoint (or none reaching --floor), no cache
 
 Prices are relative to the base input price: --provider anthropic (read 0.1x, write 1.25x,
 floor 1,024 tokens: Claude Sonnet/Opus; Haiku's floor is 2,048), openai (read 0.1x as on the
@@ -55,6 +64,7 @@ counted: they are the same in every arrangement.
 """
 
 import argparse
+import bisect
 import heapq
 import json
 import os
@@ -87,6 +97,10 @@ TOOL_TURNS = 8  # of 20 turns, the ones that end in a tool call (scaled for othe
 BYTES_PER_TOKEN = 4
 CACHE_LIFETIME = timedelta(minutes=5)  # Anthropic's default cache lifetime, renewed by each read
 RECENT_REQUESTS = 16  # the organisation's latest requests a new one is compared with
+LOOKBACK_BLOCKS = 20  # Anthropic looks for an earlier cached prefix this many blocks before a breakpoint
+# What an agent with a tool call on 8 turns in 20 would set (docs/performance.md): elided five at
+# a time, the conversation behind the second breakpoint is rewritten once every five results.
+REFERENCE_ELIDE_STEP = 4
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -100,6 +114,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--floor", type=int, help="the model's minimum cacheable prefix, in tokens")
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument(
+        "--elide-step",
+        type=int,
+        default=REFERENCE_ELIDE_STEP,
+        help=f"the reference version's compaction elide_step (default {REFERENCE_ELIDE_STEP}; 0: one at a time)",
+    )
     ns = parser.parse_args(argv)
     if ns.short:
         ns.sessions, ns.turns = 20, 10
@@ -153,10 +173,12 @@ def skills_100() -> list[dict[str, Any]]:
     return skills
 
 
-def content(pack: str, *, version: int) -> dict[str, Any]:
+def content(pack: str, *, version: int, elide_step: int) -> dict[str, Any]:
     from pinned_fetch import content_document
 
     doc = content_document()
+    if elide_step:  # the default policy otherwise (keep_tool_results 5, elided one at a time)
+        doc["compaction"] = {"keep_tool_results": 5, "elide_step": elide_step}
     doc["system_prompt"] = (f"Release {version}.\n\n" if version > 1 else "") + doc["system_prompt"]
     doc["skills"] = skills_100()
     doc["knowledge"] = [pack]
@@ -191,27 +213,54 @@ def canonical(value: Any) -> bytes:
 def provider_bytes(request: dict[str, Any]) -> tuple[bytes, int]:
     """An Anthropic Messages request as the provider reads it for caching (tools, then system,
     then messages), and the offset just after its last cache breakpoint (0: none)."""
-    data, breakpoint_at, _ = provider_layout(request)
-    return data, breakpoint_at
+    layout = provider_layout(request)
+    return layout.data, max(layout.breakpoints, default=0)
 
 
-def provider_layout(request: dict[str, Any]) -> tuple[bytes, int, int]:
-    """provider_bytes, and the offset where the newest message starts."""
+@dataclass
+class Layout:
+    """A request's bytes in the provider's reading order, without its cache markers (a marker
+    is not part of what is cached: moving it leaves the cached bytes alone), a text content as
+    the one text block it stands for; the offsets after each marked block, after every block
+    (for the lookback), and where the newest message starts."""
+
+    data: bytes
+    breakpoints: list[int]
+    block_ends: list[int]
+    newest: int
+
+
+def provider_layout(request: dict[str, Any]) -> Layout:
     parts: list[bytes] = []
     size = 0
-    breakpoint_at = 0
+    breakpoints: list[int] = []
+    block_ends: list[int] = []
     newest = 0
+
+    def add(data: bytes, *, block: bool = False, marked: bool = False) -> None:
+        nonlocal size
+        parts.append(data)
+        size += len(data)
+        if block:
+            block_ends.append(size)
+        if marked:
+            breakpoints.append(size)
+
     system = request.get("system") or []
     if isinstance(system, str):
         system = [{"type": "text", "text": system}]
-    for item in [*(request.get("tools") or []), *system, *(request.get("messages") or [])]:
-        data = canonical(item)
-        parts.append(data)
+    for item in [*(request.get("tools") or []), *system]:
+        add(canonical(without_breakpoints(item)), block=True, marked="cache_control" in item)
+    for message in request.get("messages") or []:
         newest = size
-        size += len(data)
-        if b'"cache_control":' in data:
-            breakpoint_at = size
-    return b"".join(parts), breakpoint_at, newest
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        add(b'{"role":' + canonical(message["role"]) + b',"content":[')
+        for i, block in enumerate(blocks):
+            data = (b"," if i else b"") + canonical(without_breakpoints(block))
+            add(data, block=True, marked="cache_control" in block)
+        add(b"]}")
+    return Layout(b"".join(parts), breakpoints, block_ends, newest)
 
 
 def shared_prefix(a: bytes, b: bytes) -> int:
@@ -257,8 +306,8 @@ class Arrangement:
     # Input tokens not read from the session's cache, by why: the session's first turn, a changed
     # stable part, an earlier message rewritten (compaction), or what is new since the last turn.
     uncached: dict[str, float] = field(default_factory=dict)
-    previous: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    recent: list[tuple[datetime, bytes]] = field(default_factory=list)  # the organisation's last requests
+    previous: dict[str, Layout] = field(default_factory=dict)
+    recent: list[tuple[datetime, Layout]] = field(default_factory=list)  # the organisation's last requests
 
     def bill(self, scope: str, billing: str) -> Bill:
         return self.bills.setdefault((scope, billing), Bill())
@@ -266,16 +315,17 @@ class Arrangement:
     def price(
         self, session: str, request: dict[str, Any], stable_end: int, now: datetime, ns: argparse.Namespace
     ) -> None:
-        data, breakpoint_at, newest = provider_layout(request)
-        before, before_newest = self.previous.get(session, (None, 0))
-        self.previous[session] = (data, newest)
-        own = shared_prefix(before, data) if before is not None else 0
+        layout = provider_layout(request)
+        data = layout.data
+        before = self.previous.get(session)
+        self.previous[session] = layout
+        own = shared_prefix(before.data, data) if before is not None else 0
         if before is None:
             why = "first turn"
         elif own < stable_end:
             why = "stable part changed"
             self.misses_in_prefix += 1
-        elif own < before_newest:
+        elif own < before.newest:
             why = "history rewritten"
         else:
             why = "new since the last turn"
@@ -283,24 +333,44 @@ class Arrangement:
         # A provider's cache belongs to the organisation: another session's request on the same
         # prefix within the cache's lifetime (5 minutes, renewed by each read) serves it too.
         self.recent = [(at, old) for at, old in self.recent if now - at <= CACHE_LIFETIME]
-        anyone = max([own, *(shared_prefix(old, data) for _, old in self.recent)])
-        self.recent = [*self.recent[-(RECENT_REQUESTS - 1) :], (now, data)]
-        for scope, shared in (("session", own), ("organisation", anyone)):
-            self._add(scope, data, shared, breakpoint_at, ns)
+        others = [(old, shared_prefix(old.data, data)) for _, old in self.recent]
+        anyone = max([own, *(shared for _, shared in others)])
+        self.recent = [*self.recent[-(RECENT_REQUESTS - 1) :], (now, layout)]
+        seen = [(before, own)] if before is not None else []
+        for scope, shared, cached in (("session", own, seen), ("organisation", anyone, [*seen, *others])):
+            self._add(scope, layout, shared, cached, ns)
 
-    def _add(self, scope: str, data: bytes, shared: int, breakpoint_at: int, ns: argparse.Namespace) -> None:
-        tokens, shared_tokens = len(data) / BYTES_PER_TOKEN, shared / BYTES_PER_TOKEN
+    def _add(
+        self, scope: str, layout: Layout, shared: int, cached: list[tuple[Layout, int]], ns: argparse.Namespace
+    ) -> None:
+        tokens, shared_tokens = len(layout.data) / BYTES_PER_TOKEN, shared / BYTES_PER_TOKEN
         ratios = (ns.read, ns.write)
         read = shared_tokens if shared_tokens >= ns.floor else 0.0
         self.bill(scope, "every_prefix").add(tokens=tokens, read=read, written=tokens - read, ratios=ratios)
-        marked = breakpoint_at / BYTES_PER_TOKEN
-        as_sent = self.bill(scope, "as_sent")
-        if marked < ns.floor:  # no breakpoint, or one below the model's minimum: nothing cached
-            as_sent.add(tokens=tokens, read=0.0, written=0.0, ratios=ratios)
-        elif shared >= breakpoint_at:
-            as_sent.add(tokens=tokens, read=marked, written=0.0, ratios=ratios)
-        else:
-            as_sent.add(tokens=tokens, read=0.0, written=marked, ratios=ratios)
+        self.bill(scope, "as_sent").add(tokens=tokens, **as_sent(layout, cached, ns), ratios=ratios)
+
+
+def as_sent(layout: Layout, cached: list[tuple[Layout, int]], ns: argparse.Namespace) -> dict[str, float]:
+    """Read and written tokens as Anthropic bills a request by its breakpoints: the prefix up to
+    each breakpoint (of at least --floor tokens) is cached; the request reads the longest prefix
+    an earlier request cached (one of its breakpoints, still a prefix of this request, within
+    LOOKBACK_BLOCKS blocks before one of this request's breakpoints) and writes the rest up to its
+    last breakpoint; what follows is billed at the base price. `cached`: earlier requests still
+    in the cache, each with the bytes it shares with this one."""
+    floor = ns.floor * BYTES_PER_TOKEN
+    marks = [b for b in layout.breakpoints if b >= floor]
+    if not marks:  # no breakpoint, or none reaching the model's minimum: nothing cached
+        return {"read": 0.0, "written": 0.0}
+    hit = 0
+    for old, shared in cached:
+        for q in old.breakpoints:
+            if q < floor or q > shared or q <= hit:
+                continue
+            at = bisect.bisect_left(layout.block_ends, q)
+            if any(b >= q and bisect.bisect_left(layout.block_ends, b) - at <= LOOKBACK_BLOCKS for b in marks):
+                hit = q
+    last = max(marks)
+    return {"read": hit / BYTES_PER_TOKEN, "written": (last - hit) / BYTES_PER_TOKEN}
 
 
 # --- one turn, and the three requests built from it ---------------------------------------------
@@ -341,6 +411,12 @@ def without_breakpoints(value: Any) -> Any:
     if isinstance(value, list):
         return [without_breakpoints(v) for v in value]
     return value
+
+
+def first_breakpoint_only(request: dict[str, Any]) -> dict[str, Any]:
+    """The request without the conversation's breakpoint: the one-breakpoint request the turn
+    call sent before the second (the `one-bp` row)."""
+    return {**request, "messages": without_breakpoints(request["messages"])}
 
 
 def card_text(card: dict[str, Any]) -> str:
@@ -389,12 +465,15 @@ class Replayer:
             knowledge.file_put(pack=self.pack, path=path, content=text, actor=SYSTEM)
         self.bundle = bundle_create(name=f"economics-{tag}", actor=SYSTEM)
         self.v1 = version_publish(
-            bundle=self.bundle, content=content(self.pack.name, version=1), message="v1", actor=SYSTEM
+            bundle=self.bundle,
+            content=content(self.pack.name, version=1, elide_step=ns.elide_step),
+            message="v1",
+            actor=SYSTEM,
         ).version
         label_move(bundle=self.bundle, name="production", version=self.v1, actor=SYSTEM, reason="bench")
         self.current = self.v1  # what production targets now (what a hot-reloading registry serves)
         self.cards = {card["name"]: card for card in skills_100()}
-        self.arrangements = {name: Arrangement(name) for name in ("ours", "render", "naive")}
+        self.arrangements = {name: Arrangement(name) for name in ("ours", "one-bp", "render", "naive")}
         self.edits = 0
 
     # events ---------------------------------------------------------------------------------
@@ -422,7 +501,10 @@ class Replayer:
         from registry.services import label_move, version_publish
 
         v2 = version_publish(
-            bundle=self.bundle, content=content(self.pack.name, version=2), message="v2", actor=self.actor
+            bundle=self.bundle,
+            content=content(self.pack.name, version=2, elide_step=self.ns.elide_step),
+            message="v2",
+            actor=self.actor,
         ).version
         label_move(bundle=self.bundle, name="production", version=v2, actor=self.actor, reason="noon release")
         self.current = v2
@@ -577,6 +659,7 @@ def replay(ns: argparse.Namespace) -> tuple[Replayer, int, float]:
                 )[0]
             )
             replayer.arrangements["ours"].price(key, answer.request, stable, now, ns)
+            replayer.arrangements["one-bp"].price(key, first_breakpoint_only(answer.request), stable, now, ns)
             replayer.arrangements["render"].price(key, replayer.render_request(answer), stable, now, ns)
             naive = replayer.naive_request(session, answer, messages, now)
             replayer.arrangements["naive"].price(key, naive, stable, now, ns)
