@@ -18,8 +18,8 @@ The rule, for a policy `{"keep_tool_results": K, "max_tool_result_chars": M, "pl
   but the last K. With S > 0 results are elided in steps: nothing until R passes K + S, then
   down to K at once; between K and K + S results are kept. So a conversation growing one tool
   result at a time is rewritten once every S + 1 results, not on each one (a provider's cached
-  copy of it survives S turns in S + 1), at the price of up to S more results kept. E never
-  decreases as results are added, so a result once elided stays the same placeholder.
+  copy of it survives S results of every S + 1), at the price of up to S more results kept. E
+  never decreases as results are added, so a result once elided stays the same placeholder.
 - A kept result whose text is longer than M characters keeps its first characters and ends
   with `[truncated N chars]`, N being the characters removed, so that the whole text, marker
   included, is at most M characters (the marker alone when M is smaller than the marker). For
