@@ -65,7 +65,8 @@ def test_a_chinese_message_reaches_an_english_card_through_the_lexicon_concepts(
 
 class _Receiver(BaseHTTPRequestHandler):
     """An OpenAI-compatible /v1/embeddings: texts naming a refund (or the made-up word
-    "zorblax", or 饕餮, a word no lexicon of ours holds) map to one axis, parcels to another, everything else to a third."""
+    "zorblax", or 饕餮, a word no lexicon of ours holds) map to one axis, parcels to another,
+    everything else to a third."""
 
     seen: list[dict] = []
 
