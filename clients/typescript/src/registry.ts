@@ -5,7 +5,7 @@ import type { RetryOptions } from "./core.js";
 import { IntegrityError, RegistryError, Unavailable, errorFromResponse } from "./errors.js";
 import type { components } from "./openapi.js";
 import { Snapshots, warnOffline } from "./snapshots.js";
-import { traceHeaders } from "./tracing.js";
+import { annotate, traceHeaders } from "./tracing.js";
 import type { TraceHeaders } from "./tracing.js";
 
 type Schemas = components["schemas"];
@@ -192,12 +192,15 @@ export class Registry {
     try {
       const info = await this.json<SessionInfo>("POST", `${API}/sessions/`, { ...call, json: body });
       session = new PinnedSession(this, info);
+      await session.annotateSpan(); // the span that started the session
       pinned = await session.bundle(call);
     } catch (exc) {
       const offline = exc instanceof Unavailable && this.snapshots ? await this.snapshots.load(bundle, options.label, options.version) : null;
       if (offline === null) throw exc;
       warnOffline(offline, options.label, exc as Unavailable);
-      return PinnedSession.offlineFrom(this, offline, options.label ?? null);
+      const fromSnapshot = PinnedSession.offlineFrom(this, offline, options.label ?? null);
+      await fromSnapshot.annotateSpan();
+      return fromSnapshot;
     }
     if (this.snapshots) await this.snapshots.save(pinned, options.label, options.version);
     if (options.keepAlive) session.keepAlive();
@@ -206,7 +209,9 @@ export class Registry {
 
   /** An existing session (e.g. one an earlier process started), by id. */
   async session(id: string, options: CallOptions = {}): Promise<PinnedSession> {
-    return new PinnedSession(this, await this.json<SessionInfo>("GET", sessionPath(id), options));
+    const session = new PinnedSession(this, await this.json<SessionInfo>("GET", sessionPath(id), options));
+    await session.annotateSpan(); // the span that restored the session
+    return session;
   }
 
   /** What this key may start sessions on, every page. */
@@ -299,6 +304,7 @@ export class PinnedSession implements AsyncDisposable {
   }
 
   private async fetchBundle(options: CallOptions): Promise<Bundle> {
+    await this.annotateSpan();
     const known = this.pinned ?? this.registry.bundles.get(this.contentHash);
     const headers: Record<string, string> = known ? { "If-None-Match": `"${this.contentHash}"` } : {};
     const response = await this.registry.request("GET", sessionPath(this.id, "bundle/"), { ...options, headers });
@@ -311,6 +317,7 @@ export class PinnedSession implements AsyncDisposable {
   /** Renew the lease; throws SessionEnded once the session is over. */
   async heartbeat(options: CallOptions = {}): Promise<SessionInfo> {
     if (this.offline) return this.info;
+    await this.annotateSpan();
     this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "heartbeat/"), options);
     return this.info;
   }
@@ -379,14 +386,22 @@ export class PinnedSession implements AsyncDisposable {
     }
   }
 
-  private online(what: string): void {
+  private async online(what: string): Promise<void> {
     if (this.offline) throw new Unavailable(`${what} needs the registry; this session is offline (from a snapshot).`);
+    await this.annotateSpan();
+  }
+
+  /** Set the pinned version on the caller's active OpenTelemetry span, when @opentelemetry/api
+   * is installed (`gen_ai.prompt.name`, `gen_ai.prompt.version`, `registry.content_hash`,
+   * `registry.session.id`); every session call does, as in the Python client. */
+  async annotateSpan(): Promise<void> {
+    await annotate({ bundle: this.bundleName, version: this.version, contentHash: this.contentHash, sessionId: this.id });
   }
 
   /** The prompt for this turn: a byte-stable `prefix` (cacheable by `prefix_sha256`) and a
    * volatile `tail`. */
   async render(variables?: Record<string, unknown>, options: CallOptions = {}): Promise<RenderResult> {
-    this.online("render");
+    await this.online("render");
     const json = variables === undefined ? {} : { variables };
     return this.registry.json<RenderResult>("POST", sessionPath(this.id, "render/"), { ...options, json });
   }
@@ -397,7 +412,7 @@ export class PinnedSession implements AsyncDisposable {
    * answer, and with `format` the held stable part of `request` too (`request_reuse`), so the
    * answer is always whole. With `format`, `request` is the provider request body, ready to send. */
   async turn(messages: Message[], options: TurnOptions = {}): Promise<TurnResult> {
-    this.online("turn");
+    await this.online("turn");
     const { invoked, variables, format, k, ...call } = options;
     if (format !== undefined && !TURN_FORMATS.includes(format)) {
       throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
@@ -443,20 +458,20 @@ export class PinnedSession implements AsyncDisposable {
 
   /** The skills to show this turn: resident, routed (with scores and why) and session ones. */
   async route(messages: Message[], options: CallOptions & { k?: number } = {}): Promise<RouteResult> {
-    this.online("route");
+    await this.online("route");
     const { k = 5, ...call } = options;
     return this.registry.json<RouteResult>("POST", sessionPath(this.id, "route/"), { ...call, json: { messages, k } });
   }
 
   /** Tell the registry which skills the model actually called in `turn`. */
   async reportTurn(turn: number, invoked: string[], options: CallOptions = {}): Promise<Record<string, unknown>> {
-    this.online("reportTurn");
+    await this.online("reportTurn");
     return this.registry.json("POST", sessionPath(this.id, "turns/"), { ...options, json: { turn, invoked } });
   }
 
   /** Tier-1 micro-compaction of old tool results under the pinned policy, by the registry. */
   async compact(messages: Message[], options: CallOptions = {}): Promise<CompactResult> {
-    this.online("compact");
+    await this.online("compact");
     return this.registry.json<CompactResult>("POST", sessionPath(this.id, "compact/"), { ...options, json: { messages } });
   }
 }

@@ -1,17 +1,36 @@
-/** W3C trace context, as the Python client does it: every request carries the `traceparent`
- * (and `tracestate`) of the caller's active span, so the registry's spans join the agent's
- * trace. The context comes from `@opentelemetry/api` when the application has it installed (an
- * optional peer dependency, loaded on first use, never required), or from the `traceHeaders`
- * hook given to the Registry, which replaces that lookup. Only those two headers are taken. */
+/** OpenTelemetry, as the Python client does it (client/promptreg/tracing.py). Every request
+ * carries the W3C `traceparent` (and `tracestate`) of the caller's active span, so the
+ * registry's spans join the agent's trace; and each session call sets on that span what the
+ * registry sets on its own (`gen_ai.prompt.name`: the bundle, `gen_ai.prompt.version`: the
+ * version number, the content hash and the session id), so an LLM call made in that span is
+ * attributed to the pinned version in the tracing backend.
+ *
+ * Both come from `@opentelemetry/api` when the application has it installed (an optional peer
+ * dependency, loaded on first use, never required). The `traceHeaders` hook given to the
+ * Registry replaces the header lookup (only those two headers are taken from it); it does not
+ * change the attributes, which need the API's active span. */
 
 const TRACE_HEADERS = ["traceparent", "tracestate"] as const;
 
 /** Returns the trace headers of the current call (any other key is ignored). */
 export type TraceHeaders = () => Record<string, string> | undefined;
 
+// The same names as the registry's spans (its core/observe.py) and the Python client's.
+const PROMPT_NAME = "gen_ai.prompt.name";
+const PROMPT_VERSION = "gen_ai.prompt.version";
+const CONTENT_HASH = "registry.content_hash";
+const SESSION_ID = "registry.session.id";
+
+/** The part of an OpenTelemetry span annotate uses. */
+interface SpanLike {
+  isRecording(): boolean;
+  setAttributes(attributes: Record<string, string | number>): unknown;
+}
+
 interface OtelApi {
   context: { active(): unknown };
   propagation: { inject(context: unknown, carrier: Record<string, string>): void };
+  trace: { getSpan(context: unknown): SpanLike | undefined };
 }
 
 let otel: Promise<OtelApi | null> | undefined;
@@ -46,4 +65,30 @@ export async function traceHeaders(hook?: TraceHeaders): Promise<Record<string, 
     if (typeof value === "string" && value) out[name] = value;
   }
   return out;
+}
+
+/** What a session is pinned to, as annotate sets it. */
+export interface Pin {
+  bundle: string;
+  version: number;
+  contentHash: string;
+  /** Empty for an offline session (from a snapshot): then no session id is set. */
+  sessionId: string;
+}
+
+/** Set the pinned version's attributes on the caller's active span, if there is one and it
+ * records; nothing without @opentelemetry/api. */
+export async function annotate(pin: Pin): Promise<void> {
+  const api = await loadOtel();
+  if (api === null) return;
+  // trace.getActiveSpan() spelled as in every 1.x release of the API (the peer range).
+  const span = api.trace.getSpan(api.context.active());
+  if (span === undefined || !span.isRecording()) return;
+  const attributes: Record<string, string | number> = {
+    [PROMPT_NAME]: pin.bundle,
+    [PROMPT_VERSION]: pin.version,
+    [CONTENT_HASH]: pin.contentHash,
+  };
+  if (pin.sessionId) attributes[SESSION_ID] = pin.sessionId;
+  span.setAttributes(attributes);
 }
