@@ -23,6 +23,9 @@ import {
   anthropicRequest,
   openaiRequest,
 } from "../src/index.js";
+import { RecordingSpan, enableContext, inSpan } from "./otel.js";
+
+enableContext(); // as an application with OpenTelemetry set up (see the span test)
 
 function env(name: string): string {
   const value = process.env[name];
@@ -183,6 +186,28 @@ describe("promptreg (TypeScript) against a live registry", () => {
     await assert.rejects(session.turn(messages, { format: "claude" as never }), TypeError);
   });
 
+  test("the caller's span carries the pinned version: start, and each turn", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const started = new RecordingSpan();
+    const session = await inSpan(started, () => registry.startSession("refunds"));
+    try {
+      const pinned = {
+        "gen_ai.prompt.name": "refunds",
+        "gen_ai.prompt.version": 1,
+        "registry.content_hash": session.contentHash,
+        "registry.session.id": session.id,
+      };
+      assert.equal(session.version, 1); // production
+      assert.deepEqual(started.attributes, pinned);
+      const turn = new RecordingSpan();
+      const answer = await inSpan(turn, () => session.turn([{ role: "user", content: "refund my order 8" }]));
+      assert.equal(answer.content_hash, turn.attributes["registry.content_hash"]);
+      assert.deepEqual(turn.attributes, pinned);
+    } finally {
+      await session.end();
+    }
+  });
+
   test("a render goes to the Anthropic and OpenAI SDK params unchanged", async () => {
     const registry = new Registry(URL_, AGENT);
     await using session = await registry.startSession("refunds");
@@ -279,8 +304,15 @@ describe("promptreg (TypeScript) against a live registry", () => {
     process.on("warning", onWarning);
     try {
       const offline = new Registry(CLOSED_URL, AGENT, { snapshotDir: dir, retry: { deadline: 0.5 } });
-      const session = await offline.startSession("refunds");
+      const span = new RecordingSpan();
+      const session = await inSpan(span, () => offline.startSession("refunds"));
       assert.ok(session.offline);
+      // Offline there is no session id; the pin is still on the caller's span.
+      assert.deepEqual(span.attributes, {
+        "gen_ai.prompt.name": "refunds",
+        "gen_ai.prompt.version": 1,
+        "registry.content_hash": session.contentHash,
+      });
       assert.equal(session.version, 1);
       assert.equal(new TextDecoder().decode((await session.bundle()).raw), V1_BODY);
       await session.heartbeat(); // nothing to renew
