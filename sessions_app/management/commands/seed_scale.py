@@ -124,18 +124,21 @@ class Command(BaseCommand):
                 )
         label_move(bundle=bundle, name="production", version=new.version, actor=SYSTEM, reason="scale seed")
         with connection.cursor() as cursor:
-            if options["turns_per_session"]:
-                # Each ended session's turns, numbered 1..N, routed and reported.
+            # Each ended session's turns, numbered 1..N, routed and reported: one statement (and, in
+            # autocommit, one commit) per turn number, so 20 M rows go in as 20 commits of 1 M and
+            # an interrupted seed keeps what it wrote (as one statement, 20 M rows ran past an
+            # hour and were rolled back whole).
+            for number in range(1, options["turns_per_session"] + 1):
                 cursor.execute(
                     """
                     INSERT INTO skills_skillturn (session_id, version_id, number, resident, routed, session_skills,
                         invoked, latency_us, created_at, reported_at)
-                    SELECT s.id, s.version_id, n, '["greet"]'::jsonb, '["refund_order"]'::jsonb, '[]'::jsonb,
-                        '["refund_order"]'::jsonb, 200 + (n * 37) %% 400, s.started_at, s.started_at
-                    FROM sessions_app_session s CROSS JOIN generate_series(1, %(n)s) AS n
+                    SELECT s.id, s.version_id, %(n)s, '["greet"]'::jsonb, '["refund_order"]'::jsonb, '[]'::jsonb,
+                        '["refund_order"]'::jsonb, 200 + (%(n)s * 37) %% 400, s.started_at, s.started_at
+                    FROM sessions_app_session s
                     WHERE s.bundle_id = %(bundle)s AND s.status = 'ended'
                     """,
-                    {"n": options["turns_per_session"], "bundle": bundle.pk},
+                    {"n": number, "bundle": bundle.pk},
                 )
             if options["file_reads"]:
                 pack = Pack.objects.create(name=f"{name}-pack", created_by="system").pk
