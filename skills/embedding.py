@@ -118,6 +118,10 @@ def local_model() -> StaticModel:
     return _model
 
 
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 class RemoteEmbedder:
     """An OpenAI-compatible embeddings endpoint, with the offline model as the fallback."""
 
@@ -145,7 +149,10 @@ class RemoteEmbedder:
         rows: list[np.ndarray] = []
         try:
             for start in range(0, len(texts), MAX_BATCH):
-                chunk = [t[:MAX_TEXT_CHARS] or " " for t in texts[start : start + MAX_BATCH]]
+                # A lone surrogate (end-user text may hold one) cannot be sent as UTF-8: replaced
+                # here, or one such message would fail the request and rest the endpoint for
+                # every session of the process.
+                chunk = [_utf8(t[:MAX_TEXT_CHARS]) or " " for t in texts[start : start + MAX_BATCH]]
                 response = httpx.post(
                     self.url,
                     json={"model": self.model, "input": chunk},

@@ -143,6 +143,17 @@ def test_a_configured_endpoint_reads_cards_and_messages_as_written_in_any_langua
     assert remote.available()  # answered by the endpoint, not the fallback
 
 
+def test_a_lone_surrogate_in_a_message_does_not_rest_the_endpoint(receiver):
+    """End-user text may hold a lone surrogate (the route call accepts one); sent as it is, it
+    failed the request's UTF-8 encoding, which counted as an endpoint failure and switched the
+    endpoint off for every session of the process for 30 s."""
+    remote = embedding.RemoteEmbedder(url=f"http://127.0.0.1:{receiver.server_address[1]}", model="m", timeout=2)
+    index = Index(SKILLS, remote)
+    result = index.route([{"role": "user", "content": "\ud800 zorblax"}])
+    assert result.routed[0]["name"] == "refund_order"  # the endpoint's axis: it answered
+    assert remote.available() and not remote.last_error
+
+
 def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_it_otherwise(monkeypatch):
     from skills import router
 
