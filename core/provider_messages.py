@@ -290,11 +290,28 @@ def _bedrock_markable(block: Any) -> bool:
 
 
 def _anthropic_unmarked(message: dict[str, Any]) -> dict[str, Any]:
+    """The message without cache_control anywhere in its content, nested blocks included (a
+    tool_result's own content list may carry one a client echoed back)."""
     content = message.get("content")
-    if not isinstance(content, list) or not any(isinstance(b, dict) and "cache_control" in b for b in content):
+    if not isinstance(content, list) or not any(_marked(b) for b in content):
         return message  # the very same object: nothing to take out
-    blocks = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in content]
-    return {**message, "content": blocks}
+    return {**message, "content": [_unmarked_block(b) for b in content]}
+
+
+def _marked(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return False
+    inner = block.get("content")
+    return "cache_control" in block or (isinstance(inner, list) and any(_marked(b) for b in inner))
+
+
+def _unmarked_block(block: Any) -> Any:
+    if not _marked(block):
+        return block
+    out = {k: v for k, v in block.items() if k != "cache_control"}
+    if isinstance(out.get("content"), list):
+        out["content"] = [_unmarked_block(b) for b in out["content"]]
+    return out
 
 
 def _bedrock_unmarked(message: dict[str, Any]) -> dict[str, Any]:
@@ -345,10 +362,18 @@ def _anthropic_markers(body: dict[str, Any]) -> list[tuple[str, Any]]:
     places: list[tuple[str, Any]] = [(f"tools[{i}]", t) for i, t in enumerate(body.get("tools") or [])]
     places += [(f"system[{i}]", b) for i, b in enumerate(system if isinstance(system, list) else [])]
     for m, message in enumerate(body.get("messages") or []):
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        places += [(f"messages[{m}].content[{i}]", b) for i, b in enumerate(blocks)]
+        places += _blocks_within(f"messages[{m}]", message)
     return [(path, block) for path, block in places if isinstance(block, dict) and "cache_control" in block]
+
+
+def _blocks_within(path: str, holder: Any) -> list[tuple[str, Any]]:
+    """Every block of `holder`'s content list with its path, nested content lists included."""
+    content = holder.get("content") if isinstance(holder, dict) else None
+    found: list[tuple[str, Any]] = []
+    for i, block in enumerate(content if isinstance(content, list) else []):
+        found.append((f"{path}.content[{i}]", block))
+        found += _blocks_within(f"{path}.content[{i}]", block)
+    return found
 
 
 def breakpoint_problems(fmt: str, body: dict[str, Any]) -> list[str]:

@@ -374,7 +374,11 @@ def build_request(fmt: str, parts: TurnParts) -> ProviderRequest:
     notes: list[str] = []
     conversation = mark_conversation_end(fmt, to_messages(fmt, parts.messages))
     messages = append_turn(fmt, conversation, parts.turn_text)
-    return ProviderRequest(fmt, builder(parts, _Settings.of(parts.model), messages, notes), notes)
+    body = builder(parts, _Settings.of(parts.model), messages, notes)
+    # The layout keeps the rules by construction; should a conversation ever bring in what it
+    # cannot fix, the answer says so rather than sending a request the provider refuses.
+    notes += breakpoint_problems(fmt, body)
+    return ProviderRequest(fmt, body, notes)
 
 
 def stable_part(fmt: str, body: dict[str, Any]) -> bytes:

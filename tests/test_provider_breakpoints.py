@@ -102,6 +102,33 @@ def test_markers_echoed_back_are_moved_never_added_up(fmt):
             conversation = to_neutral(fmt, [*sent, answer, {"role": "user", "content": [{"text": f"question {n}"}]}])
 
 
+def test_markers_nested_in_an_echoed_tool_result_are_taken_out_too():
+    """A tool_result's own content list may hold a marked block a client echoed back: only the
+    top-level blocks were cleaned, so five such results made a request the provider refuses."""
+    marked_result = {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "content": [{"type": "text", "text": "42", "cache_control": EPHEMERAL}],
+    }
+    conversation = [user("hi")]
+    for n in range(5):
+        conversation += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "lookup", "input": {}}]},
+            {"role": "user", "content": [marked_result, {"type": "text", "text": f"q{n}"}]},
+        ]
+    request = providers.build_request("anthropic", parts(conversation))
+    assert markers(request.body) == 2 and request.notes == []
+    nested = [
+        {
+            "role": "user",
+            "content": [dict(marked_result, content=[{"type": "text", "text": "", **{"cache_control": EPHEMERAL}}])],
+        }
+    ]
+    assert breakpoint_problems("anthropic", {"messages": nested}) == [
+        "messages[0].content[0].content[0]: cannot carry cache_control."
+    ]
+
+
 def test_openai_and_gemini_requests_carry_no_marker():
     for fmt in ("openai-chat", "openai-responses", "gemini"):
         body = providers.build_request(fmt, parts([user("hi"), *tool_exchange(1), user("and now?")])).body
