@@ -75,7 +75,7 @@ from core.errors import DomainError
 from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
 from edge.django_lane import pool, read_body
-from edge.http import headers_of, host_allowed, release_connection, request_is_secure, security_headers
+from edge.http import edge_headers, headers_of, host_allowed, release_connection, request_is_secure
 from metrics.instruments import request_answered
 from registry.models import Bundle
 from sessions_app.models import Session
@@ -527,8 +527,7 @@ async def _send(send: Send, answer: Answer, route: TurnRoute, secure: bool, requ
         *answer.headers,
         (b"content-length", str(len(answer.body)).encode()),
         (b"allow", route.allow),
-        *security_headers(secure),
-        (b"x-request-id", request_id.encode()),
+        *edge_headers(secure, request_id),
     ]
     await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
     await send({"type": "http.response.body", "body": answer.body})

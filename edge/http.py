@@ -87,6 +87,12 @@ def https_redirect(scope: Scope, headers: dict[bytes, bytes]) -> str | None:
     return f"https://{host}{raw}" + (f"?{query}" if query else "")
 
 
+def edge_headers(secure: bool, request_id: str) -> list[tuple[bytes, bytes]]:
+    """What every lane adds to an answer around its own headers: the security and frame
+    headers and the request id (Django's middleware adds the same)."""
+    return [*security_headers(secure), (b"x-request-id", request_id.encode())]
+
+
 def security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
     """What SecurityMiddleware and XFrameOptionsMiddleware add to an API answer."""
     found = _memo.get(("security", secure))

@@ -31,7 +31,7 @@ from access.services import api_key_authenticate
 from audit.context import RequestContext, current, request_id_of, scope_client_ip
 from edge.dispatch import Receive
 from edge.django_lane import read_body
-from edge.http import headers_of, host_allowed, https_redirect, request_is_secure, security_headers
+from edge.http import edge_headers, headers_of, host_allowed, https_redirect, request_is_secure
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
 from metrics.instruments import request_answered
 
@@ -125,15 +125,12 @@ class McpApp:
             return
         if scope["type"] != "http":
             return
-        if scope.get("path") != PATH:  # the dispatcher routes by prefix: /mcpx, /mcp/x are not ours
-            await _error(send, 404, "not_found", "Nothing exists at this address.")
-            return
         headers = headers_of(scope)
         # What every lane does around a request (the fast lane, Django's middleware): the request
         # id (kept in the audit context, which run_django carries to the pool), the security and
         # frame headers and the request id on every answer, and the request counted in metrics.
         request_id = request_id_of(headers.get(b"x-request-id", b"").decode("latin1"))
-        edge = [*security_headers(request_is_secure(scope, headers)), (b"x-request-id", request_id.encode())]
+        edge = edge_headers(request_is_secure(scope, headers), request_id)
         started, status = time.perf_counter(), 0
 
         async def answer(message: MutableMapping[str, Any]) -> None:
@@ -155,6 +152,9 @@ class McpApp:
     async def _serve(
         self, scope: MutableMapping[str, Any], receive: Any, send: Any, headers: dict[bytes, bytes]
     ) -> None:
+        if scope.get("path") != PATH:  # the dispatcher routes by prefix: /mcpx, /mcp/x are not ours
+            await _error(send, 404, "not_found", "Nothing exists at this address.")
+            return
         if not host_allowed(headers):
             await _error(send, 400, "validation_error", "The request is not valid (check the Host header).")
             return
