@@ -4,6 +4,7 @@ later change of the snippet never reaches a published version (docs/releases.md,
 
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -549,7 +550,8 @@ def test_who_includes_a_snippet_is_read_over_the_partial_index_of_latest_version
         assert "Seq Scan" not in plan, plan
         # The index holds the edges of latest versions only: one row, not the six of history.
         [scan] = [line for line in plan.splitlines() if "using include_current_idx" in line]
-        assert "(actual rows=1 loops=1)" in scan, plan
+        # (rows are per loop: the planner may probe it once per bundle of a nested loop)
+        assert re.search(r"\(actual rows=1 loops=\d+\)", scan), plan
 
 
 def test_the_migration_backfills_the_edges_from_the_stored_versions(support, tone, tone_v2, ops):
