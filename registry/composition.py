@@ -8,6 +8,7 @@ writes; the reads are registry.selectors'. Errors name the field they are about:
 403 for a snippet outside the key's scope (the same answer whether or not it exists)."""
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from access.actors import Actor
@@ -17,8 +18,10 @@ from registry import includes, selectors
 from registry.models import Bundle, BundleVersion, VersionState
 
 PROMPT = "content.system_prompt"
-# How many snippet versions one publish may read while it looks for a cycle through the
-# snippets' own includes: MAX_INCLUDES at each of MAX_DEPTH levels could ask for 20^4 reads.
+# How many snippet versions one publish may visit, over all its markers together, while it looks
+# for a cycle through the snippets' own includes: MAX_INCLUDES at each of MAX_DEPTH levels could
+# otherwise ask for 20^4. The walk reads the include edges one level at a time (one query per
+# level), so a publish makes at most MAX_DEPTH such queries whatever the fan-out.
 MAX_NESTED_READS = 100
 
 
@@ -44,14 +47,14 @@ def content_resolved(*, content: object, bundle: Bundle, actor: Actor) -> object
     if not found:
         return content
     _require_in_scope(actor, found)
-    entries: list[dict[str, Any]] = []
+    targets = [_Snippet(marker.text, marker.bundle, PROMPT, _target(marker)) for marker in found]
+    _check_snippets(targets, bundle=bundle)
     texts: dict[str, str] = {}
-    for marker in found:
-        version = _target(marker)
-        _check_chain(version, bundle=bundle, marker=marker)
-        texts[marker.text] = _prompt_of(version)
-        pinned = {"version": version.number, "content_hash": version.content_hash}
-        entries.append({"marker": marker.text, "bundle": marker.bundle, **pinned})
+    entries: list[dict[str, Any]] = []
+    for target in targets:
+        texts[target.marker] = _prompt_of(target.version)
+        pinned = {"version": target.version.number, "content_hash": target.version.content_hash}
+        entries.append({"marker": target.marker, "bundle": target.bundle, **pinned})
     resolved = includes.substitute(source, texts)
     if len(resolved) > PROMPT_MAX_CHARS:
         raise _invalid(f"With its includes the prompt is {len(resolved)} characters; the limit is {PROMPT_MAX_CHARS}.")
@@ -76,58 +79,87 @@ def _target(marker: includes.Marker) -> BundleVersion:
     if version is None:
         what = f"version {marker.number}" if marker.number is not None else f"label {marker.ref!r}"
         raise _invalid(f"{marker.text}: bundle {marker.bundle!r} has no {what}.")
-    if version.state == VersionState.REVOKED:
-        raise _invalid(f"{marker.text}: version {version.number} of {marker.bundle!r} is revoked.")
     return version
 
 
 def _prompt_of(version: BundleVersion) -> str:
     # The snippet's stored prompt: already resolved if it has includes of its own, so nesting
-    # needs no second pass here (and the inserted text is never scanned for markers).
+    # needs no second pass here (and the inserted text is never scanned for markers). The only
+    # parse of a snippet's bytes: the walk below reads the include edges instead.
     prompt = json.loads(bytes(version.canonical))["system_prompt"]
     assert isinstance(prompt, str)
     return prompt
 
 
-def _check_chain(version: BundleVersion, *, bundle: Bundle, marker: includes.Marker) -> None:
-    """Refuse a cycle (the snippet is this bundle, or includes it at any depth) and a chain of
-    includes deeper than MAX_DEPTH. Walks the snippet versions' stored `includes`, each read once."""
-    level: list[tuple[str, BundleVersion | None]] = [(marker.bundle, version)]
+@dataclass(frozen=True)
+class _Snippet:
+    marker: str  # the marker as written, which messages name
+    bundle: str
+    field: str  # where an error about it goes: the prompt, or its entry of a stored `includes`
+    version: BundleVersion
+
+
+def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
+    """The rules for the snippet versions a prompt includes, the same whether publish resolved
+    the markers or the document came resolved (an export, a pulled version pushed back): none
+    is revoked, none is `bundle` or includes it at any depth (a cycle), and no chain of includes
+    is deeper than MAX_DEPTH. One budget of MAX_NESTED_READS versions for all the markers, and
+    one query per level over the include edges (registry.models.Include), never the bytes: every
+    version with includes has its edges (version_publish writes them, migration 0012 backfilled
+    the older ones)."""
+    for target in targets:
+        if target.version.state == VersionState.REVOKED:
+            what = f"version {target.version.number} of {target.bundle!r}"
+            raise _invalid(f"{target.marker}: {what} is revoked.", target.field)
+    # Each node: (its bundle's id, its version's id or None when this registry lacks the pinned
+    # version, the target it was reached from). The first target to reach a version owns it.
+    level = [(t.version.bundle_id, t.version.pk, t) for t in targets]
     seen: set[int] = set()
     for depth in range(1, includes.MAX_DEPTH + 2):
-        if any(name == bundle.name for name, _ in level):
-            raise _invalid(f"{marker.text}: including it would make a cycle: it is, or includes, {bundle.name!r}.")
+        for bundle_id, _, origin in level:
+            if bundle_id == bundle.pk:
+                raise _invalid(
+                    f"{origin.marker}: including it would make a cycle: it is, or includes, {bundle.name!r}.",
+                    origin.field,
+                )
         if depth > includes.MAX_DEPTH and level:
-            raise _invalid(f"{marker.text}: includes nest deeper than {includes.MAX_DEPTH} levels.")
-        below: list[tuple[str, BundleVersion | None]] = []
-        for _, found in level:
-            if found is None or found.pk in seen:
-                continue
-            seen.add(found.pk)
-            if len(seen) > MAX_NESTED_READS:
-                raise _invalid(f"{marker.text}: its snippets include more than {MAX_NESTED_READS} versions.")
-            for entry in includes.entries_of(json.loads(bytes(found.canonical))):
-                name, digest = str(entry.get("bundle")), str(entry.get("content_hash"))
-                below.append((name, selectors.version_by_hash(bundle_name=name, content_hash=digest)))
-        level = below
+            origin = level[0][2]
+            raise _invalid(f"{origin.marker}: includes nest deeper than {includes.MAX_DEPTH} levels.", origin.field)
+        fresh: dict[int, _Snippet] = {}
+        for _, version_id, origin in level:
+            if version_id is not None and version_id not in seen:
+                seen.add(version_id)
+                fresh.setdefault(version_id, origin)
+        if len(seen) > MAX_NESTED_READS:
+            origin = next(iter(fresh.values()))
+            raise _invalid(
+                f"{origin.marker}: with their own includes, this prompt's snippets reach more than "
+                f"{MAX_NESTED_READS} versions.",
+                origin.field,
+            )
+        if not fresh:
+            return
+        level = [
+            (snippet_id, pinned_id, fresh[version_id])
+            for version_id, snippet_id, pinned_id in selectors.include_edges_of(version_ids=list(fresh))
+        ]
         if not level:
             return
 
 
 def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor) -> None:
     """A document that carries its includes must be what its source gives with the snippet
-    versions it names (by bundle and content hash), all present here: the version numbers it
-    records are those of the registry that resolved it and may differ in this one."""
+    versions it names (by bundle and content hash), all present here, and must obey the rules a
+    fresh resolution does (_check_snippets): the version numbers it records are those of the
+    registry that resolved it and may differ in this one."""
     errors: dict[str, list[str]] = {}
     includes.normalise(content, lambda path, message: errors.setdefault(path, []).append(message))
     if errors:
         raise InvalidContent("The includes of the content are not valid; see details.", errors)
     found, _ = includes.markers(content["system_prompt_source"])
     _require_in_scope(actor, found)
-    texts: dict[str, str] = {}
+    targets: list[_Snippet] = []
     for i, entry in enumerate(content["includes"]):
-        if entry["bundle"] == bundle.name:
-            raise _invalid(f"{entry['marker']}: a bundle cannot include itself.", f"content.includes[{i}]")
         version = selectors.version_by_hash(bundle_name=entry["bundle"], content_hash=entry["content_hash"])
         if version is None:
             raise _invalid(
@@ -135,7 +167,9 @@ def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor) ->
                 "import the included bundle first.",
                 f"content.includes[{i}]",
             )
-        texts[entry["marker"]] = _prompt_of(version)
+        targets.append(_Snippet(entry["marker"], entry["bundle"], f"content.includes[{i}]", version))
+    _check_snippets(targets, bundle=bundle)
+    texts = {target.marker: _prompt_of(target.version) for target in targets}
     if includes.substitute(content["system_prompt_source"], texts) != content["system_prompt"]:
         raise _invalid(
             "The system_prompt is not its source with the included versions: publish the source "

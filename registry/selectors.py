@@ -196,6 +196,19 @@ def version_by_hash(*, bundle_name: str, content_hash: str) -> BundleVersion | N
     return BundleVersion.objects.filter(bundle__name=bundle_name, content_hash=content_hash).first()
 
 
+def include_edges_of(*, version_ids: list[int]) -> list[tuple[int, int, int | None]]:
+    """(version id, snippet bundle id, pinned snippet version id or None when this registry
+    lacks it) for each include of these versions: one level of a walk down the includes
+    (registry.composition), in one query over the edges, without reading any version's bytes."""
+    pinned = BundleVersion.objects.filter(bundle_id=OuterRef("snippet_id"), content_hash=OuterRef("pinned_hash"))
+    return list(
+        Include.objects.filter(version_id__in=version_ids)
+        .annotate(pinned_id=Subquery(pinned.values("pk")[:1]))
+        .order_by("version_id", "position")
+        .values_list("version_id", "snippet_id", "pinned_id")
+    )
+
+
 def bundles_including(
     *, bundle_name: str, actor: Actor | None = None, label: str | None = None
 ) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from access.models import Role
 from access.services import api_key_create
 from adminui.forms import VersionForm
 from core.errors import Forbidden, InvalidContent
-from registry import includes
+from registry import composition, includes
 from registry.canonical import canonical_bytes, canonicalise
 from registry.models import Bundle, BundleVersion, Include
 from registry.selectors import bundles_including, version_diff
@@ -282,6 +282,73 @@ def test_a_resolved_prompt_over_the_limit_is_a_400(support, tone, ops):
     label_move(bundle=tone, name="production", version=big, actor=ops.actor, reason="big")
     details = refused(support, ops.actor, "{{> tone@production}} {{> tone@1}}")
     assert "With its includes" in details["content.system_prompt"][0]
+
+
+def test_one_budget_of_snippet_reads_covers_every_marker_of_a_publish(db, support, ops):
+    """Five markers whose snippets include 20 versions each: 105 versions in all, past the one
+    budget the whole publish shares (each marker alone stays within it), refused in a bounded
+    number of queries: one per level of the walk, not one per snippet."""
+    leaf = bundle_create(name="leaf", actor=ops.actor)
+    for n in range(1, 101):
+        publish(leaf, ops.actor, f"Leaf {n}.")
+    mids = []
+    for i in range(5):
+        mid = bundle_create(name=f"mid{i}", actor=ops.actor)
+        publish(mid, ops.actor, " ".join(f"{{{{> leaf@{20 * i + k}}}}}" for k in range(1, 21)))
+        mids.append(mid.name)
+    prompt = " ".join(f"{{{{> {name}@1}}}}" for name in mids)
+    with CaptureQueriesContext(connection) as queries:
+        details = refused(support, ops.actor, prompt)
+    assert f"more than {composition.MAX_NESTED_READS} versions" in details["content.system_prompt"][0]
+    assert len(queries.captured_queries) <= 5 * 3 + includes.MAX_DEPTH + 5
+    # Within the budget the same shape publishes, and still without one read per snippet.
+    with CaptureQueriesContext(connection) as queries:
+        version = publish(support, ops.actor, " ".join(f"{{{{> {name}@1}}}}" for name in mids[:4]))
+    assert [e["bundle"] for e in stored(version)["includes"]] == mids[:4]
+    assert len([q for q in queries.captured_queries if "registry_include" in q["sql"]]) <= includes.MAX_DEPTH + 2
+
+
+def resolved(source: str, *pins: tuple[str, BundleVersion]) -> dict[str, Any]:
+    """A document that comes with its includes already resolved (as an export or a pull does),
+    made by hand: each marker of `source`, in order, pinned to the given version."""
+    found, _ = includes.markers(source)
+    texts = {m.text: stored(v)["system_prompt"] for m, (_, v) in zip(found, pins, strict=True)}
+    entries = [
+        {"marker": m.text, "bundle": name, "version": v.number, "content_hash": v.content_hash}
+        for m, (name, v) in zip(found, pins, strict=True)
+    ]
+    return content(includes.substitute(source, texts), system_prompt_source=source, includes=entries)
+
+
+def refused_resolved(bundle: Bundle, actor: Any, doc: dict[str, Any]) -> dict[str, list[str]]:
+    with pytest.raises(InvalidContent) as caught:
+        version_publish(bundle=bundle, content=doc, message="m", actor=actor)
+    return caught.value.details
+
+
+def test_a_resolved_document_pinning_a_revoked_snippet_version_is_refused(support, tone, tone_v2, ops):
+    version_revoke(version=tone_v2, actor=ops.actor, reason="bad")
+    details = refused_resolved(support, ops.actor, resolved("Hi. {{> tone@2}}", ("tone", tone_v2)))
+    assert "revoked" in details["content.includes[0]"][0]
+
+
+def test_a_resolved_document_making_a_cycle_through_another_bundle_is_refused(support, tone, tone_v1, ops):
+    s1 = publish(support, ops.actor, "Support. {{> tone@production}}")
+    details = refused_resolved(tone, ops.actor, resolved("Tone. {{> support@1}}", ("support", s1)))
+    assert "cycle" in details["content.includes[0]"][0]
+
+
+def test_a_resolved_document_nesting_deeper_than_the_limit_is_refused(db, ops):
+    names = [f"level{i}" for i in range(includes.MAX_DEPTH + 1)]
+    previous: BundleVersion | None = None
+    for depth, name in enumerate(reversed(names)):
+        bundle = bundle_create(name=name, actor=ops.actor)
+        prompt = f"Level {depth}." + (f" {{{{> {previous.bundle.name}@1}}}}" if previous else "")
+        previous = publish(bundle, ops.actor, prompt)
+    assert previous is not None
+    top = bundle_create(name="top", actor=ops.actor)
+    doc = resolved("Top. {{> level0@1}}", ("level0", previous))
+    assert "deeper than" in refused_resolved(top, ops.actor, doc)["content.includes[0]"][0]
 
 
 # Variables: a marker is not a variable; a snippet's variables are the includer's ---------------------------
