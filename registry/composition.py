@@ -61,6 +61,34 @@ def content_resolved(*, content: object, bundle: Bundle, actor: Actor) -> object
     return {**content, "system_prompt": resolved, "system_prompt_source": source, "includes": entries}
 
 
+def content_pinned(*, content: object, actor: Actor) -> None:
+    """For content stored as it is (an import, whose bytes were verified against their hash and
+    were resolved by the registry that published them): the key may read the snippets it pins,
+    and they are here (its include edges point at them). Nothing is resolved or refused for its
+    text: a literal `{{>` in a version an older release stored is only text."""
+    if not isinstance(content, dict) or not includes.FIELDS & set(content):
+        return
+    errors: dict[str, list[str]] = {}
+    includes.normalise(content, lambda path, message: errors.setdefault(path, []).append(message))
+    if errors:
+        raise InvalidContent("The includes of the content are not valid; see details.", errors)
+    found, _ = includes.markers(content["system_prompt_source"])
+    _require_in_scope(actor, found)
+    for i, entry in enumerate(content["includes"]):
+        _pinned_version(entry, i)
+
+
+def _pinned_version(entry: dict[str, Any], i: int) -> BundleVersion:
+    version = selectors.version_by_hash(bundle_name=entry["bundle"], content_hash=entry["content_hash"])
+    if version is None:
+        raise _invalid(
+            f"Bundle {entry['bundle']!r} has no version with content hash {entry['content_hash']} here; "
+            "import the included bundle first.",
+            f"content.includes[{i}]",
+        )
+    return version
+
+
 def _require_in_scope(actor: Actor, found: list[includes.Marker]) -> None:
     """Forbidden unless the key may read every included bundle: an include copies the snippet's
     text into this version, so it is a read. Decided on the names alone, before any lookup."""
@@ -160,13 +188,7 @@ def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor) ->
     _require_in_scope(actor, found)
     targets: list[_Snippet] = []
     for i, entry in enumerate(content["includes"]):
-        version = selectors.version_by_hash(bundle_name=entry["bundle"], content_hash=entry["content_hash"])
-        if version is None:
-            raise _invalid(
-                f"Bundle {entry['bundle']!r} has no version with content hash {entry['content_hash']} here; "
-                "import the included bundle first.",
-                f"content.includes[{i}]",
-            )
+        version = _pinned_version(entry, i)
         targets.append(_Snippet(entry["marker"], entry["bundle"], f"content.includes[{i}]", version))
     _check_snippets(targets, bundle=bundle)
     texts = {target.marker: _prompt_of(target.version) for target in targets}

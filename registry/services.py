@@ -93,15 +93,25 @@ def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use
 
 
 @transaction.atomic
-def version_publish(*, bundle: Bundle, content: object, message: str, actor: Actor) -> PublishResult:
+def version_publish(
+    *, bundle: Bundle, content: object, message: str, actor: Actor, resolve: bool = True
+) -> PublishResult:
     """Publish `content` as the next version, or return the existing version with the same
-    canonical content (created=False), so that publishing is idempotent."""
+    canonical content (created=False), so that publishing is idempotent.
+
+    `resolve=False` is for registry.transfer's import only: `content` is bytes already verified
+    against their hash, stored as they are (no marker is resolved or refused, so a version that
+    an older release stored with a literal `{{>` keeps its hash); only the snippets it pins must
+    be here, for its include edges."""
     require_role(actor, Role.PUBLISHER, "Publishing a version")
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
     # Includes first, so the hash covers the resolved text and the snippet versions it used. No
     # lock on the snippets: a label moving meanwhile leaves a version that records what it read.
-    content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
+    if resolve:
+        content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
+    else:
+        composition.content_pinned(content=content, actor=actor)
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))

@@ -269,7 +269,11 @@ def _import_versions(
         if digest in present:
             result.versions_present.append(present[digest])
             continue
-        published = version_publish(bundle=bundle, content=contents[digest], message=v["message"], actor=actor)
+        # As it is: these bytes are verified against their hash, and resolving them again could
+        # refuse an old version's literal `{{>` or turn a marker into other bytes.
+        published = version_publish(
+            bundle=bundle, content=contents[digest], message=v["message"], actor=actor, resolve=False
+        )
         if published.version.content_hash != digest:  # _verified_content makes this impossible
             raise Conflict(f"Version {v['number']} was stored as {published.version.content_hash}.")
         present[digest] = published.version.number

@@ -440,6 +440,34 @@ def test_an_exported_composed_bundle_imports_as_the_same_bytes(support, tone, to
     assert (bytes(copied.canonical), copied.content_hash) == (bytes(version.canonical), version.content_hash)
 
 
+@pytest.mark.parametrize("prompt", ["Write {{> x as it is.", "Old text: {{> tone@production}} was literal then."])
+def test_an_import_keeps_the_bytes_of_a_version_an_older_release_stored_with_a_literal_marker(tone_v1, ops, prompt):
+    """Before composition a prompt could hold `{{>` as text. Import stores verified bytes as they
+    are: it neither refuses such a version nor resolves a marker it happens to spell."""
+    legacy = bundle_create(name="legacy", actor=ops.actor)
+    _, canonical, digest = canonicalise(content(prompt))
+    old = BundleVersion.objects.create(  # as the older release stored it, without publish's checks
+        bundle=legacy, number=1, canonical=canonical, content_hash=digest, message="old", author="ops"
+    )
+    document, objects = bundle_export(bundle=legacy, actor=ops.actor)
+    result = bundle_import(document={**document, "name": "legacy-copy"}, objects=objects, actor=ops.actor)
+    copied = BundleVersion.objects.get(bundle__name="legacy-copy", number=result.versions_created[0])
+    assert (bytes(copied.canonical), copied.content_hash) == (bytes(old.canonical), old.content_hash)
+
+
+def test_an_import_still_needs_the_snippets_it_pins(support, tone_v1, ops):
+    publish(support, ops.actor, SOURCE)
+    document, objects = bundle_export(bundle=support, actor=ops.actor)
+    doc = json.loads(next(iter(objects.values())))
+    doc["includes"][0]["content_hash"] = "0" * 64  # a tone version this registry does not have
+    _, canonical, digest = canonicalise(doc)
+    document = {**document, "name": "support-copy", "labels": []}
+    document["versions"] = [{**document["versions"][0], "content_hash": digest}]
+    with pytest.raises(InvalidContent) as caught:
+        bundle_import(document=document, objects={digest: canonical}, actor=ops.actor)
+    assert "import the included bundle first" in caught.value.details["content.includes[0]"][0]
+
+
 @pytest.mark.parametrize(
     "change, where",
     [
