@@ -141,7 +141,7 @@ def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
             raise _invalid(f"{target.marker}: {what} is revoked.", target.field)
     # Each node: (its bundle's id, its version's id or None when this registry lacks the pinned
     # version, the target it was reached from). The first target to reach a version owns it.
-    level = [(t.version.bundle_id, t.version.pk, t) for t in targets]
+    level: list[tuple[int, int | None, _Snippet]] = [(t.version.bundle_id, t.version.pk, t) for t in targets]
     seen: set[int] = set()
     for depth in range(1, includes.MAX_DEPTH + 2):
         for bundle_id, _, origin in level:
