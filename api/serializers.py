@@ -286,9 +286,14 @@ class DependentOut(serializers.Serializer):
     outdated = serializers.BooleanField(help_text="Its next publish would pick up other bytes.")
 
 
+DEPENDENTS_HELP = f"The first {limits.DEPENDENTS_MAX} by including bundle name (GET .../dependents/ pages them all)."
+DEPENDENTS_TOTAL_HELP = "How many dependents there are in all: more than `dependents` lists when truncated."
+
+
 class DependentListOut(serializers.Serializer):
     bundle = serializers.CharField()
     results = DependentOut(many=True)
+    next = serializers.URLField(allow_null=True, help_text="The next page (cursor), or null on the last.")
 
 
 class PublishOut(VersionOut):
@@ -296,7 +301,8 @@ class PublishOut(VersionOut):
     include this one."""
 
     warnings = serializers.SerializerMethodField()
-    dependents = serializers.SerializerMethodField()
+    dependents = serializers.SerializerMethodField(help_text=DEPENDENTS_HELP)
+    dependents_total = serializers.SerializerMethodField(help_text=DEPENDENTS_TOTAL_HELP)
 
     @extend_schema_field(PublishWarningOut(many=True))
     def get_warnings(self, version: BundleVersion) -> list[dict[str, str]]:
@@ -305,8 +311,11 @@ class PublishOut(VersionOut):
 
     @extend_schema_field(DependentOut(many=True))
     def get_dependents(self, version: BundleVersion) -> list[dict[str, Any]]:
-        # Read by the view (registry.selectors.bundles_including), not a field of the version.
+        # Read by the view (registry.selectors.dependents_first), not a field of the version.
         return list(self.context.get("dependents", []))
+
+    def get_dependents_total(self, version: BundleVersion) -> int:
+        return int(self.context.get("dependents_total", 0))
 
 
 class ChangeOut(serializers.Serializer):
@@ -356,12 +365,16 @@ class LabelOut(serializers.Serializer):
 class LabelMovedOut(LabelOut):
     """A PUT's answer: the label, and the bundles that include its bundle by this label."""
 
-    dependents = serializers.SerializerMethodField()
+    dependents = serializers.SerializerMethodField(help_text=DEPENDENTS_HELP)
+    dependents_total = serializers.SerializerMethodField(help_text=DEPENDENTS_TOTAL_HELP)
 
     @extend_schema_field(DependentOut(many=True))
     def get_dependents(self, label) -> list[dict[str, Any]]:
-        # Read by the view (registry.selectors.bundles_including), not a field of the label.
+        # Read by the view (registry.selectors.dependents_first), not a field of the label.
         return list(self.context.get("dependents", []))
+
+    def get_dependents_total(self, label) -> int:
+        return int(self.context.get("dependents_total", 0))
 
 
 class LabelMoveOut(serializers.Serializer):

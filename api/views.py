@@ -160,7 +160,8 @@ class VersionListApi(BaseApi):
             "`ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes "
             "that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 "
             "for an included bundle outside the key's scope. `dependents`: the bundles whose latest version "
-            "includes this one."
+            "includes this one, the first 100 by name; `dependents_total`: how many in all (GET "
+            ".../dependents/ pages them)."
         ),
         request=VersionIn,
         responses={201: PublishOut, 200: PublishOut},
@@ -172,8 +173,9 @@ class VersionListApi(BaseApi):
             bundle=bundle, content=data["content"], message=data["message"], actor=actor_of(request)
         )
         version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
-        dependents = registry_selectors.bundles_including(bundle_name=bundle.name, actor=actor_of(request))
-        answer = PublishOut(version, context={"warnings": result.warnings, "dependents": dependents}).data
+        dependents, total = registry_selectors.dependents_first(bundle_name=bundle.name, actor=actor_of(request))
+        context = {"warnings": result.warnings, "dependents": dependents, "dependents_total": total}
+        answer = PublishOut(version, context=context).data
         response = Response(answer, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
         return response
@@ -419,7 +421,8 @@ class LabelDetailApi(BaseApi):
             "with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new "
             "target; the version it leaves starts draining. A `backward` label refuses a breaking (major) "
             "move with 409 unless `allow_breaking` is true. `dependents`: the bundles whose latest version "
-            "includes this bundle by this label, and whether their next publish would pick up other bytes."
+            "includes this bundle by this label, and whether their next publish would pick up other bytes: the "
+            "first 100 by name; `dependents_total`: how many in all."
         ),
         request=LabelIn,
         responses={200: LabelMovedOut, 201: LabelMovedOut},
@@ -440,8 +443,8 @@ class LabelDetailApi(BaseApi):
             expected_revision=_if_match(request),
         )
         # Who includes this bundle by this label: their next publish picks up the new target.
-        dependents = registry_selectors.bundles_including(bundle_name=name, actor=actor_of(request), label=label)
-        answer = LabelMovedOut(moved, context={"dependents": dependents}).data
+        dependents, total = registry_selectors.dependents_first(bundle_name=name, actor=actor_of(request), label=label)
+        answer = LabelMovedOut(moved, context={"dependents": dependents, "dependents_total": total}).data
         response = Response(answer, status=201 if created else 200)
         response["ETag"] = registry_services.label_etag(moved)
         return response

@@ -52,6 +52,9 @@ REQUEST_BODY_MAX_BYTES = 2 * 1024 * 1024
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
 VERSION_PAGE_SIZE = 20
+# Dependents (bundles that include a bundle) a publish or label move answer lists, by including
+# bundle name; `dependents_total` says how many there are and GET .../dependents/ pages them all.
+DEPENDENTS_MAX = 100
 
 # Percentage rollouts: how many versions one label may split over, and moves per release.
 MAX_SPLIT_TARGETS = 10

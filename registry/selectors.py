@@ -5,9 +5,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Prefetch, QuerySet, Subquery
 
 from access.actors import Actor
+from core import limits
 from core.errors import NotFound
 from registry import pins
 from registry.contracts import Diff, diff_contents
@@ -209,67 +210,82 @@ def include_edges_of(*, version_ids: list[int]) -> list[tuple[int, int, int | No
     )
 
 
-def bundles_including(
-    *, bundle_name: str, actor: Actor | None = None, label: str | None = None
-) -> list[dict[str, Any]]:
-    """The bundles (visible to `actor`) whose latest version includes `bundle_name` (by `label`
-    only, when given), one entry per marker: {"bundle", "version", "marker", "pinned_version",
-    "pinned_hash", "current_version", "outdated"}. `current_version` is what the marker names now (null when it
-    names nothing); `outdated` is true when publishing that bundle's source again would pick up
-    other bytes.
+def dependents(*, bundle_name: str, actor: Actor | None = None, label: str | None = None) -> QuerySet[Include]:
+    """The include edges of the bundles (visible to `actor`) whose latest version includes
+    `bundle_name` (by `label` only, when given), one per marker, ordered by the including
+    bundle's name (annotated `including`) and the marker's position: a total order, so a cursor
+    can page it. `dependent_entry` turns each into its answer.
 
     On every publish answer and every label move answer (the rollback path), so it costs the
     same at any history: one query over the current include edges of the snippet (the partial
     index include_current_idx, by label for a move), each checked against its bundle's latest
     number and given what its marker names now, all by index probes (registry.models.Include).
-    Nothing reads the snippet's versions other than those the markers name, or any version's bytes."""
+    Nothing reads the snippet's versions other than those the markers name, or any version's
+    bytes. The key's scope is a filter in the query too, so a LIMIT bounds what is read."""
     if label is not None and (label == "" or label.isdigit()):
         # `@3` is version 3 (includes.Marker.number): no marker follows a label named only with
         # digits, and "" is how an edge says it names a number.
-        return []
+        return Include.objects.none()
     edges = Include.objects.filter(current=True, snippet__name=bundle_name)
     if label is not None:
         edges = edges.filter(label=label)
+    pattern = actor.scope_regex() if actor is not None else None
+    if pattern is not None:
+        edges = edges.filter(bundle__name__regex=pattern)
     # `current` is cleared by the including bundle's next publish; a version published by code
     # that writes no edges (the previous release, during an upgrade) does not clear it, so the
     # latest number decides, and `current` only keeps the edges of older versions out of the index.
     latest = BundleVersion.objects.filter(bundle_id=OuterRef("bundle_id")).order_by("-number").values("number")[:1]
     by_label = Label.objects.filter(bundle_id=OuterRef("snippet_id"), name=OuterRef("label"))
     by_number = BundleVersion.objects.filter(bundle_id=OuterRef("snippet_id"), number=OuterRef("number"))
-    rows = (
+    return (
         edges.filter(version__number=Subquery(latest))
         .annotate(
+            including=F("bundle__name"),
+            including_version=F("version__number"),
             label_number=Subquery(by_label.values("version__number")[:1]),
             label_hash=Subquery(by_label.values("version__content_hash")[:1]),
             number_hash=Subquery(by_number.values("content_hash")[:1]),
         )
-        .order_by("bundle__name", "position")
-        .values_list(
-            "bundle__name",
-            "version__number",
-            "marker",
-            "number",
-            "pinned_version",
-            "pinned_hash",
-            "label_number",
-            "label_hash",
-            "number_hash",
-        )
+        .order_by("including", "position")
     )
-    found: list[dict[str, Any]] = []
-    for name, number, marker, ref_number, pinned, digest, label_number, label_hash, number_hash in rows:
-        if actor is not None and not actor.may_see_bundle(name):
-            continue
-        current, current_hash = (ref_number, number_hash) if ref_number is not None else (label_number, label_hash)
-        found.append(
-            {
-                "bundle": name,
-                "version": number,
-                "marker": marker,
-                "pinned_version": pinned,
-                "pinned_hash": digest,
-                "current_version": current if current_hash is not None else None,
-                "outdated": current_hash != digest,
-            }
-        )
-    return found
+
+
+def dependent_entry(edge: Include) -> dict[str, Any]:
+    """{"bundle", "version", "marker", "pinned_version", "pinned_hash", "current_version",
+    "outdated"} of an edge from `dependents`. `current_version` is what the marker names now
+    (null when it names nothing); `outdated` is true when publishing that bundle's source again
+    would pick up other bytes."""
+    e: Any = edge  # the annotations of `dependents`
+    if e.number is not None:
+        current, current_hash = e.number, e.number_hash
+    else:
+        current, current_hash = e.label_number, e.label_hash
+    return {
+        "bundle": e.including,
+        "version": e.including_version,
+        "marker": e.marker,
+        "pinned_version": e.pinned_version,
+        "pinned_hash": e.pinned_hash,
+        "current_version": current if current_hash is not None else None,
+        "outdated": current_hash != e.pinned_hash,
+    }
+
+
+def bundles_including(
+    *, bundle_name: str, actor: Actor | None = None, label: str | None = None
+) -> list[dict[str, Any]]:
+    """Every entry of `dependents`, unbounded: for callers that need them all. An API answer takes
+    `dependents_first` or pages `dependents`."""
+    return [dependent_entry(edge) for edge in dependents(bundle_name=bundle_name, actor=actor, label=label)]
+
+
+def dependents_first(
+    *, bundle_name: str, actor: Actor | None = None, label: str | None = None, limit: int = limits.DEPENDENTS_MAX
+) -> tuple[list[dict[str, Any]], int]:
+    """(the first `limit` entries of `dependents`, how many there are in all): what a publish or
+    a label move answers. One query with a LIMIT; a count only when there are more."""
+    edges = dependents(bundle_name=bundle_name, actor=actor, label=label)
+    first = list(edges[: limit + 1])
+    total = len(first) if len(first) <= limit else edges.order_by().count()
+    return [dependent_entry(edge) for edge in first[:limit]], total

@@ -167,10 +167,11 @@ def test_it_publishes_a_version_with_201_and_every_field(publisher, bundle):
     response = publisher.post("/api/v1/bundles/refunds/versions/", {"content": doc, "message": "first"})
     assert response.status_code == 201
     data = body(response)
-    assert set(data) == VERSION_FIELDS | {"warnings", "dependents"}
+    assert set(data) == VERSION_FIELDS | {"warnings", "dependents", "dependents_total"}
     assert data == {
         "warnings": [],
         "dependents": [],
+        "dependents_total": 0,
         "number": 1,
         "content_hash": digest_of(doc),
         "content": canonical_doc(doc),
@@ -326,13 +327,14 @@ def test_it_creates_a_label_with_201_and_moves_it_with_200(publisher, bundle, v1
     created = publisher.put("/api/v1/bundles/refunds/labels/staging/", {"version": 1, "reason": "stage v1"})
     assert created.status_code == 201
     data = body(created)
-    assert set(data) == LABEL_FIELDS | {"dependents"}
+    assert set(data) == LABEL_FIELDS | {"dependents", "dependents_total"}
     assert {
         k: v
         for k, v in data.items()
         if k not in ("updated_at", "targets", "revision", "required_checks", "required_approvals")
     } == {
         "dependents": [],
+        "dependents_total": 0,
         "name": "staging",
         "version": 1,
         "protected": False,

@@ -16,6 +16,7 @@ from access.actors import SYSTEM
 from access.models import Role
 from access.services import api_key_create
 from adminui.forms import VersionForm
+from core import limits
 from core.errors import Forbidden, InvalidContent
 from registry import composition, includes
 from registry.canonical import canonical_bytes, canonicalise
@@ -398,6 +399,58 @@ def test_dependents_only_show_bundles_in_the_key_s_scope(support, tone_v1, ops):
     scoped = scoped_publisher("tone")
     assert scoped.get("/api/v1/bundles/tone/dependents/").json()["results"] == []
     assert bundles_including(bundle_name="tone", actor=scoped.actor) == []
+
+
+@pytest.fixture
+def many_dependents(tone, tone_v1, ops) -> list[str]:
+    """One more bundle including tone@production than an answer lists."""
+    names = [f"dep{i:03}" for i in range(limits.DEPENDENTS_MAX + 1)]
+    for name in reversed(names):  # published out of name order: the answers sort them
+        publish(bundle_create(name=name, actor=ops.actor), ops.actor, f"{name}: {{{{> tone@production}}}}")
+    return names
+
+
+def test_publish_and_label_move_answers_list_the_first_dependents_by_name_and_the_total(tone, many_dependents, ops):
+    published = ops.post("/api/v1/bundles/tone/versions/", {"content": content(TONE_2), "message": "warmer"})
+    assert published.status_code == 201, published.json()
+    body = published.json()
+    assert [d["bundle"] for d in body["dependents"]] == many_dependents[: limits.DEPENDENTS_MAX]
+    assert body["dependents_total"] == len(many_dependents)
+    with CaptureQueriesContext(connection) as queries:
+        moved = ops.put("/api/v1/bundles/tone/labels/production/", {"version": 2, "reason": "warmer"})
+    assert moved.status_code == 200, moved.json()
+    body = moved.json()
+    assert [d["bundle"] for d in body["dependents"]] == many_dependents[: limits.DEPENDENTS_MAX]
+    assert body["dependents_total"] == len(many_dependents)
+    assert all(d["outdated"] for d in body["dependents"])
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_include"' in q["sql"]]
+    assert reads and all("LIMIT" in sql or "COUNT(" in sql for sql in reads)
+
+
+def test_within_the_cap_the_answer_lists_every_dependent_without_a_count(support, tone, tone_v1, ops):
+    publish(support, ops.actor, SOURCE)
+    with CaptureQueriesContext(connection) as queries:
+        body = ops.post("/api/v1/bundles/tone/versions/", {"content": content(TONE_2), "message": "m"}).json()
+    assert ([d["bundle"] for d in body["dependents"]], body["dependents_total"]) == (["support"], 1)
+    assert not [q for q in queries.captured_queries if 'FROM "registry_include"' in q["sql"] and "COUNT(" in q["sql"]]
+
+
+def test_dependents_are_paged_by_cursor(tone, many_dependents, publisher):
+    seen: list[str] = []
+    url: str | None = "/api/v1/bundles/tone/dependents/?limit=40"
+    pages = 0
+    while url:
+        response = publisher.get(url)
+        assert response.status_code == 200, response.json()
+        body = response.json()
+        assert body["bundle"] == "tone" and len(body["results"]) <= 40
+        seen += [d["bundle"] for d in body["results"]]
+        url = body["next"]
+        pages += 1
+    assert (seen, pages) == (many_dependents, 3)
+    first = publisher.get("/api/v1/bundles/tone/dependents/").json()
+    assert len(first["results"]) == 50 and first["next"]
+    assert publisher.get("/api/v1/bundles/tone/dependents/?cursor=AAAA").status_code == 400
 
 
 def test_the_diff_shows_an_include_change_as_its_own_entry(support, tone, tone_v1, ops, agent):
