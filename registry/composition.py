@@ -153,11 +153,15 @@ def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
         if depth > includes.MAX_DEPTH and level:
             origin = level[0][2]
             raise _invalid(f"{origin.marker}: includes nest deeper than {includes.MAX_DEPTH} levels.", origin.field)
+        # Deduplicated within a level only: a version reached again deeper (a diamond) is walked
+        # again from there, or a chain too deep along the longer path would go unseen. Versions
+        # pin older versions, so the walk ends, and it is at most MAX_DEPTH + 1 levels of at
+        # most MAX_NESTED_READS distinct versions.
         fresh: dict[int, _Snippet] = {}
         for _, version_id, origin in level:
-            if version_id is not None and version_id not in seen:
-                seen.add(version_id)
+            if version_id is not None:
                 fresh.setdefault(version_id, origin)
+        seen.update(fresh)
         if len(seen) > MAX_NESTED_READS:
             origin = next(iter(fresh.values()))
             raise _invalid(

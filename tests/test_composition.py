@@ -278,6 +278,17 @@ def test_a_chain_deeper_than_the_limit_is_a_400(db, ops):
         previous = bundle.name
 
 
+def test_a_chain_too_deep_only_along_the_longer_of_two_paths_to_a_snippet_is_a_400(db, ops):
+    """top includes x directly (x, y, z: 3 levels) and through b and c (b, c, x, y, z: 5): the
+    walk must not stop at x the second time it meets it."""
+    made: dict[str, BundleVersion] = {}
+    for name, prompt in [("z", "Z."), ("y", "Y {{> z@1}}"), ("x", "X {{> y@1}}"), ("c", "C {{> x@1}}")]:
+        made[name] = publish(bundle_create(name=name, actor=ops.actor), ops.actor, prompt)
+    made["b"] = publish(bundle_create(name="b", actor=ops.actor), ops.actor, "B {{> c@1}}")
+    top = bundle_create(name="top", actor=ops.actor)
+    assert "deeper than" in refused(top, ops.actor, "{{> x@1}} {{> b@1}}")["content.system_prompt"][0]
+
+
 def test_a_resolved_prompt_over_the_limit_is_a_400(support, tone, ops):
     big = publish(tone, ops.actor, "x" * 150_000)
     label_move(bundle=tone, name="production", version=big, actor=ops.actor, reason="big")
