@@ -8,10 +8,17 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
-from api.serializers import ReleaseIn, ReleaseOut, ReleasePreviewOut, ReleaseRollbackIn
+from api.serializers import (
+    ChangeRequestedOut,
+    ChangeRequestOut,
+    ReleaseIn,
+    ReleaseOut,
+    ReleasePreviewOut,
+    ReleaseRollbackIn,
+)
 from api.views import BaseApi, _etag_revision, _valid, _version_or_targets
 from core.errors import InvalidContent
-from registry import releases
+from registry import changes, releases
 from registry import selectors as registry_selectors
 
 
@@ -38,10 +45,11 @@ class ReleaseListApi(BaseApi):
             "existing label and a `version` or a percentage split in `targets`, optionally with `if_match` "
             "(the label's ETag). Protection and compatibility apply to each move as for a label PUT. "
             "`dry_run: true` answers 200 with each move's impact and changes nothing; otherwise 201 with the "
-            "release, whose id appears in each label's history."
+            "release, whose id appears in each label's history; 202 with `{change}` when a label's required "
+            "approvals turn the release into a change request."
         ),
         request=ReleaseIn,
-        responses={201: ReleaseOut, 200: ReleasePreviewOut},
+        responses={201: ReleaseOut, 200: ReleasePreviewOut, 202: ChangeRequestedOut},
     )
     def post(self, request: Request) -> Response:
         data = _valid(ReleaseIn, request)
@@ -49,10 +57,13 @@ class ReleaseListApi(BaseApi):
         if data["dry_run"]:
             impact = releases.release_preview(moves=moves, actor=actor_of(request))
             return Response({"dry_run": True, "moves": impact})
-        release = releases.release_apply(
+        outcome = changes.release_apply_or_request(
             moves=moves, actor=actor_of(request), reason=data["reason"], allow_breaking=data["allow_breaking"]
         )
-        return Response(ReleaseOut(release).data, status=201)
+        if outcome.change is not None:
+            return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)
+        assert outcome.release is not None
+        return Response(ReleaseOut(outcome.release).data, status=201)
 
 
 class ReleaseDetailApi(BaseApi):

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import limits
+from registry.changes import change_state_now
 from registry.contracts import LEVELS
 from registry.models import BundleVersion, CheckStatus, Compatibility
 from registry.selectors import bundle_label_map, label_targets_out
@@ -514,3 +515,54 @@ class ReleasePreviewOut(serializers.Serializer):
     moves = serializers.JSONField(
         help_text="Per move: current, becomes_live, leaving (draining, sessions), compatibility, allowed."
     )
+
+
+class ChangeApprovalOut(serializers.Serializer):
+    approver = serializers.CharField()
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+class ChangeRequestOut(serializers.Serializer):
+    """A change request (registry.changes): a move or release waiting for required approvals."""
+
+    id = serializers.UUIDField()
+    kind = serializers.CharField(help_text='"move" or "release".')
+    state = serializers.SerializerMethodField(help_text="pending, applied, rejected, expired or failed.")
+    request = serializers.JSONField(help_text="The request as made: bundle, label, targets (or moves), ...")
+    revisions = serializers.JSONField(help_text="Each label's revision when requested: [{bundle, label, revision}].")
+    required_approvals = serializers.IntegerField(
+        source="required", help_text="Approvals needed (by identities other than the requester)."
+    )
+    approver_role = serializers.CharField()
+    requester = serializers.CharField()
+    reason = serializers.CharField()
+    approvals = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    decided_by = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.JSONField(help_text="applied: the label's state or the release id; failed: code, message.")
+
+    def get_state(self, change) -> str:
+        return change_state_now(change)
+
+    @extend_schema_field(ChangeApprovalOut(many=True))
+    def get_approvals(self, change) -> list[dict[str, Any]]:
+        return list(ChangeApprovalOut(change.approvals.all(), many=True).data)
+
+
+class ChangeRequestedOut(serializers.Serializer):
+    """The 202 of a move or release that became a change request."""
+
+    change = ChangeRequestOut()
+
+
+class ChangeDecisionIn(StrictInput):
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class ChangeQuery(serializers.Serializer):
+    """Filters of GET /api/v1/changes/ (query parameters)."""
+
+    state = serializers.ChoiceField(choices=["pending", "applied", "rejected", "expired", "failed"], required=False)

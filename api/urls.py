@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 
 from api import (
+    change_views,
     knowledge,
     release_views,
     routes,
@@ -45,6 +46,10 @@ urlpatterns = [
     path("releases/", release_views.ReleaseListApi.as_view()),
     path("releases/<uuid:release_id>/", release_views.ReleaseDetailApi.as_view()),
     path("releases/<uuid:release_id>/rollback/", release_views.ReleaseRollbackApi.as_view()),
+    path("changes/", change_views.ChangeListApi.as_view()),
+    path("changes/<uuid:change_id>/", change_views.ChangeDetailApi.as_view()),
+    path("changes/<uuid:change_id>/approve/", change_views.ChangeApproveApi.as_view()),
+    path("changes/<uuid:change_id>/reject/", change_views.ChangeRejectApi.as_view()),
     path("webhooks/", webhook_views.WebhookListApi.as_view()),
     path("webhooks/<int:webhook_id>/", webhook_views.WebhookDetailApi.as_view()),
     path("webhooks/<int:webhook_id>/rotate-secret/", webhook_views.WebhookRotateSecretApi.as_view()),

@@ -23,6 +23,8 @@ from api.serializers import (
     BundleIn,
     BundleOut,
     CatalogEntryOut,
+    ChangeRequestedOut,
+    ChangeRequestOut,
     CheckIn,
     CheckListOut,
     CheckOut,
@@ -45,6 +47,7 @@ from audit import selectors as audit_selectors
 from core import limits
 from core.errors import InvalidContent, NotFound
 from metrics import selectors as metrics_selectors
+from registry import changes
 from registry import selectors as registry_selectors
 from registry import services as registry_services
 from sessions_app import selectors as session_selectors
@@ -420,18 +423,21 @@ class LabelDetailApi(BaseApi):
             "Publisher role (ops for a protected label such as `production`). Points the label at `version` "
             "with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new "
             "target; the version it leaves starts draining. A `backward` label refuses a breaking (major) "
-            "move with 409 unless `allow_breaking` is true. `dependents`: the bundles whose latest version "
+            "move with 409 unless `allow_breaking` is true. A label with `required_approvals` whose new target "
+            "lacks them turns the move into a change request: 202 with `{change}` "
+            "(POST /api/v1/changes/{id}/approve/). "
+            "`dependents`: the bundles whose latest version "
             "includes this bundle by this label, and whether their next publish would pick up other bytes: the "
             "first 100 by name; `dependents_total`: how many in all."
         ),
         request=LabelIn,
-        responses={200: LabelMovedOut, 201: LabelMovedOut},
+        responses={200: LabelMovedOut, 201: LabelMovedOut, 202: ChangeRequestedOut},
     )
     def put(self, request: Request, name: str, label: str) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(LabelIn, request)
         version, targets = _version_or_targets(bundle, data)
-        moved, created = registry_services.label_move(
+        outcome = changes.label_move_or_request(
             bundle=bundle,
             name=label,
             version=version,
@@ -442,6 +448,10 @@ class LabelDetailApi(BaseApi):
             compatibility=data.get("compatibility"),
             expected_revision=_if_match(request),
         )
+        if outcome.change is not None:
+            return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)
+        moved, created = outcome.label, outcome.created
+        assert moved is not None
         # Who includes this bundle by this label: their next publish picks up the new target.
         dependents, total = registry_selectors.dependents_first(bundle_name=name, actor=actor_of(request), label=label)
         answer = LabelMovedOut(moved, context={"dependents": dependents, "dependents_total": total}).data

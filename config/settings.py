@@ -442,6 +442,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 SESSION_SWEEP_INTERVAL = env_int("SESSION_SWEEP_INTERVAL", 60)
+# How long a change request (a move or release waiting for required approvals) stays pending.
+CHANGE_TTL_HOURS = env_int("CHANGE_TTL_HOURS", 24)
 CELERY_BEAT_SCHEDULE = {
     "sessions-sweep": {
         "task": "sessions_app.tasks.sweep_task",
@@ -450,6 +452,11 @@ CELERY_BEAT_SCHEDULE = {
     "webhooks-retry-sweep": {
         "task": "webhooks.tasks.webhook_retry_sweep_task",
         "schedule": float(env_int("WEBHOOK_RETRY_SWEEP_INTERVAL", 5)),
+    },
+    # Pending change requests past their expiry (registry.changes.change_expire_sweep).
+    "changes-expire-sweep": {
+        "task": "registry.tasks.change_expire_sweep_task",
+        "schedule": 300.0,
     },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {

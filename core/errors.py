@@ -51,6 +51,19 @@ class ApprovalsRequired(Conflict):
     code = "approvals_required"
 
 
+class ChangeNotPending(Conflict):
+    """The change request was decided already (applied, rejected, failed) or expired; details: `state`."""
+
+    code = "change_not_pending"
+
+
+class ChangeStale(Conflict):
+    """A label the change request touches changed after it was requested; the change failed.
+    details: `labels` ([{bundle, label, requested_revision, revision}])."""
+
+    code = "change_stale"
+
+
 class SessionEnded(DomainError):
     status = 410
     code = "session_ended"

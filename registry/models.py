@@ -3,6 +3,7 @@
 import uuid
 from collections.abc import Callable
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from simple_history.models import HistoricalRecords
 
@@ -252,3 +253,66 @@ class Include(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version_id} {self.marker}"
+
+
+class ChangeState(models.TextChoices):
+    PENDING = "pending"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+
+class Change(models.Model):
+    """A move (or split) or a release that a label's `required_approvals` turned into a request
+    (registry.changes): the request as data, bound to the revision of each label it touches
+    when it was made, applied as the requester's own request once `required` people other than
+    the requester approved it (ChangeApproval), unless a label moved meanwhile (failed, stale)
+    or it expired first. `bundles` (every bundle it touches) scopes who may see it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16)  # "move" or "release"
+    state = models.CharField(max_length=16, choices=ChangeState.choices, default=ChangeState.PENDING)
+    # move: {bundle, label, targets: [{version, weight}], allow_breaking, compatibility};
+    # release: {moves: [{bundle, label, targets}], allow_breaking}. Version numbers, not ids.
+    request = models.JSONField()
+    # [{bundle, label, revision}]: each label's revision when the change was requested.
+    revisions = models.JSONField()
+    bundles = ArrayField(models.CharField(max_length=limits.BUNDLE_NAME_MAX))
+    required = models.PositiveSmallIntegerField()
+    # The role an approver needs: ops when a label it touches is protected, else publisher.
+    approver_role = models.CharField(max_length=16)
+    requester = models.CharField(max_length=200)
+    # What the requester's key could do when it asked: the change applies as its request.
+    requester_role = models.CharField(max_length=16)
+    requester_scopes = models.JSONField(default=list)
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_by = models.CharField(max_length=200, blank=True, default="")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # Why it failed (the apply-time error), or the release it applied as.
+    outcome = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "expires_at"], name="change_state_expiry")]
+
+    def __str__(self) -> str:
+        return f"change {self.pk} ({self.kind}, {self.state})"
+
+
+class ChangeApproval(models.Model):
+    """One person's approval of a Change; at most one per approver, never by its requester."""
+
+    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="approvals")
+    approver = models.CharField(max_length=200)
+    reason = models.TextField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["change", "approver"], name="change_approval_once")]
+
+    def __str__(self) -> str:
+        return f"{self.approver} approved {self.change_id}"

@@ -112,6 +112,7 @@ def _apply(
     reason: str,
     allow_breaking: bool = False,
     rollback_of: Release | None = None,
+    approved_by: list[str] | None = None,
 ) -> Release:
     """The moves of a release, its record and its announcement; the caller holds the label rows
     (FOR UPDATE, ascending id) in its transaction. Versions are locked here, before any move."""
@@ -141,12 +142,35 @@ def _apply(
                 action="label.rolled_back" if rollback_of else "label.moved",
                 allow_breaking=allow_breaking,
                 release_id=release.pk,
+                approved_by=approved_by,
             )
         items.append({"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)})
     release.items = items
     release.save(update_fields=["items"])
     _announce(release, actor=actor, action="release.rolled_back" if rollback_of else "release.applied")
     return release
+
+
+def release_labels_lock(moves: list[ReleaseMove]) -> dict[tuple[int, str], Label]:
+    """The labels of `moves` FOR UPDATE in ascending id (the first locks of a release), for an
+    approved change request (registry.changes) that applies a release."""
+    return _existing_labels(moves, lock=True)
+
+
+def release_apply_locked(
+    *,
+    labels: dict[tuple[int, str], Label],
+    moves: list[ReleaseMove],
+    actor: Actor,
+    reason: str,
+    allow_breaking: bool,
+    approved_by: list[str],
+) -> Release:
+    """A release whose label rows the caller holds (release_labels_lock): an approved change
+    request's, applied as its requester's with its approvers satisfying the approvals gate."""
+    return _apply(
+        labels=labels, moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking, approved_by=approved_by
+    )
 
 
 def _announce(release: Release, *, actor: Actor, action: str) -> None:

@@ -27,7 +27,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from registry import composition, includes, lifecycle
+from registry import approvals, composition, includes, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
     Bundle,
@@ -36,9 +36,7 @@ from registry.models import (
     Compatibility,
     Include,
     Label,
-    VersionApproval,
     VersionCheck,
-    VersionState,
 )
 from registry.selectors import label_targets_out
 
@@ -241,21 +239,49 @@ def label_move(
                         compatibility=compatibility,
                     )
                     return created, True
-                lifecycle.check_may_move(label_name=name, protected=label.protected, actor=actor)
-                if not lifecycle.same_targets(label, wanted):
-                    # Judged by the policy the label has now: a request cannot lower the policy
-                    # and slip a breaking move past it at once.
-                    label = lifecycle.label_apply_targets(
-                        label=label, targets=wanted, actor=actor, reason=reason, allow_breaking=allow_breaking
-                    )
-                if compatibility is not None and compatibility != label.compatibility:
-                    _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
-                return label, False
+                moved = label_move_locked(
+                    label=label,
+                    targets=wanted,
+                    actor=actor,
+                    reason=reason,
+                    allow_breaking=allow_breaking,
+                    compatibility=compatibility,
+                )
+                return moved, False
         except IntegrityError:
             # Two first moves of a new label raced on its unique name; the loser retries as a move.
             if attempt == 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def label_move_locked(
+    *,
+    label: Label,
+    targets: Targets,
+    actor: Actor,
+    reason: str,
+    allow_breaking: bool = False,
+    compatibility: str | None = None,
+    approved_by: list[str] | None = None,
+) -> Label:
+    """The move of an existing label whose row the caller's transaction holds: label_move's, and
+    an approved change request's (registry.changes, with its `approved_by`)."""
+    lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
+    if not lifecycle.same_targets(label, targets):
+        # Judged by the policy the label has now: a request cannot lower the policy
+        # and slip a breaking move past it at once.
+        label = lifecycle.label_apply_targets(
+            label=label,
+            targets=targets,
+            actor=actor,
+            reason=reason,
+            allow_breaking=allow_breaking,
+            approved_by=approved_by,
+        )
+    if compatibility is not None and compatibility != label.compatibility:
+        _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
+    return label
 
 
 # What PATCH .../labels/{label}/ may change, and how each field is checked.
@@ -523,78 +549,9 @@ def check_report(
     return check
 
 
-# --- approvals (four eyes, bound to a version's content hash) ----------------------------------
-
-
-def _approval_refusal(*, version: BundleVersion, actor: Actor) -> None:
-    """Who may approve: a publisher, ops or admin (not ci, not agent), in the bundle's scope,
-    who is not the version's author (four eyes)."""
-    if actor.role == Role.CI or not actor.has_role(Role.PUBLISHER):
-        raise Forbidden("Approving a version needs the publisher role (or ops, or admin).")
-    if actor.name == version.author:
-        raise Forbidden(
-            f"{actor.name} published version {version.number}: its approval must come from someone else (four eyes)."
-        )
-
-
-def approval_record(*, version: BundleVersion, actor: Actor, reason: object) -> tuple[VersionApproval, bool]:
-    """Record `actor`'s approval of `version`'s content hash (one per approver: a second one by
-    the same identity changes nothing and answers the first; created is False). Locks the
-    version row first, like a move to it, so a move counts approvals that are committed."""
-    reason = lifecycle.require_text("reason", reason)
-    bundle = Bundle.objects.get(pk=version.bundle_id)
-    require_bundle_scope(actor, bundle.name)
-    _approval_refusal(version=version, actor=actor)
-    with transaction.atomic():
-        locked = lifecycle.versions_lock(version.pk)[version.pk]
-        if locked.state == VersionState.REVOKED:
-            raise Conflict(f"Version {locked.number} is revoked; it cannot be approved.")
-        approval, created = VersionApproval.objects.get_or_create(
-            bundle=bundle, content_hash=locked.content_hash, approver=actor.name, defaults={"reason": reason}
-        )
-        if not created:
-            return approval, False
-        audit_record(
-            actor=actor,
-            action="approval.recorded",
-            target_type="version",
-            target=f"{bundle.name}@{locked.number}",
-            reason=reason,
-            data={"content_hash": locked.content_hash},
-        )
-        events.emit(
-            "approval.recorded",
-            bundle=bundle.name,
-            version=locked.number,
-            content_hash=locked.content_hash,
-            by=actor.name,
-            reason=reason,
-        )
-    return approval, True
-
-
-def approval_withdraw(*, version: BundleVersion, actor: Actor, reason: object) -> bool:
-    """Withdraw `actor`'s own approval of `version`'s content hash (False: there was none).
-    Under the version row lock, so a move either ran before (and counted it) or sees it gone."""
-    reason = lifecycle.require_text("reason", reason)
-    bundle = Bundle.objects.get(pk=version.bundle_id)
-    require_bundle_scope(actor, bundle.name)
-    with transaction.atomic():
-        locked = lifecycle.versions_lock(version.pk)[version.pk]
-        deleted, _ = VersionApproval.objects.filter(
-            bundle=bundle, content_hash=locked.content_hash, approver=actor.name
-        ).delete()
-        if deleted:
-            audit_record(
-                actor=actor,
-                action="approval.withdrawn",
-                target_type="version",
-                target=f"{bundle.name}@{locked.number}",
-                reason=reason,
-                data={"content_hash": locked.content_hash},
-            )
-    return bool(deleted)
-
+# Approvals of a version's content (four eyes) live in registry.approvals; named here too.
+approval_record = approvals.approval_record
+approval_withdraw = approvals.approval_withdraw
 
 # Revoking is a state transition of a version: it lives with the others in registry.lifecycle.
 version_revoke = lifecycle.version_revoke

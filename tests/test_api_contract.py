@@ -818,6 +818,10 @@ CONTRACT_PATHS = {
     "/api/v1/bundles/{name}/versions/{number}/checks/": {"get", "post"},
     "/api/v1/bundles/{name}/versions/{number}/approvals/": {"get", "post", "delete"},  # issue 27
     "/api/v1/releases/": {"post"},
+    "/api/v1/changes/": {"get"},  # issue 27: change requests
+    "/api/v1/changes/{change_id}/": {"get"},
+    "/api/v1/changes/{change_id}/approve/": {"post"},
+    "/api/v1/changes/{change_id}/reject/": {"post"},
     "/api/v1/releases/{release_id}/": {"get"},
     "/api/v1/releases/{release_id}/rollback/": {"post"},
     "/api/v1/webhooks/": {"get", "post"},

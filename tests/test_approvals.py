@@ -1,6 +1,8 @@
 """Required approvals (four eyes): an approval is recorded per (content hash, approver) by
-someone other than the version's author, and a label with `required_approvals: N` refuses a
-move, a split or a release to content without N distinct approvals. Through the API with real
+someone other than the version's author, and a label with `required_approvals: N` applies a
+move, a split or a release to content with N distinct approvals at once; without them the
+service refuses it (409 approvals_required) and the API turns it into a change request (202,
+tests/test_changes.py). Through the API with real
 keys, against PostgreSQL (the race between a withdrawal and a move included)."""
 
 import threading
@@ -46,19 +48,21 @@ def test_the_author_cannot_approve_their_own_version(ops, v2):
 def test_a_move_waits_for_n_distinct_approvals_of_those_bytes(ops, bundle, production, v2, reviewers):
     a, b = reviewers
     require(bundle, ops)
-    refused = ops.put(f"{BUNDLE}/labels/production/", MOVE)
-    assert refused.status_code == 409
-    error = refused.json()["error"]
-    assert error["code"] == "approvals_required"
-    assert (error["details"]["required"], error["details"]["approvals"], error["details"]["missing"]) == (2, 0, 2)
+    with pytest.raises(ApprovalsRequired) as refused:
+        label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship")
+    details = refused.value.details
+    assert (details["required"], details["approvals"], details["missing"]) == (2, 0, 2)
+    assert ops.put(f"{BUNDLE}/labels/production/", MOVE).status_code == 202  # a change request instead
 
     assert approve(a).status_code == 201
     again = approve(a, reason="twice")  # the same person counts once
     assert again.status_code == 200
     assert again.json()["reason"] == "read the diff"
-    error = ops.put(f"{BUNDLE}/labels/production/", MOVE).json()["error"]
-    assert (error["details"]["approvals"], error["details"]["missing"]) == (1, 1)
-    assert error["details"]["approvers"] == [a.actor.name]
+    with pytest.raises(ApprovalsRequired) as refused:
+        label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship")
+    details = refused.value.details
+    assert (details["approvals"], details["missing"]) == (1, 1)
+    assert details["approvers"] == [a.actor.name]
 
     assert approve(b).status_code == 201
     moved = ops.put(f"{BUNDLE}/labels/production/", MOVE)
@@ -72,7 +76,7 @@ def test_a_move_waits_for_n_distinct_approvals_of_those_bytes(ops, bundle, produ
 def test_an_approval_of_other_bytes_does_not_count(ops, bundle, production, v2, reviewers):
     require(bundle, ops, n=1)
     approve(reviewers[0], number=1)  # v1's content, not v2's
-    assert ops.put(f"{BUNDLE}/labels/production/", MOVE).json()["error"]["code"] == "approvals_required"
+    assert ops.put(f"{BUNDLE}/labels/production/", MOVE).status_code == 202  # not applied: a change request
 
 
 def test_who_may_approve(agent, v2):
@@ -93,7 +97,7 @@ def test_a_rollback_to_a_former_target_needs_no_approval(ops, bundle, production
 def test_a_split_and_a_release_are_gated_too(ops, bundle, production, v2, reviewers):
     require(bundle, ops, n=1)
     split = {"targets": [{"version": 1, "weight": 90}, {"version": 2, "weight": 10}], "reason": "ramp"}
-    assert ops.put(f"{BUNDLE}/labels/production/", split).json()["error"]["code"] == "approvals_required"
+    assert ops.put(f"{BUNDLE}/labels/production/", split).status_code == 202
     release = {"moves": [{"bundle": "refunds", "label": "production", "version": 2}], "reason": "ship"}
     preview = ops.post("/api/v1/releases/", {**release, "dry_run": True}).json()["moves"][0]
     assert preview["allowed"] is False
@@ -101,7 +105,7 @@ def test_a_split_and_a_release_are_gated_too(ops, bundle, production, v2, review
         {"version": 2, "required": 1, "approvers": [], "missing": 1, "rollback": False, "passes": False}
     ]
     assert "approvals" in preview["refusal"]
-    assert ops.post("/api/v1/releases/", release).json()["error"]["code"] == "approvals_required"
+    assert ops.post("/api/v1/releases/", release).status_code == 202
     approve(reviewers[0])
     assert ops.post("/api/v1/releases/", {**release, "dry_run": True}).json()["moves"][0]["allowed"] is True
     assert ops.post("/api/v1/releases/", release).status_code == 201
@@ -126,7 +130,7 @@ def test_a_withdrawn_approval_no_longer_counts(ops, bundle, production, v2, revi
         f"{BUNDLE}/versions/2/approvals/", data='{"reason": "found a bug"}', content_type="application/json"
     )
     assert gone.status_code == 204, gone.content
-    assert ops.put(f"{BUNDLE}/labels/production/", MOVE).json()["error"]["code"] == "approvals_required"
+    assert ops.put(f"{BUNDLE}/labels/production/", MOVE).status_code == 202
     assert AuditEvent.objects.filter(action="approval.withdrawn").count() == 1
 
 

@@ -13,6 +13,7 @@ ROUTED = {
     "sessions_app.tasks.version_drain_task": "lifecycle",
     "webhooks.tasks.webhook_deliver_task": "deliveries",
     "webhooks.tasks.webhook_retry_sweep_task": "deliveries",
+    "registry.tasks.change_expire_sweep_task": "lifecycle",
     "some.future.prune_task": "lifecycle",  # unrouted tasks default to lifecycle
 }
 

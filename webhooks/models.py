@@ -14,6 +14,11 @@ class Event(models.TextChoices):
     CHECK_COMPLETED = "check.completed"
     # Someone other than its author approved a version's content (four eyes).
     APPROVAL_RECORDED = "approval.recorded"
+    # A move or release became a change request (required approvals); it was approved and
+    # applied; it was rejected or withdrawn.
+    CHANGE_REQUESTED = "change.requested"
+    CHANGE_APPROVED = "change.approved"
+    CHANGE_REJECTED = "change.rejected"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

@@ -379,25 +379,39 @@ def label_moved_emit(
 
 
 def _judge_new_targets(
-    *, label: Label, locked: dict[int, BundleVersion], targets: Targets, allow_breaking: bool
+    *,
+    label: Label,
+    locked: dict[int, BundleVersion],
+    targets: Targets,
+    allow_breaking: bool,
+    approved_by: list[str] | None = None,
 ) -> list[str]:
-    """Every target that joins the label passes its required checks, its required approvals and
-    its compatibility policy
-    against the current primary target; returns the notes the history keeps. A version that
-    already is a target (a weight change) was judged when it joined."""
+    """Every target that joins the label passes its required checks, its compatibility policy
+    against the current primary target and its required approvals; returns the notes the
+    history keeps. A version that already is a target (a weight change) was judged when it
+    joined. Approvals come last, so that a move refused for them alone is one a change request
+    (registry.changes) can carry; `approved_by`, the approvers of such a change, satisfies the
+    approvals gate when they are as many as the label requires."""
     old_ids = label_target_ids(label)
     notes = []
+    joining = []
     for version, _ in targets:
         target = check_targetable(locked[version.pk])
         if target.pk in old_ids:
             continue
         require_checks(label=label, target=target)
-        require_approvals(label=label, target=target)
         note = compatibility_note(
             label=label, current=locked[label.version_id], target=target, allow_breaking=allow_breaking
         )
         if note:
             notes.append(f"v{target.number}: {note}" if len(targets) > 1 else note)
+        joining.append(target)
+    if joining and approved_by is not None and len(approved_by) >= label.required_approvals:
+        if label.required_approvals:
+            notes.append(f"change request approved by {', '.join(approved_by)}")
+        return notes
+    for target in joining:
+        require_approvals(label=label, target=target)
     return notes
 
 
@@ -410,6 +424,7 @@ def label_apply_targets(
     action: str = "label.moved",
     allow_breaking: bool = False,
     release_id: Any = None,
+    approved_by: list[str] | None = None,
 ) -> Label:
     """Point a label whose row this transaction has locked at `targets` (already valid: see
     targets_valid). The one implementation of a move, shared by label_move, label_rollback and
@@ -420,7 +435,9 @@ def label_apply_targets(
     old_ids = label_target_ids(label)
     old_primary = label.version_id
     locked = versions_lock(*old_ids, *(v.pk for v, _ in targets))
-    notes = _judge_new_targets(label=label, locked=locked, targets=targets, allow_breaking=allow_breaking)
+    notes = _judge_new_targets(
+        label=label, locked=locked, targets=targets, allow_breaking=allow_breaking, approved_by=approved_by
+    )
     for version, _ in targets:
         version_make_live(version=locked[version.pk])
     label.move_note = "; ".join(notes)
@@ -457,6 +474,7 @@ def label_apply_targets(
             "targets": label_targets_out(label),
             "note": label.move_note,
             **({"release": str(release_id)} if release_id else {}),
+            **({"approvers": approved_by} if approved_by is not None else {}),
         },
     )
     return label
