@@ -9,7 +9,9 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   (label_lock) then the versions it leaves and reaches FOR UPDATE (versions_lock); a release
   (registry.releases) takes every label row it moves first, in ascending id, then all their
   versions in ascending id; a drain, a revoke, and recording or withdrawing an approval
-  (registry.services.approval_record) take only the version FOR UPDATE; a session
+  (registry.approvals.approval_record) take only the version FOR UPDATE; approving a change
+  request (registry.changes.change_approve) takes its label rows like a move or a release, then
+  the change row, then (when it applies) the versions; rejecting takes only the change row; a session
   end takes its session row, then the version FOR SHARE (to read its state, see
   sessions_app.services.session_end), and nothing that locks a version waits for a session
   row. No service takes them in another order, so none can wait on another in a cycle.
