@@ -77,7 +77,7 @@ export interface paths {
         };
         /**
          * Bundles that include this one
-         * @description The bundles in the key's scope whose latest version includes this bundle's prompt, one entry per marker, by including bundle name: the version it is pinned to, what the marker names now, and whether its next publish would pick up other bytes (`outdated`). Published versions never change: only a new publish moves. Paged by cursor (`next`).
+         * @description The bundles in the key's scope whose latest version includes this bundle's prompt, one entry per marker: the version it is pinned to, what the marker names now, and whether its next publish would pick up other bytes (`outdated`). Published versions never change: only a new publish moves.
          */
         get: operations["v1_bundles_dependents_retrieve"];
         put?: never;
@@ -162,7 +162,7 @@ export interface paths {
         get: operations["v1_bundles_labels_retrieve"];
         /**
          * Create or move a label
-         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true. `dependents`: the bundles whose latest version includes this bundle by this label, and whether their next publish would pick up other bytes: the first 100 by name; `dependents_total`: how many in all.
+         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true. A label with `required_approvals` whose new target lacks them turns the move into a change request: 202 with `{change}` (POST /api/v1/changes/{id}/approve/). `dependents`: the bundles whose latest version includes this bundle by this label, and whether their next publish would pick up other bytes.
          */
         put: operations["v1_bundles_labels_update"];
         post?: never;
@@ -231,7 +231,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a version
-         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 for an included bundle outside the key's scope. `dependents`: the bundles whose latest version includes this one, the first 100 by name; `dependents_total`: how many in all (GET .../dependents/ pages them).
+         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 for an included bundle outside the key's scope. `dependents`: the bundles whose latest version includes this one.
          */
         post: operations["v1_bundles_versions_create"];
         delete?: never;
@@ -432,6 +432,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/changes/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List change requests
+         * @description Moves and releases waiting for (or decided on) the approvals a label requires, newest first, of the bundles the key may see. `state` filters (`pending`: not expired). Paged by cursor.
+         */
+        get: operations["v1_changes_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/changes/{change_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a change request
+         * @description One change request and its approvals.
+         */
+        get: operations["v1_changes_retrieve_2"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/changes/{change_id}/approve/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a change request
+         * @description By an identity other than the requester (403 otherwise) with the role the change's labels need (ops for a protected label, else publisher). The approval that makes the required number applies the change as its request would have been applied, with every check run again: 409 `change_stale` when a label moved since the request, the move's own 409 (`checks_required`, a breaking change) when it is refused now; either way the change is `failed`. 409 `change_not_pending` when it was decided or expired.
+         */
+        post: operations["v1_changes_approve_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/changes/{change_id}/reject/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject (or withdraw) a change request
+         * @description By anyone who may approve it, or by its requester (a withdrawal). 409 `change_not_pending` when it was decided or expired.
+         */
+        post: operations["v1_changes_reject_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/knowledge/": {
         parameters: {
             query?: never;
@@ -535,7 +615,7 @@ export interface paths {
         put?: never;
         /**
          * Apply an atomic release (or preview it)
-         * @description Moves several labels, across bundles, all or none, in one transaction: each move names an existing label and a `version` or a percentage split in `targets`, optionally with `if_match` (the label's ETag). Protection and compatibility apply to each move as for a label PUT. `dry_run: true` answers 200 with each move's impact and changes nothing; otherwise 201 with the release, whose id appears in each label's history.
+         * @description Moves several labels, across bundles, all or none, in one transaction: each move names an existing label and a `version` or a percentage split in `targets`, optionally with `if_match` (the label's ETag). Protection and compatibility apply to each move as for a label PUT. `dry_run: true` answers 200 with each move's impact and changes nothing; otherwise 201 with the release, whose id appears in each label's history; 202 with `{change}` when a label's required approvals turn the release into a change request.
          */
         post: operations["v1_releases_create"];
         delete?: never;
@@ -1064,12 +1144,59 @@ export interface components {
                 [key: string]: number;
             };
         };
+        ChangeApprovalOut: {
+            approver: string;
+            reason: string;
+            /** Format: date-time */
+            at: string;
+        };
+        /**
+         * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
+         *
+         *     Unknown fields are reported together with the known fields' errors, so that one
+         *     round trip shows every problem of a request.
+         */
+        ChangeDecisionInRequest: {
+            reason: string;
+        };
         ChangeOut: {
             level: components["schemas"]["LevelEnum"];
             kind: string;
             path: string;
             message: string;
             tool: string | null;
+        };
+        /** @description A change request (registry.changes): a move or release waiting for required approvals. */
+        ChangeRequestOut: {
+            /** Format: uuid */
+            id: string;
+            /** @description "move" or "release". */
+            kind: string;
+            /** @description pending, applied, rejected, expired or failed. */
+            readonly state: string;
+            /** @description The request as made: bundle, label, targets (or moves), ... */
+            request: unknown;
+            /** @description Each label's revision when requested: [{bundle, label, revision}]. */
+            revisions: unknown;
+            /** @description Approvals needed (by identities other than the requester). */
+            required_approvals: number;
+            approver_role: string;
+            requester: string;
+            reason: string;
+            readonly approvals: components["schemas"]["ChangeApprovalOut"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            decided_by: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            /** @description applied: the label's state or the release id; failed: code, message. */
+            outcome: unknown;
+        };
+        /** @description The 202 of a move or release that became a change request. */
+        ChangeRequestedOut: {
+            change: components["schemas"]["ChangeRequestOut"];
         };
         ChatMessageRequest: {
             role: components["schemas"]["RoleEnum"];
@@ -1155,11 +1282,6 @@ export interface components {
         DependentListOut: {
             bundle: string;
             results: components["schemas"]["DependentOut"][];
-            /**
-             * Format: uri
-             * @description The next page (cursor), or null on the last.
-             */
-            next: string | null;
         };
         /** @description A bundle whose latest version includes this one (registry.includes). */
         DependentOut: {
@@ -1193,10 +1315,13 @@ export interface components {
          *     * `release.applied` - release.applied
          *     * `check.completed` - check.completed
          *     * `approval.recorded` - approval.recorded
+         *     * `change.requested` - change.requested
+         *     * `change.approved` - change.approved
+         *     * `change.rejected` - change.rejected
          *     * `session.expired` - session.expired
          * @enum {string}
          */
-        EventsEnum: "version.published" | "label.moved" | "version.draining" | "version.drained" | "version.revoked" | "release.applied" | "check.completed" | "approval.recorded" | "session.expired";
+        EventsEnum: "version.published" | "label.moved" | "version.draining" | "version.drained" | "version.revoked" | "release.applied" | "check.completed" | "approval.recorded" | "change.requested" | "change.approved" | "change.rejected" | "session.expired";
         ExportLabelOut: {
             name: string;
             targets: components["schemas"]["ExportTargetOut"][];
@@ -1326,10 +1451,7 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
-            /** @description The first 100 by including bundle name (GET .../dependents/ pages them all). */
             readonly dependents: components["schemas"]["DependentOut"][];
-            /** @description How many dependents there are in all: more than `dependents` lists when truncated. */
-            readonly dependents_total: number;
         };
         LabelOut: {
             name: string;
@@ -1434,6 +1556,11 @@ export interface components {
             /** Format: uri */
             next: string | null;
         };
+        PaginatedChangeRequestList: {
+            results: components["schemas"]["ChangeRequestOut"][];
+            /** Format: uri */
+            next: string | null;
+        };
         PaginatedDeliveryList: {
             results: components["schemas"]["DeliveryOut"][];
             /** Format: uri */
@@ -1503,10 +1630,7 @@ export interface components {
             /** Format: date-time */
             drained_at: string | null;
             readonly warnings: components["schemas"]["PublishWarningOut"][];
-            /** @description The first 100 by including bundle name (GET .../dependents/ pages them all). */
             readonly dependents: components["schemas"]["DependentOut"][];
-            /** @description How many dependents there are in all: more than `dependents` lists when truncated. */
-            readonly dependents_total: number;
         };
         PublishWarningOut: {
             path: string;
@@ -3024,6 +3148,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LabelMovedOut"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeRequestedOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -5236,6 +5368,501 @@ export interface operations {
             };
         };
     };
+    v1_changes_retrieve: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `pending` - pending
+                 *     * `applied` - applied
+                 *     * `rejected` - rejected
+                 *     * `expired` - expired
+                 *     * `failed` - failed
+                 */
+                state?: "pending" | "applied" | "rejected" | "expired" | "failed";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedChangeRequestList"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_changes_retrieve_2: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                change_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeRequestOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_changes_approve_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                change_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangeDecisionInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeRequestOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_changes_reject_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                change_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangeDecisionInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeRequestOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     knowledge_packs_list: {
         parameters: {
             query?: never;
@@ -6117,6 +6744,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ReleaseOut"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeRequestedOut"];
                 };
             };
             /** @description malformed_json or validation_error */
