@@ -50,6 +50,7 @@ MAIN_PAGES = (
     ("Bundles", "admin:registry_bundle_changelist"),
     ("Versions", "admin:registry_bundleversion_changelist"),
     ("Labels", "admin:registry_label_changelist"),
+    ("Changes", "admin:adminui_changes"),
     ("Drain dashboard", "admin:adminui_drain"),
     ("Sessions", "admin:sessions_app_session_changelist"),
     ("Knowledge packs", "admin:knowledge_pack_changelist"),

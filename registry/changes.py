@@ -418,3 +418,15 @@ def change_get(*, change_id: Any, actor: Actor) -> Change:
     if change is None:
         raise NotFound("No such change.")
     return change
+
+
+def change_moves(change: Change) -> list[tuple[Bundle, str, lifecycle.Targets]]:
+    """What the change would move, as (bundle, label, targets), for its impact preview
+    (registry.lifecycle.label_move_preview in the admin)."""
+    items = [change.request] if change.kind == "move" else list(change.request["moves"])
+    bundles = {b.name: b for b in Bundle.objects.filter(name__in={i["bundle"] for i in items})}
+    return [
+        (bundles[i["bundle"]], i["label"], _targets_of(bundles[i["bundle"]], i["targets"]))
+        for i in items
+        if i["bundle"] in bundles
+    ]

@@ -332,3 +332,33 @@ def test_the_last_approval_and_a_direct_move_never_both_apply(ops, reviewers):
         assert final.revision == revision + 1  # exactly one of them moved it
         outcomes.append(result["approve"])
     assert len(outcomes) == 12
+
+
+def test_the_admin_lists_pending_changes_with_their_impact_and_approves_them(ops, bundle, production, v2):
+    from adminui.groups import OPS
+    from tests.test_adminui_views import client_for, make_user
+
+    require(bundle, ops, n=1)
+    change = request_move(ops)
+    olga = client_for(make_user("olga", OPS))
+    page = olga.get("/admin/registry/bundle/changes/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f'id="change-{change["id"]}"' in html and "ship v2" in html and "v2 100%" in html
+    assert 'href="/admin/registry/bundle/changes/"' in html  # in the top navigation
+    approved = olga.post(f"/admin/registry/bundle/changes/{change['id']}/approve/", {"reason": "looks right"})
+    assert approved.status_code == 302
+    assert Change.objects.get(pk=change["id"]).state == ChangeState.APPLIED
+    assert target(bundle) == 2
+    assert f'id="change-{change["id"]}"' not in olga.get("/admin/registry/bundle/changes/").content.decode()
+
+
+def test_the_admin_rejects_a_change(ops, bundle, production, v2):
+    from adminui.groups import OPS
+    from tests.test_adminui_views import client_for, make_user
+
+    require(bundle, ops, n=1)
+    change = request_move(ops)
+    olga = client_for(make_user("olga", OPS))
+    olga.post(f"/admin/registry/bundle/changes/{change['id']}/reject/", {"reason": "not today"})
+    assert Change.objects.get(pk=change["id"]).state == ChangeState.REJECTED

@@ -13,12 +13,15 @@ The pages only decide what to *offer*; a forged request reaches the service, whi
 
 from adminui.views.base import View, page
 from adminui.views.bundles import bundle_add, bundle_edit, bundle_history, bundle_list, bundle_overview
+from adminui.views.changes import change_decide, change_list
 from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
 from adminui.views.sessions import drain_dashboard, drain_json, session_detail, session_end, session_list
 from adminui.views.versions import version_detail, version_diff, version_list, version_new, version_revoke
 
 __all__ = [
+    "change_decide",
+    "change_list",
     "View",
     "bundle_add",
     "bundle_edit",
