@@ -362,3 +362,109 @@ def test_the_admin_rejects_a_change(ops, bundle, production, v2):
     olga = client_for(make_user("olga", OPS))
     olga.post(f"/admin/registry/bundle/changes/{change['id']}/reject/", {"reason": "not today"})
     assert Change.objects.get(pk=change["id"]).state == ChangeState.REJECTED
+
+
+def _wait_for_a_lock_wait() -> None:
+    """Until a backend of this database waits for a row lock."""
+    from django.db import connection
+
+    for _ in range(6000):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+        threading.Event().wait(0.01)
+    raise AssertionError("nobody waited for the other's lock")
+
+
+def _hold_then(first, second) -> dict:
+    """Run `first` in a transaction held open until `second` (another thread) waits for a lock,
+    then commit it; returns what each answered."""
+    from django.db import transaction
+
+    held, release, result = threading.Event(), threading.Event(), {}
+
+    def run(name, fn, hold) -> None:
+        try:
+            if hold:
+                with transaction.atomic():
+                    result[name] = fn()
+                    held.set()
+                    release.wait(timeout=60)
+            else:  # its own transaction, as a request runs it (a failure it records commits)
+                result[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - the answer is what the test compares
+            result[name] = type(exc).__name__
+        finally:
+            held.set()
+            connections.close_all()
+
+    one = threading.Thread(target=run, args=("first", first, True))
+    one.start()
+    assert held.wait(timeout=60)
+    two = threading.Thread(target=run, args=("second", second, False))
+    two.start()
+    try:
+        _wait_for_a_lock_wait()
+    finally:
+        release.set()
+        one.join(timeout=60)
+        two.join(timeout=60)
+    return result
+
+
+@pytest.fixture
+def race_setup(ops, bundle, production, v2, reviewers):
+    require(bundle, ops, n=1)
+    v3 = version_publish(bundle=bundle, content=content("three"), message="v3", actor=ops.actor).version
+    approval_record(version=v3, actor=reviewers[1].actor, reason="hotfix reviewed")
+    change = changes.label_move_or_request(
+        bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2"
+    ).change
+    return bundle, v2, v3, change
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_move_that_waited_for_the_last_approval_sees_its_revision(ops, reviewers, race_setup):
+    bundle, v2, v3, change = race_setup
+    result = _hold_then(
+        lambda: changes.change_approve(change=change, actor=reviewers[0].actor, reason="ok").state,
+        lambda: label_move(
+            bundle=bundle, name="production", version=v3, actor=ops.actor, reason="hotfix", expected_revision=2
+        ),
+    )
+    assert result == {"first": "applied", "second": "PreconditionFailed"}
+    assert target(bundle) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_that_waited_for_a_move_fails_stale(ops, reviewers, race_setup):
+    bundle, v2, v3, change = race_setup
+    result = _hold_then(
+        lambda: label_move(bundle=bundle, name="production", version=v3, actor=ops.actor, reason="hotfix")[0].revision,
+        lambda: changes.change_approve(change=change, actor=reviewers[0].actor, reason="ok"),
+    )
+    assert result == {"first": 3, "second": "ChangeStale"}
+    assert target(bundle) == 3
+    assert Change.objects.get(pk=change.pk).state == ChangeState.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_changes_of_one_label_never_both_apply(ops, reviewers, race_setup):
+    """A second change request of the same label, bound to the same revision: whichever last
+    approval takes the label row second finds the revision moved and fails stale."""
+    bundle, v2, v3, first_change = race_setup
+    v4 = version_publish(bundle=bundle, content=content("four"), message="v4", actor=ops.actor).version
+    second_change = changes.label_move_or_request(
+        bundle=bundle, name="production", version=v4, actor=ops.actor, reason="ship v4"
+    ).change
+    result = _hold_then(
+        lambda: changes.change_approve(change=first_change, actor=reviewers[0].actor, reason="ok").state,
+        lambda: changes.change_approve(change=second_change, actor=reviewers[1].actor, reason="ok").state,
+    )
+    assert result == {"first": "applied", "second": "ChangeStale"}
+    assert target(bundle) == 2
+    states = {c.pk: c.state for c in Change.objects.all()}
+    assert (states[first_change.pk], states[second_change.pk]) == (ChangeState.APPLIED, ChangeState.FAILED)

@@ -127,7 +127,7 @@ def _move(registry: Registry, args: argparse.Namespace, number: int, out: Output
         out.say(f"{args.label} already targets version {number}")
         return {"name": args.label, "version": number, "moved": False}
     try:
-        registry.move_label(
+        answer = registry.move_label(
             args.bundle, args.label, version=number, reason=args.reason, allow_breaking=args.allow_breaking
         )
     except Conflict as exc:
@@ -135,6 +135,13 @@ def _move(registry: Registry, args: argparse.Namespace, number: int, out: Output
         lines = "".join(f"\n  {c.get('level', '')}: {c.get('path', '')}: {c.get('message', '')}" for c in changes)
         hint = "" if args.allow_breaking else "\nPass --allow-breaking if this is meant."
         raise Failure(f"{args.label} not moved: {exc.message}{lines}{hint}", doc={"error": exc.message, **exc.details})
+    if "change" in answer:  # 202: the label requires approvals; the move waits for them
+        change = answer["change"]
+        out.say(
+            f"{args.label} not moved yet: change {change['id']} waits for "
+            f"{change['required_approvals']} approval(s) (POST /api/v1/changes/{change['id']}/approve/)"
+        )
+        return {"name": args.label, "version": number, "moved": False, "from": current, "change": change["id"]}
     out.say(f"{args.label}: {current if current is not None else '(new)'} -> version {number}")
     return {"name": args.label, "version": number, "moved": True, "from": current}
 
