@@ -206,3 +206,21 @@ def test_check_report_records_a_check_with_a_ci_key(cli, tmp_path):
     assert status == 1 and "error" in err
     status, _, err = cli("check", "report", "refunds", "9", "--name", "evals", "--status", "success", key=ci.secret)
     assert status == 1
+
+
+def test_push_says_when_a_label_move_became_a_change_request(cli, tmp_path):
+    from registry.models import Bundle, Change
+    from registry.services import label_policy_set
+
+    source = write_bundle(tmp_path / "refunds")
+    assert cli("push", str(source), "--bundle", "refunds", "--label", "production", "--reason", "first")[0] == 0
+    ops = make_api(Role.OPS, name="policy-ops")
+    bundle = Bundle.objects.get(name="refunds")
+    label_policy_set(
+        bundle=bundle, name="production", changes={"required_approvals": 1}, actor=ops.actor, reason="four eyes"
+    )
+    write_bundle(source, prompt="Refund orders with `process_refund`, politely.\n")
+    status, out, _ = cli("push", str(source), "--bundle", "refunds", "--label", "production", "--reason", "v2")
+    change = Change.objects.get()
+    assert status == 0
+    assert f"production not moved yet: change {change.pk} waits for 1 approval(s)" in out
