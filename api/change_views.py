@@ -21,6 +21,7 @@ class ChangeListApi(BaseApi):
             "Moves and releases waiting for (or decided on) the approvals a label requires, newest first, "
             "of the bundles the key may see. `state` filters (`pending`: not expired). Paged by cursor."
         ),
+        operation_id="changes_list",
         parameters=[ChangeQuery],
         responses=paginated(ChangeRequestOut),
     )

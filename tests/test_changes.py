@@ -224,6 +224,9 @@ def test_pending_changes_are_listed_within_the_key_scope(ops, bundle, production
     key, secret = api_key_create(name="other", role=Role.OPS, actor=SYSTEM, scopes=["other-*"])
     other = Api(secret, key.as_actor())
     assert other.get("/api/v1/changes/?state=pending").json()["results"] == []
+    key, secret = api_key_create(name="refunds-only", role=Role.AGENT, actor=SYSTEM, scopes=["refund*"])
+    scoped = Api(secret, key.as_actor())
+    assert [c["id"] for c in scoped.get("/api/v1/changes/").json()["results"]] == [change["id"]]
     assert other.get(f"/api/v1/changes/{change['id']}/").status_code == 404
     assert decide(other, change).status_code == 404
     assert ops.get("/api/v1/changes/?state=nonsense").status_code == 400

@@ -443,7 +443,7 @@ export interface paths {
          * List change requests
          * @description Moves and releases waiting for (or decided on) the approvals a label requires, newest first, of the bundles the key may see. `state` filters (`pending`: not expired). Paged by cursor.
          */
-        get: operations["v1_changes_retrieve"];
+        get: operations["changes_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -463,7 +463,7 @@ export interface paths {
          * Get a change request
          * @description One change request and its approvals.
          */
-        get: operations["v1_changes_retrieve_2"];
+        get: operations["v1_changes_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5368,7 +5368,7 @@ export interface operations {
             };
         };
     };
-    v1_changes_retrieve: {
+    changes_list: {
         parameters: {
             query?: {
                 /**
@@ -5495,7 +5495,7 @@ export interface operations {
             };
         };
     };
-    v1_changes_retrieve_2: {
+    v1_changes_retrieve: {
         parameters: {
             query?: never;
             header?: never;
