@@ -168,6 +168,7 @@ MAIN_PAGES = [
     ("/admin/registry/bundle/refunds/diff/", "diff", "#prompt-diff"),  # v1 against v2; stacked at 390
     ("/admin/registry/bundle/refunds/versions/new/", "new-version", "#save-version"),
     ("/admin/registry/label/", "labels", "#labels"),
+    ("/admin/registry/bundle/changes/", "changes", "#content-main"),
     ("/admin/sessions_app/session/", "sessions", "#sessions"),
     ("/admin/access/apikey/", "api-keys", "#result_list"),
     ("/admin/audit/auditevent/", "audit", "#result_list"),
