@@ -471,3 +471,18 @@ def test_two_changes_of_one_label_never_both_apply(ops, reviewers, race_setup):
     assert target(bundle) == 2
     states = {c.pk: c.state for c in Change.objects.all()}
     assert (states[first_change.pk], states[second_change.pk]) == (ChangeState.APPLIED, ChangeState.FAILED)
+
+
+def test_a_move_confirmed_in_the_admin_becomes_a_change_request_too(ops, bundle, production, v2):
+    from adminui.groups import OPS
+    from tests.test_adminui_views import client_for, make_user
+
+    require(bundle, ops, n=1)
+    olga = client_for(make_user("olga", OPS))
+    form = {"label": "production", "version": "2", "reason": "ship", "confirm": "yes", "expected_revision": "2"}
+    response = olga.post("/admin/registry/bundle/refunds/move/", form)
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/registry/bundle/changes/"
+    change = Change.objects.get()
+    assert (change.requester, change.state) == ("user:olga", ChangeState.PENDING)
+    assert target(bundle) == 1

@@ -36,6 +36,7 @@ from adminui.views.moves import (
     stale_text,
 )
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
+from registry import changes
 from registry import services as registry_services
 from registry.lifecycle import Targets, label_is_protected, may_move, same_targets
 from registry.models import Bundle, BundleVersion, Label
@@ -176,7 +177,9 @@ def _move_apply(
         # Reviewed as a new label; someone created it since.
         return confirm_page(request, model_admin, bundle, move.confirm(), stale=stale_text(bundle, move.label_name))
     try:
-        label, created = registry_services.label_move(
+        # As the label PUT: a move the label's required approvals alone refuse becomes a change
+        # request, decided on the Changes page.
+        outcome = changes.label_move_or_request(
             bundle=bundle,
             name=move.label_name,
             version=move.single,
@@ -190,7 +193,15 @@ def _move_apply(
         return confirm_page(request, model_admin, bundle, move.confirm(), stale=stale_text(bundle, move.label_name))
     except DomainError as exc:
         return _move_refused(request, model_admin, form, move, exc)
-    _report_move(request, label, created)
+    if outcome.change is not None:
+        messages.success(
+            request,
+            f"{move.label_name} has not moved yet: change {outcome.change.pk} waits for "
+            f"{outcome.change.required} approval(s) by someone else.",
+        )
+        return HttpResponseRedirect(url("adminui_changes"))
+    assert outcome.label is not None
+    _report_move(request, outcome.label, outcome.created)
     return HttpResponseRedirect(url("adminui_bundle", bundle.name))
 
 
