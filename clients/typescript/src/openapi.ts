@@ -77,7 +77,7 @@ export interface paths {
         };
         /**
          * Bundles that include this one
-         * @description The bundles in the key's scope whose latest version includes this bundle's prompt, one entry per marker: the version it is pinned to, what the marker names now, and whether its next publish would pick up other bytes (`outdated`). Published versions never change: only a new publish moves.
+         * @description The bundles in the key's scope whose latest version includes this bundle's prompt, one entry per marker, by including bundle name: the version it is pinned to, what the marker names now, and whether its next publish would pick up other bytes (`outdated`). Published versions never change: only a new publish moves. Paged by cursor (`next`).
          */
         get: operations["v1_bundles_dependents_retrieve"];
         put?: never;
@@ -162,7 +162,7 @@ export interface paths {
         get: operations["v1_bundles_labels_retrieve"];
         /**
          * Create or move a label
-         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true. A label with `required_approvals` whose new target lacks them turns the move into a change request: 202 with `{change}` (POST /api/v1/changes/{id}/approve/). `dependents`: the bundles whose latest version includes this bundle by this label, and whether their next publish would pick up other bytes.
+         * @description Publisher role (ops for a protected label such as `production`). Points the label at `version` with a required reason: 201 when created, 200 when moved. New sessions on the label pin the new target; the version it leaves starts draining. A `backward` label refuses a breaking (major) move with 409 unless `allow_breaking` is true. A label with `required_approvals` whose new target lacks them turns the move into a change request: 202 with `{change}` (POST /api/v1/changes/{id}/approve/). `dependents`: the bundles whose latest version includes this bundle by this label, and whether their next publish would pick up other bytes: the first 100 by name; `dependents_total`: how many in all.
          */
         put: operations["v1_bundles_labels_update"];
         post?: never;
@@ -231,7 +231,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a version
-         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 for an included bundle outside the key's scope. `dependents`: the bundles whose latest version includes this one.
+         * @description Publisher role. Validates the content document, runs the publish-time contract checks and stores the canonical bytes as the next version: 201 with the version and the checks' `warnings`. Content identical to an existing version of this bundle answers 200 with that version (no new number), so publishing is idempotent. 400 `validation_error` names each problem by its path. `ETag` is the content hash. `{{> bundle@label}}` or `{{> bundle@3}}` in `system_prompt` includes that bundle's prompt, resolved now and pinned by hash (`includes`, `system_prompt_source`); 403 for an included bundle outside the key's scope. `dependents`: the bundles whose latest version includes this one, the first 100 by name; `dependents_total`: how many in all (GET .../dependents/ pages them).
          */
         post: operations["v1_bundles_versions_create"];
         delete?: never;
@@ -1282,6 +1282,11 @@ export interface components {
         DependentListOut: {
             bundle: string;
             results: components["schemas"]["DependentOut"][];
+            /**
+             * Format: uri
+             * @description The next page (cursor), or null on the last.
+             */
+            next: string | null;
         };
         /** @description A bundle whose latest version includes this one (registry.includes). */
         DependentOut: {
@@ -1451,7 +1456,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
+            /** @description The first 100 by including bundle name (GET .../dependents/ pages them all). */
             readonly dependents: components["schemas"]["DependentOut"][];
+            /** @description How many dependents there are in all: more than `dependents` lists when truncated. */
+            readonly dependents_total: number;
         };
         LabelOut: {
             name: string;
@@ -1630,7 +1638,10 @@ export interface components {
             /** Format: date-time */
             drained_at: string | null;
             readonly warnings: components["schemas"]["PublishWarningOut"][];
+            /** @description The first 100 by including bundle name (GET .../dependents/ pages them all). */
             readonly dependents: components["schemas"]["DependentOut"][];
+            /** @description How many dependents there are in all: more than `dependents` lists when truncated. */
+            readonly dependents_total: number;
         };
         PublishWarningOut: {
             path: string;
