@@ -707,10 +707,16 @@ def test_who_includes_a_snippet_is_read_over_the_partial_index_of_latest_version
             cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}")
             plan = "\n".join(row[0] for row in cursor.fetchall())
         assert "Seq Scan" not in plan, plan
-        # The index holds the edges of latest versions only: one row, not the six of history.
-        [scan] = [line for line in plan.splitlines() if "using include_current_idx" in line]
-        # (rows are per loop: the planner may probe it once per bundle of a nested loop)
-        assert re.search(r"\(actual rows=1 loops=\d+\)", scan), plan
+        # Only the edges of latest versions are read: each probe of the edges finds at most one
+        # row and drops none (history would show as rows read and removed by a filter). Which
+        # index the planner takes on these tiny tables varies from run to run; this does not.
+        lines = plan.splitlines()
+        scans = [i for i, line in enumerate(lines) if " on registry_include" in line]
+        assert scans, plan
+        for i in scans:
+            assert re.search(r"\(actual rows=[01] loops=\d+\)", lines[i]), plan
+            node = lines[i + 1 : next((j for j in range(i + 1, len(lines)) if "->" in lines[j]), len(lines))]
+            assert not any("Rows Removed by Filter" in line for line in node), plan
 
 
 def test_the_migration_backfills_the_edges_from_the_stored_versions(support, tone, tone_v2, ops):

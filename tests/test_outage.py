@@ -47,6 +47,7 @@ def _every_operation(client: Client) -> list[tuple[str, str]]:
     fill = {
         "session_id": SESSION,
         "release_id": SESSION,
+        "change_id": SESSION,  # a change request's id (a UUID, as the route requires)
         "name": "refunds",
         "label": "production",
         "tool": "ls",
