@@ -65,7 +65,9 @@ def _requests(rng: random.Random, session: str, *, methods: int, each: int) -> l
     for _ in range(each):
         segments = "/".join(_name(rng) for _ in range(rng.randint(1, 4)))
         out.append(("GET", rng.choice(["/", "/api/v2/", "/api/v1/sessions/", "/static/", "/x/"]) + segments, None))
-        out.append(("GET", f"/api/v1/bundles/{_name(rng)}/", None))
+        # A random name that no scenario can have created (the hostile scenario creates bundles
+        # with names of its own): a 200 for an existing bundle is a bounded series, not hostile.
+        out.append(("GET", f"/api/v1/bundles/no-such-{_name(rng)}/", None))
         out.append(("GET", f"/api/v1/sessions/{uuid.UUID(int=rng.getrandbits(128))}/bundle/", None))
         fake = "pr_" + "".join(rng.choices(string.ascii_letters + string.digits, k=43))
         out.append(("GET", f"/api/v1/sessions/{session}/bundle/", fake))
