@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import CharField, Count, Max, Q, QuerySet, Value
 from django.utils import timezone
 
 from audit.models import AuditEvent
@@ -22,29 +22,40 @@ from webhooks.models import Delivery, DeliveryStatus, Endpoint
 REVOKED_WINDOW = timedelta(days=30)
 RECENT_CHANGES = 15
 LISTED_MAX = 50
+# Label targets counted per statement (a UNION ALL of that many bounded counts).
+PAIRS_PER_QUERY = 100
 
 
-def active_by_label_target(labels: list[Label], version_ids: set[int]) -> dict[tuple[int, str], int]:
+def _target_ids(label: Label) -> list[int]:
+    return [t["version_id"] for t in label.targets] or [label.version_id]
+
+
+def active_by_label_target(labels: list[Label]) -> dict[tuple[int, str], int]:
     """Active sessions per (version id, label name): the sessions a label sent to each of its
-    targets, not every session of the version through any label."""
-    rows = (
-        Session.objects.active()
-        .filter(version_id__in=version_ids, label__in={label.name for label in labels})
-        .exclude(version__state=VersionState.REVOKED)
-        .order_by()
-        .values_list("version_id", "label")
-    )
-    return {(vid, name): n for vid, name, n in rows.annotate(n=Count("id"))}
+    targets, not every session of the version through any label. One statement, a bounded count
+    per pair (sessions_app.models.active_count), in chunks of PAIRS_PER_QUERY."""
+    pairs = sorted({(vid, label.name) for label in labels for vid in _target_ids(label)})
+    out: dict[tuple[int, str], int] = {}
+    for start in range(0, len(pairs), PAIRS_PER_QUERY):
+        queries = [
+            BundleVersion.objects.filter(pk=vid)
+            .annotate(label_name=Value(name, output_field=CharField()), n=active_sessions_annotation(name))
+            .values_list("pk", "label_name", "n")
+            for vid, name in pairs[start : start + PAIRS_PER_QUERY]
+        ]
+        rows = queries[0].union(*queries[1:], all=True) if len(queries) > 1 else queries[0]
+        out.update({(vid, name): n for vid, name, n in rows})
+    return out
 
 
 def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
     """Per label id, its targets as the pages show them: version number, weight, state and the
     active sessions the label pinned to that version (one query for the states, one for the
     counts)."""
-    ids = {t["version_id"] for label in labels for t in label.targets} | {label.version_id for label in labels}
+    ids = {vid for label in labels for vid in _target_ids(label)}
     states = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "state"))
     numbers = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
-    active = active_by_label_target(labels, ids)
+    active = active_by_label_target(labels)
     out: dict[int, list[dict[str, Any]]] = {}
     for label in labels:
         pairs = [(t["version_id"], t["weight"]) for t in label.targets] or [(label.version_id, 100)]

@@ -68,8 +68,11 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
     from sessions_app import turns
     from sessions_app.models import Session
     from sessions_app.selectors import session_get
-    from sessions_app.services import session_end
+    from sessions_app.services import session_end, sessions_tally
 
+    # The counts above SESSION_COUNT_EXACT_LIMIT show the sweep's tally: as a running sweep would
+    # have left it.
+    sessions_tally()
     actor = api_key_authenticate(secret=secret)
     assert actor is not None
     live = BundleVersion.objects.get(bundle__name=bundle_name, state=VersionState.LIVE)
@@ -117,7 +120,7 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
     from registry.models import Bundle, Label
     from registry.selectors import version_get
     from registry.services import label_move, label_rollback
-    from sessions_app.services import session_expire_lapsed
+    from sessions_app.services import session_expire_lapsed, sessions_tally
     from skills.selectors import version_skill_metrics
 
     bundle = Bundle.objects.get(name=bundle_name)
@@ -160,6 +163,8 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
         lambda _: version_usage(version=version_get(bundle=bundle, number=live.number)), list(range(calls))
     )
     figures["routing metrics"] = timed(lambda _: version_skill_metrics(version_id=live.pk), list(range(calls)))
+    # The sweep's tally of active sessions: once a sweep, O(every active session), not a request.
+    figures["sweep tally"] = timed(lambda _: sessions_tally(), list(range(max(1, calls // 10))))
     # One sweep batch of SWEEP_BATCH lapsed sessions (both databases hold the same number).
     figures["sweep batch"] = timed(
         lambda _: session_expire_lapsed(batch=SWEEP_BATCH, max_batches=1), list(range(calls))
@@ -168,6 +173,8 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
 
 
 SWEEP_BATCH = 100
+# Rows that are not on a request path: O(active) by design, printed for their cost.
+BACKGROUND = {"sweep tally"}
 
 
 def time_now() -> Any:
@@ -371,7 +378,7 @@ def print_table(
         print(
             f"{op:<18} {small_figure['median_ms']:>7.2f} ({small_figure['p90_ms']:>6.2f})"
             f" {big_figure['median_ms']:>7.2f} ({big_figure['p90_ms']:>6.2f}) {ratio:>7.2f}"
-            + ("" if ratio <= 1.2 else "  > 1.2")
+            + ("  once a sweep, not a request" if op in BACKGROUND else "" if ratio <= 1.2 else "  > 1.2")
         )
 
 

@@ -442,6 +442,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 SESSION_SWEEP_INTERVAL = env_int("SESSION_SWEEP_INTERVAL", 60)
+# Active sessions shown exactly up to this many per version or label target; above it, the
+# count the last sweep made (sessions_app.models.active_count; docs/performance.md).
+SESSION_COUNT_EXACT_LIMIT = env_int("SESSION_COUNT_EXACT_LIMIT", 1000)
+if not 10 <= SESSION_COUNT_EXACT_LIMIT <= 1_000_000:
+    raise ImproperlyConfigured("SESSION_COUNT_EXACT_LIMIT must be between 10 and 1000000.")
 # How long a change request (a move or release waiting for required approvals) stays pending.
 CHANGE_TTL_HOURS = env_int("CHANGE_TTL_HOURS", 24)
 CELERY_BEAT_SCHEDULE = {

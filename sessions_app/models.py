@@ -1,9 +1,12 @@
 """Agent sessions, each pinned at start to exactly one bundle version for its whole life."""
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
+from django.conf import settings
 from django.db import models
-from django.db.models import Case, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Expression, IntegerField, OuterRef, Q, Subquery, Sum, Value, When
 
 from access.models import ApiKey
 from core import limits
@@ -24,30 +27,73 @@ class SessionQuerySet(models.QuerySet["Session"]):
         return self.filter(version=version)
 
     def active_on(self, version: BundleVersion | int) -> int:
-        """Active sessions pinned to one version: a range of the partial index
-        session_active_version_idx, O(active sessions of the version), never O(history)."""
-        return self.active().pinned_to(version).order_by().count()
+        """Active sessions pinned to one version, as active_count() shows them: exact up to
+        SESSION_COUNT_EXACT_LIMIT (a range of the partial index session_active_version_idx),
+        above it the last sweep's tally."""
+        version_id = version.pk if isinstance(version, BundleVersion) else version
+        query = BundleVersion.objects.filter(pk=version_id).annotate(n=active_count(version=version_id))
+        return query.values_list("n", flat=True).first() or 0
 
 
-class _CountOf(Subquery):
-    """`(SELECT count(*) FROM (subquery))`: a correlated count, one probe per outer row."""
+def exact_count_limit() -> int:
+    """Up to this many active sessions a version (or label target) shows an exact count; above it,
+    the last sweep's tally (settings.SESSION_COUNT_EXACT_LIMIT, docs/performance.md)."""
+    return int(settings.SESSION_COUNT_EXACT_LIMIT)
 
-    template = "(SELECT count(*) FROM (%(subquery)s) _n)"
+
+class _ActiveCount(Expression):
+    """Active sessions of the outer version row, bounded: count at most `limit + 1` entries of the
+    partial index; when there are more, show the last sweep's tally (ActiveTally), never less than
+    what was just counted. Exact while small (what a drain, a preview or a test looks at), and a
+    bounded amount of work however many sessions a busy version holds: the count of 80,000 active
+    sessions scattered over a large heap cost a heap fetch each on every version GET, preview and
+    dashboard poll (issue 20's bench)."""
+
     output_field = IntegerField()
+
+    def __init__(self, sessions: Any, tally: Any, limit: int) -> None:
+        super().__init__()
+        self.sessions, self.tally, self.limit = sessions, tally, limit
+
+    def get_source_expressions(self) -> list[Any]:
+        return [self.sessions, self.tally]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        self.sessions, self.tally = exprs
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        sessions_sql, sessions_params = compiler.compile(self.sessions)
+        tally_sql, tally_params = compiler.compile(self.tally)
+        limit = int(self.limit)
+        sql = (
+            f"(SELECT CASE WHEN _n.n > {limit} THEN GREATEST(_n.n, COALESCE({tally_sql}, 0)) ELSE _n.n END"
+            f" FROM (SELECT count(*) AS n FROM {sessions_sql} _b) _n)"
+        )
+        return sql, (*tally_params, *sessions_params)  # in the order they appear
+
+
+def active_count(label: str | None = None, *, version: Any = None) -> _ActiveCount:
+    """The bounded count (_ActiveCount) of the active sessions of `version` (default: the outer
+    version row, OuterRef("pk")); with `label`, only those started through that label."""
+    version = OuterRef("pk") if version is None else version
+    limit = exact_count_limit()
+    sessions = Session.objects.filter(status=SessionStatus.ACTIVE, version=version)
+    tally = ActiveTally.objects.filter(version=version)
+    if label is not None:
+        sessions, tally = sessions.filter(label=label), tally.filter(label=label)
+    total = tally.order_by().values("version").annotate(total=Sum("active")).values("total")
+    return _ActiveCount(Subquery(sessions.order_by().values("pk")[: limit + 1]), Subquery(total), limit)
 
 
 def active_sessions_annotation(label: str | None = None) -> Case:
-    """What a version row annotates as `active_sessions`: a correlated count over the partial
+    """What a version row annotates as `active_sessions`: the bounded count over the partial
     index of active sessions (a LEFT JOIN with COUNT FILTER would read every session the
     version ever had). A revoked version shows 0: its sessions still hold `active` until their
     lease runs out, but every call they make gets 410. With `label`, only the sessions started
     through that label (a label's sessions per target, not the version's through any label)."""
-    sessions = Session.objects.filter(status=SessionStatus.ACTIVE, version=OuterRef("pk"))
-    if label is not None:
-        sessions = sessions.filter(label=label)
     return Case(
         When(state=VersionState.REVOKED, then=Value(0)),
-        default=_CountOf(sessions.order_by().values("pk")),
+        default=active_count(label),
         output_field=IntegerField(),
     )
 
@@ -96,3 +142,17 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return str(self.id)
+
+
+class ActiveTally(models.Model):
+    """Active sessions per version and label as the last sweep counted them (sessions_tally):
+    what a count above SESSION_COUNT_EXACT_LIMIT shows. Replaced whole on each sweep; a version
+    with no active session has no row."""
+
+    version = models.ForeignKey(BundleVersion, on_delete=models.CASCADE, related_name="+")
+    label = models.CharField(max_length=limits.LABEL_NAME_MAX, null=True, blank=True)  # noqa: DJ001 (as Session.label)
+    active = models.PositiveIntegerField()
+    counted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.version_id}/{self.label or '-'}: {self.active}"

@@ -504,10 +504,29 @@ def sessions_sweep() -> dict[str, int] | None:
         draining = list(BundleVersion.objects.filter(state=VersionState.DRAINING).values_list("pk", flat=True))
         # Each drain in its own transaction: one busy version must not hold the others' locks.
         drained = sum(lifecycle.version_drain(version_id=version_id) for version_id in draining)
+        sessions_tally()
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])
     return {"expired": expired, "drained": drained}
+
+
+@transaction.atomic
+def sessions_tally() -> int:
+    """Count every version's active sessions per label, once, for the counts above
+    SESSION_COUNT_EXACT_LIMIT (models.active_count): one pass over the partial index of active
+    sessions per sweep instead of one per version GET, preview and dashboard poll. The table is
+    replaced in one transaction, so a reader sees the previous tally or this one, never half.
+    Returns the number of (version, label) rows written."""
+    # One INSERT ... SELECT: the groups never travel to Python and back.
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM sessions_app_activetally")
+        cursor.execute(
+            "INSERT INTO sessions_app_activetally (version_id, label, active, counted_at)"
+            " SELECT version_id, label, count(*), now() FROM sessions_app_session WHERE status = 'active'"
+            " GROUP BY version_id, label"
+        )
+        return int(cursor.rowcount)
 
 
 def sessions_to_lineage(*, key_id: int, lineage_id: int | None) -> None:

@@ -142,3 +142,60 @@ def test_the_migration_backfills_the_rollups_from_the_raw_rows(ops, agent):
     after = agent.get("/api/v1/bundles/support/versions/1/metrics/").json()
     assert {k: v for k, v in after.items() if k not in later} == {k: v for k, v in live.items() if k not in later}
     assert agent.get("/api/v1/bundles/support/versions/1/usage/").json()["sessions_started"] == 3
+
+
+def _counts(bundle, label: str = "production") -> tuple[int, int, int]:
+    """What a version GET, the usage endpoint and the label's own target show for version 1."""
+    shown = version_get(bundle=bundle, number=1).active_sessions
+    usage = Session.objects.active_on(BundleVersion.objects.get(bundle=bundle, number=1))
+    labels = list(Label.objects.filter(bundle=bundle, name=label))
+    return shown, usage, label_targets(labels)[labels[0].pk][0]["active"]
+
+
+def test_it_counts_exactly_up_to_the_limit_and_shows_the_sweeps_tally_above_it(bundle, production, agent, settings):
+    from sessions_app.services import sessions_sweep
+
+    settings.SESSION_COUNT_EXACT_LIMIT = 10
+    sessions = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(15)]
+    # No tally yet: at least limit + 1 (what the bounded count saw), never a number too low to
+    # tell a busy version from a quiet one.
+    assert _counts(bundle) == (11, 11, 11)
+    sessions_sweep()
+    assert _counts(bundle) == (15, 15, 15)
+    for session in sessions[:3]:
+        session_end(session=session, actor=agent.actor)
+    assert _counts(bundle) == (15, 15, 15), "above the limit: the tally, until the next sweep"
+    sessions_sweep()
+    assert _counts(bundle) == (12, 12, 12)
+    for session in sessions[3:10]:
+        session_end(session=session, actor=agent.actor)
+    assert _counts(bundle) == (5, 5, 5), "at or below the limit the count is exact, whatever the tally says"
+
+
+def test_the_bounded_count_reads_at_most_limit_plus_one_index_entries(bundle, production, agent, v1, settings):
+    settings.SESSION_COUNT_EXACT_LIMIT = 10
+    for _ in range(25):
+        session_start(bundle=bundle, actor=agent.actor)
+    queryset = BundleVersion.objects.filter(pk=v1.pk).annotate(**_annotation())
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    scans = re.findall(r"Index (?:Only )?Scan using session_active_\w+ on sessions_app_session[^\n]*rows=(\d+)", plan)
+    assert scans and max(int(rows) for rows in scans) <= 11, plan
+
+
+@pytest.mark.parametrize("per_query", [1, 100])
+def test_label_targets_are_counted_per_pair_in_chunks(bundle, production, agent, ops, v1, v2, monkeypatch, per_query):
+    import adminui.selectors
+
+    monkeypatch.setattr(adminui.selectors, "PAIRS_PER_QUERY", per_query)
+    label_move(bundle=bundle, name="staging", version=v2, actor=ops.actor, reason="another target")
+    for _ in range(2):
+        session_start(bundle=bundle, actor=agent.actor, label="production")
+    for _ in range(3):
+        session_start(bundle=bundle, actor=agent.actor, label="staging")
+    labels = list(Label.objects.filter(bundle=bundle).order_by("name"))
+    shown = {label.name: [t["active"] for t in label_targets(labels)[label.pk]] for label in labels}
+    assert shown == {"production": [2], "staging": [3]}
