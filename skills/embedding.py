@@ -56,7 +56,7 @@ IN_PROCESS_MODEL = "multilingual-e5-small"  # SKILLS_EMBEDDING_MODEL with no URL
 # Per text given to the in-process model: it costs about 1 ms of CPU per token on one core, so a
 # route call (at most five texts: the newest message and four of context) stays under about a
 # second even when every message is long.
-IN_PROCESS_MAX_CHARS = 512
+IN_PROCESS_MAX_CHARS = 256
 # How the card texts are embedded: e5 is trained with "query: " for what is searched with and
 # "passage: " for what is found; measured on the dev sets (docs/skills.md).
 CARDS_AS_PASSAGES = False
