@@ -212,7 +212,7 @@ class SessionPins:
 
 def active_sessions_by_version() -> list[tuple[str, int, int]]:
     """(bundle, version number, active sessions) for every version with one (the metrics
-    scrape); the partial index on active sessions (session_active_version_idx) serves it."""
+    scrape); the partial index on active sessions (session_active_version_id_idx) serves it."""
     with connection.cursor() as cursor:
         cursor.execute(
             """SELECT b.name, v.number, s.n
