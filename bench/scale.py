@@ -329,9 +329,10 @@ def month(days: int, sessions_per_day: int, turns_per_session: int, retention_da
     return rows
 
 
-def rekey(url: str, bundle_name: str, lapsed: int) -> str:
-    """--reuse: a new secret for the seeded agent key (a seed prints its secret once), and
-    `lapsed` active sessions of the live version lapsed again (the sweep measured them)."""
+def rekey(url: str, bundle_name: str, lapsed: int, active: int) -> str:
+    """--reuse: a new secret for the seeded agent key (a seed prints its secret once), the live
+    version's active sessions topped up to `active` (a previous run's ends and sweeps used some),
+    and `lapsed` of them lapsed again (the sweep measured them)."""
     import hashlib
 
     import psycopg
@@ -345,6 +346,19 @@ def rekey(url: str, bundle_name: str, lapsed: int) -> str:
         conn.execute("SET statement_timeout = 0")
         # The seed's leases ran out meanwhile: renew them all, then lapse `lapsed` again.
         conn.execute("UPDATE sessions_app_session SET expires_at = now() + interval '2 hours' WHERE status = 'active'")
+        # As seed_scale inserts them: on the live version, through production, the seeded key.
+        conn.execute(
+            """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
+                   started_at, last_seen_at, expires_at, ended_at, variables)
+               SELECT gen_random_uuid(), v.bundle_id, v.id, 'production', k.id, 'active', 1800, now(), now(),
+                   now() + interval '2 hours', NULL, '{}'::jsonb
+               FROM registry_bundleversion v JOIN registry_bundle b ON b.id = v.bundle_id
+               JOIN access_apikey k ON k.name = b.name || '-agent',
+                   generate_series(1, GREATEST(0, %s - (SELECT count(*) FROM sessions_app_session s
+                       WHERE s.status = 'active' AND s.version_id = v.id)))
+               WHERE b.name = %s AND v.state = 'live'""",
+            [active - active // 10, bundle_name],
+        )
         conn.execute(
             """UPDATE sessions_app_session SET expires_at = now() - interval '1 minute' WHERE id = ANY(ARRAY(
                    SELECT s.id FROM sessions_app_session s JOIN registry_bundleversion v ON v.id = s.version_id
@@ -464,7 +478,7 @@ def main() -> int:
         for which in set(names) - set(fresh):
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{names[which]}").geturl()
             manage("migrate", "--no-input", "-v", "0")  # what landed since the seed
-            secrets_of[which] = rekey(parts._replace(path=f"/{names[which]}").geturl(), which, lapsed)
+            secrets_of[which] = rekey(parts._replace(path=f"/{names[which]}").geturl(), which, lapsed, int(active))
         for which, name in fresh.items():
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{name}").geturl()
             print(f"database {name}: migrating and seeding {' '.join(seed_args[which])} ...", flush=True)

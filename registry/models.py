@@ -64,7 +64,13 @@ class BundleVersion(models.Model):
             models.UniqueConstraint(fields=["bundle", "number"], name="version_number_unique"),
             models.UniqueConstraint(fields=["bundle", "content_hash"], name="version_content_unique"),
         ]
-        indexes = [models.Index(fields=["state"], name="version_state_idx")]
+        indexes = [
+            models.Index(fields=["state"], name="version_state_idx"),
+            # "Drained or revoked lately" (the drain dashboard, adminui.selectors.drain_versions):
+            # without these the planner scans every version ever released (migration 0014).
+            models.Index(fields=["drained_at"], condition=models.Q(state="drained"), name="version_drained_at_idx"),
+            models.Index(fields=["revoked_at"], condition=models.Q(state="revoked"), name="version_revoked_at_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.bundle_id}@{self.number}"

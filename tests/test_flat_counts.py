@@ -199,3 +199,13 @@ def test_label_targets_are_counted_per_pair_in_chunks(bundle, production, agent,
     labels = list(Label.objects.filter(bundle=bundle).order_by("name"))
     shown = {label.name: [t["active"] for t in label_targets(labels)[label.pk]] for label in labels}
     assert shown == {"production": [2], "staging": [3]}
+
+
+def test_the_drain_dashboard_finds_its_versions_by_index_not_by_reading_every_version(bundle, production):
+    from adminui.selectors import versions_in_motion
+
+    plan = _plan(versions_in_motion(None))
+    # Each branch of "live or draining, or drained or revoked lately" has an index; a scan of the
+    # table would grow with every version ever released.
+    assert "Seq Scan on registry_bundleversion" not in plan, plan
+    assert "version_drained_at_idx" in plan and "version_revoked_at_idx" in plan, plan
