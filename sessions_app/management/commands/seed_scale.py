@@ -151,6 +151,8 @@ class Command(BaseCommand):
                     {"pack": pack, "bundle": bundle.pk},
                 )
             if options["deliveries"]:
+                # Over the last 25 days, older first: ids grow with created_at, as in service (the
+                # prune bounds its walk by that).
                 endpoint = Endpoint.objects.create(
                     url="https://hooks.example.com/scale", events=[], secret="scale", created_by="system"
                 )
@@ -159,9 +161,9 @@ class Command(BaseCommand):
                     INSERT INTO webhooks_delivery (endpoint_id, event, message_id, payload, status, attempts,
                         response_status, latency_ms, error, created_at, delivered_at)
                     SELECT %(endpoint)s, 'session.expired', 'msg_scale_' || %(name)s || '_' || i, '{}'::jsonb,
-                        'succeeded', 1, 200, 20, '', now() - (i %% 1000) * interval '30 minutes',
-                        now() - (i %% 1000) * interval '30 minutes'
-                    FROM generate_series(1, %(count)s) AS i
+                        'succeeded', 1, 200, 20, '', t, t
+                    FROM (SELECT i, now() - (%(count)s - i) * (interval '25 days' / %(count)s) AS t
+                          FROM generate_series(1, %(count)s) AS i) AS g
                     """,
                     {"endpoint": endpoint.pk, "count": options["deliveries"], "name": name},
                 )
