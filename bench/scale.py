@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from core.ids import uuid7_sql  # noqa: E402
 from devtools.stack import start_services, stop_services  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -274,10 +275,10 @@ def month(days: int, sessions_per_day: int, turns_per_session: int, retention_da
             cursor.execute(
                 """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
                        started_at, last_seen_at, expires_at, ended_at, variables)
-                   SELECT gen_random_uuid(), %(bundle)s, %(version)s, 'production', %(key)s, 'ended', 1800, t, t,
-                       t + interval '30 minutes', t + interval '10 minutes', '{}'::jsonb
+                   SELECT {uuid_t}, %(bundle)s, %(version)s, 'production', %(key)s, 'ended', 1800, t, t,
+                       t + interval '30 minutes', t + interval '10 minutes', '{{}}'::jsonb
                    FROM (SELECT %(base)s + i * (interval '1 day' / %(n)s) AS t FROM generate_series(1, %(n)s) i) g
-                   RETURNING id""",
+                   RETURNING id""".format(uuid_t=uuid7_sql("t")),
                 params,
             )
             ids = [r[0] for r in cursor.fetchall()]
@@ -347,17 +348,27 @@ def rekey(url: str, bundle_name: str, lapsed: int, active: int) -> str:
         conn.execute("SET statement_timeout = 0")
         # The seed's leases ran out meanwhile: renew them all, then lapse `lapsed` again.
         conn.execute("UPDATE sessions_app_session SET expires_at = now() + interval '2 hours' WHERE status = 'active'")
+        # Databases seeded before session ids were time-ordered (core/ids.py): the active
+        # sessions get the ids session_start would have given them (none of them has turns,
+        # file reads or cards; the ended ones keep theirs).
+        conn.execute(
+            f"""UPDATE sessions_app_session s SET id = {uuid7_sql("s.started_at")}
+                WHERE s.status = 'active' AND substr(s.id::text, 15, 1) <> '7'
+                  AND NOT EXISTS (SELECT 1 FROM skills_skillturn t WHERE t.session_id = s.id)
+                  AND NOT EXISTS (SELECT 1 FROM skills_sessionskill c WHERE c.session_id = s.id)
+                  AND NOT EXISTS (SELECT 1 FROM knowledge_fileread f WHERE f.session_id = s.id)"""
+        )
         # As seed_scale inserts them: on the live version, through production, the seeded key.
         conn.execute(
             """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
                    started_at, last_seen_at, expires_at, ended_at, variables)
-               SELECT gen_random_uuid(), v.bundle_id, v.id, 'production', k.id, 'active', 1800, now(), now(),
+               SELECT {uuid_now}, v.bundle_id, v.id, 'production', k.id, 'active', 1800, now(), now(),
                    now() + interval '2 hours', NULL, '{}'::jsonb
                FROM registry_bundleversion v JOIN registry_bundle b ON b.id = v.bundle_id
                JOIN access_apikey k ON k.name = b.name || '-agent',
                    generate_series(1, GREATEST(0, %s - (SELECT count(*) FROM sessions_app_session s
                        WHERE s.status = 'active' AND s.version_id = v.id)))
-               WHERE b.name = %s AND v.state = 'live'""",
+               WHERE b.name = %s AND v.state = 'live'""".replace("{uuid_now}", uuid7_sql("now()")),
             [active - active // 10, bundle_name],
         )
         conn.execute(

@@ -1,6 +1,5 @@
 """Agent sessions, each pinned at start to exactly one bundle version for its whole life."""
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ from django.db.models import Case, Expression, IntegerField, OuterRef, Q, Subque
 
 from access.models import ApiKey
 from core import limits
+from core.ids import uuid7
 from registry.models import Bundle, BundleVersion, VersionState
 
 
@@ -104,7 +104,7 @@ class Session(models.Model):
     """A session holds a lease: it is active until ended, or until `expires_at` passes
     without a fetch or heartbeat (then the sweep marks it expired)."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)  # time-ordered: core/ids.py
     bundle = models.ForeignKey(Bundle, on_delete=models.PROTECT, related_name="sessions")
     version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="sessions")
     label = models.CharField(max_length=limits.LABEL_NAME_MAX, null=True, blank=True)  # noqa: DJ001 (null: pinned by version)

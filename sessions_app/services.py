@@ -21,6 +21,7 @@ from access.permissions import require_bundle_scope
 from audit.services import audit_record
 from core import events, instruments
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
+from core.ids import uuid7
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
 from registry import lifecycle
 from registry import variables as content_variables
@@ -79,7 +80,7 @@ def session_start(
         raise InvalidContent(
             "routing_key is not valid.", {"routing_key": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
         )
-    session_id = uuid.uuid4()
+    session_id = uuid7()
 
     if external_id is not None and actor.api_key_id is not None:
         existing = _existing_by_external_id(actor=actor, external_id=external_id, bundle=bundle)
@@ -145,7 +146,7 @@ def sessions_start_on_label(
     label, a required session variable) is every start's answer alike."""
     for actor, _, _ in starts:
         require_bundle_scope(actor, bundle.name)
-    ids = [uuid.uuid4() for _ in starts]
+    ids = [uuid7() for _ in starts]
     with transaction.atomic():
         pinned = lifecycle.versions_pin_on_label(
             bundle=bundle,

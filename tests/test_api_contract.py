@@ -530,7 +530,7 @@ def test_it_starts_a_session_pinned_to_what_production_targets(agent, bundle, v1
     assert response.status_code == 201
     data = body(response)
     assert set(data) == SESSION_FIELDS
-    assert uuid.UUID(data["id"]).version == 4
+    assert uuid.UUID(data["id"]).version == 7  # time-ordered (core/ids.py)
     assert {
         k: data[k] for k in ["bundle", "version", "content_hash", "label", "status", "ended_at", "external_id"]
     } == {

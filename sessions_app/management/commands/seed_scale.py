@@ -16,6 +16,7 @@ from django.db import connection
 
 from access.actors import SYSTEM
 from access.services import api_key_create
+from core.ids import uuid7_sql
 from knowledge.models import Pack
 from registry.services import bundle_create, label_move, version_publish
 from webhooks.models import Endpoint
@@ -71,10 +72,10 @@ class Command(BaseCommand):
             insert = """
                 INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
                     started_at, last_seen_at, expires_at, ended_at, variables)
-                SELECT gen_random_uuid(), %(bundle)s, {version}, 'production', %(key)s, {status}, 1800,
+                SELECT {uuid_now}, %(bundle)s, {version}, 'production', %(key)s, {status}, 1800,
                     now() - interval '1 hour', now() - interval '1 hour', {expires}, {ended}, '{{}}'::jsonb
                 FROM generate_series(1, %(count)s) AS i
-            """
+            """.replace("{uuid_now}", uuid7_sql("(now() - interval '1 hour')"))
             common = {"bundle": bundle.pk, "key": key.pk}
             # Ended sessions: two in five on each of the two real versions (where history piles
             # up: the live version's own past), one in five spread over the filler versions; they
@@ -82,14 +83,14 @@ class Command(BaseCommand):
             ended_insert = """
                 INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
                     started_at, last_seen_at, expires_at, ended_at, variables)
-                SELECT gen_random_uuid(), %(bundle)s,
+                SELECT {uuid_t}, %(bundle)s,
                     CASE WHEN i %% 5 < 2 THEN %(old)s WHEN i %% 5 < 4 THEN %(new)s
                          ELSE %(first)s + (i %% %(filler)s) END,
                     'production', %(key)s, 'ended', 1800, t - interval '10 minutes', t, t + interval '30 minutes', t,
                     '{}'::jsonb
                 FROM (SELECT i, now() - interval '1 hour' - (i %% 1000000) * %(spread)s * interval '1 second' AS t
                       FROM generate_series(1, %(count)s) AS i) AS g
-            """
+            """.replace("{uuid_t}", uuid7_sql("(t - interval '10 minutes')"))  # ids as session_start makes them
             cursor.execute("SELECT min(id) FROM registry_bundleversion WHERE bundle_id = %s", [bundle.pk])
             first = cursor.fetchone()[0]
             cursor.execute(
