@@ -50,8 +50,8 @@ def active_by_label_target(labels: list[Label]) -> dict[tuple[int, str], int]:
 
 def label_targets(labels: list[Label]) -> dict[int, list[dict[str, Any]]]:
     """Per label id, its targets as the pages show them: version number, weight, state and the
-    active sessions the label pinned to that version (one query for the states, one for the
-    counts)."""
+    active sessions the label pinned to that version (two queries for states and numbers, one per
+    PAIRS_PER_QUERY targets for the counts)."""
     ids = {vid for label in labels for vid in _target_ids(label)}
     states = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "state"))
     numbers = dict(BundleVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
