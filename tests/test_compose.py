@@ -646,6 +646,7 @@ def test_the_image_copies_no_tests_benchmarks_or_docs():
     from django.conf import settings
 
     assert {"manage.py", "config/settings.py", "requirements.txt"} <= set(context)
+    assert "skills/models/e5-static.npz" in context  # the router's distilled model ships in the image
     for app in settings.INSTALLED_APPS:
         if (ROOT / app).is_dir():
             assert any(path.startswith(f"{app}/") for path in context), f"{app}/ is missing from the image"
