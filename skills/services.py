@@ -16,6 +16,7 @@ from core.errors import Conflict, InvalidContent, NotFound, SessionEnded
 from core.limits import storable
 from registry.skills_content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from sessions_app.models import Session, SessionStatus
+from skills.card_vectors import RedisCardCache
 from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 from skills.router import History, index_for
@@ -79,6 +80,7 @@ def route_embedder() -> Embedder | None:
             return None
         if _in_process is None:
             _in_process = InProcessEmbedder()
+            _in_process.card_cache = RedisCardCache()
         return _in_process
     key = (
         settings.SKILLS_EMBEDDING_URL,
@@ -89,6 +91,7 @@ def route_embedder() -> Embedder | None:
     embedder = _embedders.get(key)
     if embedder is None:
         embedder = _embedders[key] = RemoteEmbedder(url=key[0], model=key[1], api_key=key[2], timeout=key[3] / 1000)
+        embedder.card_cache = RedisCardCache()
     return embedder
 
 

@@ -207,6 +207,36 @@ def test_a_configured_endpoint_reads_cards_and_messages_as_written_in_any_langua
     assert remote.available()  # answered by the endpoint, not the fallback
 
 
+def test_card_vectors_are_embedded_once_for_every_process_and_a_tampered_entry_is_not_used(receiver):
+    from skills.card_vectors import RedisCardCache, _client, _redis_key
+
+    url = f"http://127.0.0.1:{receiver.server_address[1]}"
+
+    def worker():  # what a fresh process has: its own client, no index yet
+        remote = embedding.RemoteEmbedder(url=url, model="team-multilingual", timeout=2)
+        remote.card_cache = RedisCardCache()
+        return remote
+
+    texts = router._flat([router._card_raw_texts(s) for s in SKILLS])
+    key = _redis_key(embedding.cards_key(worker().card_model(), texts))
+    _client().delete(key)  # from an earlier run of this test
+
+    def card_calls():
+        return sum(1 for call in _Receiver.seen if call["input"] == texts)
+
+    Index(SKILLS, worker())
+    assert card_calls() == 1
+    second = Index(SKILLS, worker())
+    assert card_calls() == 1  # the second process read them from Redis
+    assert second.route([{"role": "user", "content": "zorblax"}]).routed[0]["name"] == "refund_order"
+
+    stored = _client().get(key)
+    _client().set(key, stored[:40] + bytes([stored[40] ^ 1]) + stored[41:])  # one bit changed
+    Index(SKILLS, worker())
+    assert card_calls() == 2  # not used: embedded again, and the entry replaced
+    assert _client().get(key) == stored
+
+
 def test_a_lone_surrogate_in_a_message_does_not_rest_the_endpoint(receiver):
     """End-user text may hold a lone surrogate (the route call accepts one); sent as it is, it
     failed the request's UTF-8 encoding, which counted as an endpoint failure and switched the

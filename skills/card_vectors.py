@@ -1,0 +1,62 @@
+"""Card vectors of a configured model (an embeddings endpoint, or multilingual-e5-small in
+process), shared by every process through Redis: a version's cards are embedded once per
+cluster, not once per worker (in process, 100 cards cost 6.4 s inside the first route call each
+worker got for the version).
+
+The key is the model's name and the SHA-256 of the card texts (skills.embedding.cards_key), so
+an entry can never be stale: the same texts give the same vectors. Redis is not trusted: each
+entry holds the SHA-256 of its vector bytes, and is used only when that matches and the size is
+that of one vector per text; otherwise it is deleted and the vectors computed. Redis being away
+costs the embedding, never an error (through core.breaker, like the bundle cache)."""
+
+import hashlib
+import logging
+
+import numpy as np
+import redis
+from django.conf import settings
+
+from core import breaker
+from core.redis_client import redis_client
+
+logger = logging.getLogger(__name__)
+
+TTL_SECONDS = 30 * 24 * 3600
+MAX_BYTES = 8 * 1024 * 1024  # larger sets of card vectors are not shared (computed per process)
+DIGEST = 32
+
+
+def _client() -> redis.Redis:
+    return redis_client(settings.BUNDLE_CACHE_URL)
+
+
+def _breaker() -> breaker.CircuitBreaker:
+    return breaker.for_url(settings.BUNDLE_CACHE_URL)
+
+
+def _redis_key(key: str) -> str:
+    return f"registry:cardvec:{key}"
+
+
+class RedisCardCache:
+    """skills.embedding.CardCache over the cache's Redis (BUNDLE_CACHE_URL)."""
+
+    def get(self, key: str, rows: int) -> np.ndarray | None:
+        name = _redis_key(key)
+        cached = _breaker().call(lambda: _client().get(name), fallback=None)
+        if not isinstance(cached, bytes):
+            return None
+        digest, body = cached[:DIGEST], cached[DIGEST:]
+        width = len(body) // 4 // rows if rows else 0
+        if hashlib.sha256(body).digest() != digest or not width or len(body) != rows * width * 4:
+            logger.warning("card vectors in Redis for %s do not match their digest or shape; dropped", key)
+            _breaker().call(lambda: _client().delete(name), fallback=None)
+            return None
+        return np.frombuffer(body, dtype="<f4").reshape(rows, width)
+
+    def put(self, key: str, vectors: np.ndarray) -> None:
+        body = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+        if len(body) > MAX_BYTES:
+            return
+        payload = hashlib.sha256(body).digest() + body
+        _breaker().call(lambda: _client().set(_redis_key(key), payload, ex=TTL_SECONDS), fallback=None)
