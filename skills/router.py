@@ -11,7 +11,7 @@ phase:
 2. `_lexical`: BM25F over name, summary, keywords, examples (and the description at a low
    weight), normalised by the best score of the turn, plus a bonus for each of the skill's
    keywords found verbatim in the newest message (and a smaller one in the context).
-3. `_semantic`: the cosine of the turn's vector with each card's (skills.embedding).
+3. `_semantic`: the cosine of the turn's vector with each card's (skills.semantic).
 4. `_fuse`: z-scored lexical and semantic scores summed (FUSION).
 5. `_categories`: each category scores its best skill plus a share of its second best; the top
    category is chosen, and the second too when it is within CATEGORY_CLOSE of the first, or
@@ -43,8 +43,9 @@ import numpy as np
 
 from core import patterns
 from core.text import STOP, content_words, warm_up
-from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model, piece_model
+from skills.embedding import Embedder
 from skills.lexicon import cjk_terms_in, concepts, english_of
+from skills.semantic import SemanticIndex
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -69,15 +70,7 @@ OTHER_CATEGORY_FACTOR = 0.75
 # "rrf": reciprocal rank fusion, 1/(RRF_K + rank) summed.
 FUSION = "z"
 SEMANTIC_WEIGHT = 1.0
-# Offline, the share of the distilled e5 cosine in the semantic score (the rest: WordLlama's);
-# 0.3, 0.5 and 0.7 measured alike on the seen sets (docs/skills.md).
-PIECE_BLEND = 0.5
-# The candidate floor once the distilled model's cosine is in the score: its vectors are not
-# centred, so unrelated texts still meet at about 0.4 ("zorblax" against the carrier cards: 0.41
-# blended). 0.45 keeps gibberish unrouted and cost one Chinese turn on the seen test set.
-PIECE_FLOOR = 0.45
 RRF_K = 60
-SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
 # Chinese words also yield the English words of their lexicon concepts for the semantic model.
 CROSS_LINGUAL = True
 # The lexicon's Chinese terms are also matched as substrings of a message, not only as jieba words.
@@ -139,100 +132,12 @@ class _Scored:
     candidate: bool  # shares a word with the turn, or is semantically close enough
 
 
-class _SemanticIndex:
-    """Card vectors, computed once per index (so once per content hash per process): each card's
-    vector is the mean of the vectors of its name and summary, its keywords and each example.
-    The two offline models' vectors always; a configured model's too (an endpoint, or the
-    in-process multilingual model) when it answered.
-
-    Offline, a card's semantic score is the mean of two cosines (PIECE_BLEND): WordLlama's, which
-    reads English only and so gets the English part of each text (with the lexicon's English
-    words for Chinese ones), and the distilled e5's (skills.embedding.PieceModel), which reads
-    every language and gets the texts as written. A configured model is there for a team's own,
-    perhaps multilingual, model; it gets the texts as written and, while it answers, its cosine
-    alone is the score."""
-
-    def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None) -> None:
-        self.texts_per_card = [_card_texts(skill) for skill in skills]
-        self.local = _pool(local_model().embed(_flat(self.texts_per_card)), self.texts_per_card)
-        self.raw_per_card = [_card_raw_texts(skill) for skill in skills]
-        self.pieces = _pool(piece_model().embed(_flat(self.raw_per_card)), self.raw_per_card)
-        self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
-        self.remote_matrix: Any = None
-        self._remote_cards()
-
-    def _remote_cards(self) -> None:
-        # Card vectors from the configured model, at build, or at the first turn after an
-        # endpoint recovers.
-        if self.remote is not None and self.remote_matrix is None and self.remote.available():
-            vectors = self.remote.embed_cards(_flat(self.raw_per_card))
-            if vectors is not None:
-                self.remote_matrix = _pool(vectors, self.raw_per_card)
-
-    def scores(
-        self, english: list[tuple[str, float]], raw: list[tuple[str, float]]
-    ) -> tuple[list[float], float] | None:
-        """Each card's cosine with the turn, and the cosine that makes a card a candidate with no
-        shared word (SEMANTIC_FLOOR, or PIECE_FLOOR once the distilled model's cosine is in)."""
-        self._remote_cards()
-        if self.remote is not None and self.remote_matrix is not None:
-            found = _cosines(self.remote_matrix, _weighted(raw, self.remote.embed_turn))
-            if found is not None:
-                return found, SEMANTIC_FLOOR
-        words = _cosines(self.local, _weighted(english, local_model().embed))
-        pieces = _cosines(self.pieces, _weighted(raw, piece_model().embed))
-        if pieces is None:
-            return (words, SEMANTIC_FLOOR) if words is not None else None
-        if words is None:
-            return pieces, PIECE_FLOOR
-        return [(1 - PIECE_BLEND) * w + PIECE_BLEND * p for w, p in zip(words, pieces, strict=True)], PIECE_FLOOR
-
-
-def _flat(texts_per_card: list[list[str]]) -> list[str]:
-    return [t for texts in texts_per_card for t in texts]
-
-
-def _weighted(parts: list[tuple[str, float]], embed: Any) -> Any:
-    """The weighted mean vector of the non-empty texts (None: no text, or `embed` gave none)."""
-    parts = [(t, w) for t, w in parts if t.strip()]
-    if not parts:
-        return None
-    vectors = embed([t for t, _ in parts])
-    if vectors is None:
-        return None
-    query = np.array([w for _, w in parts], dtype=np.float32) @ vectors
-    norm = float(np.linalg.norm(query))
-    return query / norm if norm else None
-
-
-def _cosines(matrix: Any, query: Any) -> list[float] | None:
-    return None if query is None else [float(v) for v in matrix @ query]
-
-
-def _card_raw_texts(skill: dict[str, Any]) -> list[str]:
-    """A card's texts as written, for an endpoint (every language its keywords and examples use)."""
-    head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
-    texts = [head, " ".join(skill["keywords"]), *skill["examples"]]
-    return [t for t in texts if t.strip()]
-
-
 def _card_texts(skill: dict[str, Any]) -> list[str]:
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
     keywords = " ".join(skill["keywords"])
     texts = [head, _english_part(keywords, content_words(keywords))]
     texts += [_english_part(e, content_words(e)) for e in skill["examples"]]
     return [t for t in texts if t.strip()] or [head]
-
-
-def _pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:
-    rows = []
-    start = 0
-    for texts in texts_per_card:
-        row = vectors[start : start + len(texts)].mean(axis=0)
-        norm = float(np.linalg.norm(row))
-        rows.append(row / norm if norm else row)
-        start += len(texts)
-    return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
 
 
 def _concepts(words: list[str], text: str) -> list[str]:
@@ -334,7 +239,9 @@ class Index:
         self.avg_length = sum(c.length for c in self.cards) / n or 1.0
         self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
         self.by_name = {c.name: c for c in self.cards}
-        self.semantic = _SemanticIndex(skills, embedder) if semantic and skills else None
+        self.semantic = (
+            SemanticIndex(skills, [_card_texts(skill) for skill in skills], embedder) if semantic and skills else None
+        )
         # Postings: word -> [(card index, weighted tf)], so a query touches only the cards sharing a word.
         self.postings: dict[str, list[tuple[int, float]]] = {}
         for i, card in enumerate(self.cards):

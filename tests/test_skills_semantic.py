@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from core.text import content_words
-from skills import embedding, router
+from skills import embedding, router, semantic
 from skills.router import Index
 from tests.test_skills import SKILLS, skills_content
 
@@ -235,7 +235,7 @@ def test_card_vectors_are_embedded_once_for_every_process_and_a_tampered_entry_i
         remote.card_cache = RedisCardCache()
         return remote
 
-    texts = router._flat([router._card_raw_texts(s) for s in SKILLS])
+    texts = semantic.flat([semantic.card_raw_texts(s) for s in SKILLS])
     key = _redis_key(embedding.cards_key(worker().card_model(), texts))
     _client().delete(key)  # from an earlier run of this test
 

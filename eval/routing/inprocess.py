@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from skills import router  # noqa: E402
+from skills import router, semantic  # noqa: E402
 from skills.embedding import IN_PROCESS_MODEL, InProcessEmbedder, RemoteEmbedder  # noqa: E402
 
 SETS = {
@@ -103,7 +103,8 @@ def main() -> None:
         router.FUSION = args.fusion
     for item in args.set_constant:
         name, value = item.split("=", 1)
-        setattr(router, name, type(getattr(router, name))(value))
+        module = router if hasattr(router, name) else semantic
+        setattr(module, name, type(getattr(module, name))(value))
     if args.no_lexicon:
         router.concepts = lambda words: []
         router.english_of = lambda words: []  # type: ignore[assignment]

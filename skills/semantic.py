@@ -1,0 +1,108 @@
+"""The router's semantic path: card vectors (built once per index) and each turn's cosines with
+them, from the two offline models blended, or from a configured model while it answers
+(docs/skills.md, "The semantic path"). Pure, like skills.router: no Django, no database."""
+
+from typing import Any
+
+import numpy as np
+
+from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model, piece_model
+
+SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
+# Offline, the share of the distilled e5 cosine in the semantic score (the rest: WordLlama's);
+# 0.3, 0.5 and 0.7 measured alike on the seen sets (docs/skills.md).
+PIECE_BLEND = 0.5
+# The candidate floor once the distilled model's cosine is in the score: its vectors are not
+# centred, so unrelated texts still meet at about 0.4 ("zorblax" against the carrier cards: 0.41
+# blended). 0.45 keeps gibberish unrouted and cost one Chinese turn on the seen test set.
+PIECE_FLOOR = 0.45
+
+
+class SemanticIndex:
+    """Card vectors, computed once per index (so once per content hash per process): each card's
+    vector is the mean of the vectors of its name and summary, its keywords and each example.
+    The two offline models' vectors always; a configured model's too (an endpoint, or the
+    in-process multilingual model) when it answered.
+
+    Offline, a card's semantic score is the mean of two cosines (PIECE_BLEND): WordLlama's, which
+    reads English only and so gets the English part of each text (with the lexicon's English
+    words for Chinese ones), and the distilled e5's (skills.embedding.PieceModel), which reads
+    every language and gets the texts as written. A configured model is there for a team's own,
+    perhaps multilingual, model; it gets the texts as written and, while it answers, its cosine
+    alone is the score."""
+
+    def __init__(
+        self, skills: list[dict[str, Any]], english_per_card: list[list[str]], embedder: Embedder | None
+    ) -> None:
+        self.texts_per_card = english_per_card  # what WordLlama reads of each card (skills.router)
+        self.local = pool(local_model().embed(flat(self.texts_per_card)), self.texts_per_card)
+        self.raw_per_card = [card_raw_texts(skill) for skill in skills]
+        self.pieces = pool(piece_model().embed(flat(self.raw_per_card)), self.raw_per_card)
+        self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
+        self.remote_matrix: Any = None
+        self._remote_cards()
+
+    def _remote_cards(self) -> None:
+        # Card vectors from the configured model, at build, or at the first turn after an
+        # endpoint recovers.
+        if self.remote is not None and self.remote_matrix is None and self.remote.available():
+            vectors = self.remote.embed_cards(flat(self.raw_per_card))
+            if vectors is not None:
+                self.remote_matrix = pool(vectors, self.raw_per_card)
+
+    def scores(
+        self, english: list[tuple[str, float]], raw: list[tuple[str, float]]
+    ) -> tuple[list[float], float] | None:
+        """Each card's cosine with the turn, and the cosine that makes a card a candidate with no
+        shared word (SEMANTIC_FLOOR, or PIECE_FLOOR once the distilled model's cosine is in)."""
+        self._remote_cards()
+        if self.remote is not None and self.remote_matrix is not None:
+            found = cosines(self.remote_matrix, weighted(raw, self.remote.embed_turn))
+            if found is not None:
+                return found, SEMANTIC_FLOOR
+        words = cosines(self.local, weighted(english, local_model().embed))
+        pieces = cosines(self.pieces, weighted(raw, piece_model().embed))
+        if pieces is None:
+            return (words, SEMANTIC_FLOOR) if words is not None else None
+        if words is None:
+            return pieces, PIECE_FLOOR
+        return [(1 - PIECE_BLEND) * w + PIECE_BLEND * p for w, p in zip(words, pieces, strict=True)], PIECE_FLOOR
+
+
+def flat(texts_per_card: list[list[str]]) -> list[str]:
+    return [t for texts in texts_per_card for t in texts]
+
+
+def weighted(parts: list[tuple[str, float]], embed: Any) -> Any:
+    """The weighted mean vector of the non-empty texts (None: no text, or `embed` gave none)."""
+    parts = [(t, w) for t, w in parts if t.strip()]
+    if not parts:
+        return None
+    vectors = embed([t for t, _ in parts])
+    if vectors is None:
+        return None
+    query = np.array([w for _, w in parts], dtype=np.float32) @ vectors
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm else None
+
+
+def cosines(matrix: Any, query: Any) -> list[float] | None:
+    return None if query is None else [float(v) for v in matrix @ query]
+
+
+def card_raw_texts(skill: dict[str, Any]) -> list[str]:
+    """A card's texts as written, for an endpoint (every language its keywords and examples use)."""
+    head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
+    texts = [head, " ".join(skill["keywords"]), *skill["examples"]]
+    return [t for t in texts if t.strip()]
+
+
+def pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:
+    rows = []
+    start = 0
+    for texts in texts_per_card:
+        row = vectors[start : start + len(texts)].mean(axis=0)
+        norm = float(np.linalg.norm(row))
+        rows.append(row / norm if norm else row)
+        start += len(texts)
+    return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
