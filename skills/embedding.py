@@ -10,8 +10,10 @@ here opens a socket (tests/test_skills_semantic.py loads and embeds with connect
 
 The model knows English words only (its tokenizer is Llama 2's, and Chinese falls apart into
 bytes), so the router gives it the English text of a message plus the English words of the
-lexicon concepts its Chinese words belong to (skills.lexicon.english_of); an endpoint gets the
-texts as written (skills.semantic.SemanticIndex).
+lexicon concepts its Chinese words belong to (skills.lexicon.english_of). Beside it, offline
+too, `PieceModel`: multilingual-e5-small distilled to one vector per vocabulary piece
+(skills/models/e5-static.npz), which gets the texts as written, as an endpoint does; the two
+cosines are blended (skills.semantic.SemanticIndex).
 
 `RemoteEmbedder` calls an OpenAI-compatible `POST {url}/v1/embeddings` (a team's own,
 perhaps multilingual, model). Any failure (timeout, status, shape) falls back to the offline
