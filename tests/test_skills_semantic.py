@@ -356,7 +356,8 @@ def test_the_setting_routes_through_the_in_process_model_in_the_api(ops, agent, 
     assert answer.json()["routed"][0]["name"] == skill
     settings.SKILLS_EMBEDDING_MODEL = ""  # the default: the offline models (the distilled e5 reads it)
     answer = agent.post(f"/api/v1/sessions/{session}/route/", {"messages": [{"role": "user", "content": message}]})
-    assert answer.status_code == 200 and all(r["why"].startswith("semantic") for r in answer.json()["routed"])
+    routed = answer.json()["routed"]
+    assert answer.status_code == 200 and routed and all(r["why"].startswith("semantic") for r in routed)
 
 
 def _cpuinfo(tmp_path, flags):
