@@ -254,7 +254,7 @@ _model_lock = threading.Lock()
 
 
 def local_model() -> StaticModel:
-    """The offline model, loaded once per process (about 0.8 s, 16 MB)."""
+    """WordLlama, loaded once per process (about 0.8 s, 35 MB resident)."""
     global _model
     if _model is None:
         with _model_lock:
@@ -267,7 +267,7 @@ _pieces: PieceModel | None = None
 
 
 def piece_model() -> PieceModel:
-    """The distilled multilingual model, loaded once per process."""
+    """The distilled multilingual model, loaded once per process (about 0.5 s, 76 MB resident)."""
     global _pieces
     if _pieces is None:
         with _model_lock:

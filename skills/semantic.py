@@ -34,8 +34,8 @@ class SemanticIndex:
     def __init__(
         self, skills: list[dict[str, Any]], english_per_card: list[list[str]], embedder: Embedder | None
     ) -> None:
-        self.texts_per_card = english_per_card  # what WordLlama reads of each card (skills.router)
-        self.local = pool(local_model().embed(flat(self.texts_per_card)), self.texts_per_card)
+        # english_per_card: what WordLlama reads of each card (skills.router)
+        self.local = pool(local_model().embed(flat(english_per_card)), english_per_card)
         self.raw_per_card = [card_raw_texts(skill) for skill in skills]
         self.pieces = pool(piece_model().embed(flat(self.raw_per_card)), self.raw_per_card)
         self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
