@@ -11,12 +11,16 @@ The sets (docs/skills.md, "Quality, measured"):
   the first frozen split. It was run five times while the router changed and its results were
   read each time, so it is a seen set now: printed, not the figure of record.
 - `test2`: `test2/` (48 English-only cards: a bank, a course platform, an energy supplier),
-  written blind by someone who had not seen the router and frozen (`test2/README.md`) before
-  any of its results was seen; the distilled model was tuned on the other three only. Its
-  figure is the one that predicts a new team's; the goal is asserted on it
-  (hit@5 >= 90 % overall and >= 80 % for every kind with at least 15 scored turns).
+  written blind and frozen before any of its results was seen (`test2/README.md`). The
+  distilled model was built against the other three; its results were read once, so it is a
+  seen set now too.
+- `test3`: `test3/` (60 English-only cards: car and home insurance, food delivery, a city
+  council), written blind and frozen (`test3/README.md`) before the next round of changes to
+  the offline model, which used the other four sets only. Its figure is the one that predicts
+  a new team's; the goal is asserted on it (hit@5 >= 90 % overall and >= 80 % for every kind
+  with at least 15 scored turns).
 
-EVAL_SETS=dev,workspace picks sets (default: all four). EVAL_SKILLS / EVAL_CONVERSATIONS
+EVAL_SETS=dev,workspace picks sets (default: all five). EVAL_SKILLS / EVAL_CONVERSATIONS
 replay one other set of the same shape instead, with the goal asserted on it. EVAL_VERBOSE=1
 lists the misses. A turn marked "scored": false is replayed (it is the context of the next one)
 but not counted.
@@ -46,6 +50,7 @@ SETS = {
     "workspace": (HERE / "workspace" / "skills.json", HERE / "workspace" / "conversations.json"),
     "test": (HERE / "test" / "skills.json", HERE / "test" / "conversations.json"),
     "test2": (HERE / "test2" / "skills.json", HERE / "test2" / "conversations.json"),
+    "test3": (HERE / "test3" / "skills.json", HERE / "test3" / "conversations.json"),
 }
 GOAL_OVERALL = 0.90
 GOAL_PER_KIND = 0.80
@@ -153,9 +158,9 @@ def test_routing_quality(capsys, settings):
         chosen = {"custom": (Path(os.environ["EVAL_SKILLS"]), Path(os.environ["EVAL_CONVERSATIONS"]))}
         held = "custom"
     else:
-        wanted = os.environ.get("EVAL_SETS", "dev,workspace,test,test2").split(",")
+        wanted = os.environ.get("EVAL_SETS", "dev,workspace,test,test2,test3").split(",")
         chosen = {name: SETS[name] for name in wanted}
-        held = "test2"
+        held = "test3"
     results = {}
     with capsys.disabled():
         for name, (skills_path, conversations_path) in chosen.items():
