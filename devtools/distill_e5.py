@@ -134,15 +134,13 @@ FIT_ITERATIONS = 150
 def corpus_texts() -> list[str]:
     """The fit's sentences: the corpus files, and the texts of the tuning sets' cards and
     messages (as the router embeds them), without the held-out split's topics."""
+    from skills.semantic import card_raw_texts
+
     texts = [line.strip() for path in sorted(CORPUS.glob("*.txt")) for line in path.read_text().splitlines()]
     for name in TUNING_SETS:
         items = json.loads((ROOT / "eval" / "routing" / name).read_text())
         for item in items:
-            if "turns" in item:
-                texts += [turn["user"] for turn in item["turns"]]
-            else:
-                head = f"{item['name'].replace('_', ' ')}. {item['summary']}"
-                texts += [head, " ".join(item["keywords"]), *item["examples"]]
+            texts += [turn["user"] for turn in item["turns"]] if "turns" in item else card_raw_texts(item)
     return sorted({t for t in texts if t and not HELD_OUT_TOPICS.search(t)})
 
 
