@@ -15,12 +15,15 @@ The sets (docs/skills.md, "Quality, measured"):
   distilled model was built against the other three; its results were read once, so it is a
   seen set now too.
 - `test3`: `test3/` (60 English-only cards: car and home insurance, food delivery, a city
-  council), written blind and frozen (`test3/README.md`) before the next round of changes to
-  the offline model, which used the other four sets only. Its figure is the one that predicts
-  a new team's; the goal is asserted on it (hit@5 >= 90 % overall and >= 80 % for every kind
-  with at least 15 scored turns).
+  council), written blind and frozen (`test3/README.md`) before the fitted offline model,
+  which used the other four sets only. Run once (2026-12-02) and read: a seen set now.
+- `test4`: `test4/` (72 English-only cards: a university's student services, a mortgage
+  lender, a nursery chain), written blind and frozen (`test4/README.md`) after test3's run and
+  before any change made after it. Its figure is the one that predicts a new team's; the goal
+  is asserted on it (hit@5 >= 90 % overall and >= 80 % for every kind with at least 15 scored
+  turns).
 
-EVAL_SETS=dev,workspace picks sets (default: all five). EVAL_SKILLS / EVAL_CONVERSATIONS
+EVAL_SETS=dev,workspace picks sets (default: all six). EVAL_SKILLS / EVAL_CONVERSATIONS
 replay one other set of the same shape instead, with the goal asserted on it. EVAL_VERBOSE=1
 lists the misses. A turn marked "scored": false is replayed (it is the context of the next one)
 but not counted.
@@ -51,6 +54,7 @@ SETS = {
     "test": (HERE / "test" / "skills.json", HERE / "test" / "conversations.json"),
     "test2": (HERE / "test2" / "skills.json", HERE / "test2" / "conversations.json"),
     "test3": (HERE / "test3" / "skills.json", HERE / "test3" / "conversations.json"),
+    "test4": (HERE / "test4" / "skills.json", HERE / "test4" / "conversations.json"),
 }
 GOAL_OVERALL = 0.90
 GOAL_PER_KIND = 0.80
@@ -158,9 +162,9 @@ def test_routing_quality(capsys, settings):
         chosen = {"custom": (Path(os.environ["EVAL_SKILLS"]), Path(os.environ["EVAL_CONVERSATIONS"]))}
         held = "custom"
     else:
-        wanted = os.environ.get("EVAL_SETS", "dev,workspace,test,test2,test3").split(",")
+        wanted = os.environ.get("EVAL_SETS", "dev,workspace,test,test2,test3,test4").split(",")
         chosen = {name: SETS[name] for name in wanted}
-        held = "test3"
+        held = "test4"
     results = {}
     with capsys.disabled():
         for name, (skills_path, conversations_path) in chosen.items():
