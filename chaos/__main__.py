@@ -1,6 +1,6 @@
 """The chaos suite: `make chaos` (full tier) and `make chaos-short` (CI's tier, a few rounds each).
 
-    python -m chaos [--short]
+    python -m chaos [--short] [--only TEXT ...] [--repeat N]
 
 Starts its own stack (chaos/stack.py), runs each fault against it under bounded load aimed at
 127.0.0.1, prints one table of figures, and exits non-zero when an invariant breaks: a version
@@ -12,6 +12,7 @@ other requests, a key reading a knowledge pack outside its scope, a metrics seri
 hostile input. Figures from a full run are in docs/reliability.md."""
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -165,9 +166,11 @@ def two_beats(stack: Stack, api: Api, sessions: int) -> list[Row]:
 # --- Redis --------------------------------------------------------------------------------------
 
 
-def redis_fault(stack: Stack, api: Api, *, hung: bool, baseline: float, fault: float, after: float) -> list[Row]:
+def redis_fault(
+    stack: Stack, api: Api, *, hung: bool, baseline: float, fault: float, after: float, round_: int = 0
+) -> list[Row]:
     label = "Redis hung (SIGSTOP)" if hung else "Redis stopped"
-    name = f"rd-{'hung' if hung else 'stop'}"
+    name = f"rd-{'hung' if hung else 'stop'}" + (f"-{round_}" if round_ else "")
     pending = draining_with_an_ended_session(api, name)
     redis = stack.procs["redis"]
     with Load(stack.web_port, stack.ops_key, "load", threads=4) as load:
@@ -364,6 +367,19 @@ def print_table(rows: list[Row]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="CI's tier: a few rounds each, about two minutes")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="TEXT",
+        help="run only the scenarios whose title contains TEXT (case-insensitive; may be repeated)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the chosen scenarios N times against the same stack (to measure a rare failure)",
+    )
     ns = parser.parse_args()
     short = ns.short
     began = time.monotonic()
@@ -374,6 +390,7 @@ def main() -> int:
         stack.up()
         api = Api(stack.web_port, stack.ops_key)
         bundle_with_label(api, "load")
+        redis_rounds = itertools.count()  # a fresh bundle name for each repeat of a Redis scenario
         steps: list[tuple[str, Callable[[], list[Row]]]] = [
             ("hostile input", lambda: hostile(stack, api)),
             (
@@ -395,13 +412,25 @@ def main() -> int:
             (
                 "Redis stopped",
                 lambda: redis_fault(
-                    stack, api, hung=False, baseline=3 if short else 10, fault=5 if short else 20, after=1
+                    stack,
+                    api,
+                    hung=False,
+                    baseline=3 if short else 10,
+                    fault=5 if short else 20,
+                    after=1,
+                    round_=next(redis_rounds),
                 ),
             ),
             (
                 "Redis hung",
                 lambda: redis_fault(
-                    stack, api, hung=True, baseline=3 if short else 10, fault=5 if short else 30, after=1
+                    stack,
+                    api,
+                    hung=True,
+                    baseline=3 if short else 10,
+                    fault=5 if short else 30,
+                    after=1,
+                    round_=next(redis_rounds),
                 ),
             ),
             (
@@ -417,7 +446,11 @@ def main() -> int:
                 lambda: postgres_hang(stack, baseline=2 if short else 10, fault=8 if short else 20, after=3),
             ),
         ]
-        for title, step in steps:
+        if ns.only:
+            steps = [(t, s) for t, s in steps if any(o.lower() in t.lower() for o in ns.only)]
+            if not steps:
+                parser.error(f"no scenario title contains any of {ns.only}")
+        for title, step in steps * ns.repeat:
             print(f"chaos: {title} ...", flush=True)
             step_began = time.monotonic()
             try:
