@@ -383,6 +383,10 @@ SPECTACULAR_SETTINGS = {
 # Celery: Redis broker. Tasks take ids and re-read the database, so results are not stored.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_BROKER_USE_SSL = redis_tls_options(CELERY_BROKER_URL, REDIS_TLS_CA_FILE) or None
+# kombu's Redis transport with one fix: a worker that loses Redis while a task is unacknowledged
+# reconnects instead of stopping (config/broker.py). Named only for Redis URLs; with a transport
+# named, TLS comes from CELERY_BROKER_USE_SSL (always set for rediss://), not from the scheme.
+CELERY_BROKER_TRANSPORT = "config.broker:Transport" if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 # A task whose pool child died (kill -9, out of memory) goes back to the queue at once instead of
