@@ -459,6 +459,8 @@ def main() -> int:
                 rows.append((title, "ran to the end", f"{type(exc).__name__}: {str(exc)[:120]}", False))
             print(f"chaos: {title} done in {time.monotonic() - step_began:.0f} s", flush=True)
         api.close()
+        exits = ", ".join(f"{name} ({code})" for name, code in stack.worker_exits) or "none"
+        rows.append(("the whole run", "workers that exited (restarted)", exits, not stack.worker_exits))
     finally:
         stack.down()
     tier = "short" if short else "full"

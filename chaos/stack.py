@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class Proc:
     def __init__(self, name: str, command: list[str], *, env: dict[str, str], log: Path, user: str | None = None):
         self.name, self.command, self.env, self.log, self.user = name, command, env, log, user
         self.proc: subprocess.Popen | None = None
+        # False once the suite stops or kills it on purpose: an exit is then not a crash.
+        self.wanted = True
 
     def start(self) -> "Proc":
         out = open(self.log, "a")  # noqa: SIM115 (kept open for the child's life)
@@ -71,11 +74,13 @@ class Proc:
             os.killpg(self.pid, sig)
 
     def kill(self) -> None:
+        self.wanted = False
         self.send(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait(10)
 
     def stop(self, sig: int = signal.SIGTERM, grace: float = 15) -> None:
+        self.wanted = False
         if not self.running():
             return
         self.send(signal.SIGCONT)  # a frozen process cannot act on SIGTERM
@@ -130,6 +135,10 @@ class Stack:
             ensure_user_exists("pgserver")
             self.pg_user = "pgserver"
         self.procs: dict[str, Proc] = {}
+        # Workers that exited on their own and were started again: (name, exit code).
+        self.worker_exits: list[tuple[str, int | None]] = []
+        self._supervising = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     # --- PostgreSQL -------------------------------------------------------------------------
 
@@ -214,6 +223,23 @@ class Stack:
                 time.sleep(0.05)
         return proc
 
+    def _supervise(self) -> None:
+        """Start a worker again when it exits on its own, as production's supervisors do (make
+        run's, compose's `restart: unless-stopped`, Kubernetes): a crash then costs the scenarios
+        after it a restart, not a missing worker. Each exit is kept in worker_exits, which the
+        suite reports as a broken invariant."""
+        while self._supervising.is_set():
+            time.sleep(0.2)
+            for name in self.WORKERS:
+                proc = self.procs.get(name)
+                if proc is None or not proc.wanted or proc.proc is None or proc.proc.poll() is None:
+                    continue
+                self.worker_exits.append((name, proc.proc.returncode))
+                proc.wanted = False
+                with open(proc.log, "a") as log:
+                    log.write(f"[chaos] {name} exited ({proc.proc.returncode}): starting it again\n")
+                self.start_worker(name=name, wait=False)
+
     def start_beat(self, name: str = "beat") -> Proc:
         command = [PY, "-m", "celery", "-A", "config", "beat", "-l", "info"]
         command += ["-s", str(self.dir / f"{name}-schedule")]
@@ -231,8 +257,14 @@ class Stack:
         self.start_worker()
         self.start_worker(name="worker-deliveries")
         self.start_beat()
+        self._supervising.set()
+        self._supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
+        self._supervisor.start()
 
     def down(self) -> None:
+        self._supervising.clear()
+        if self._supervisor is not None:
+            self._supervisor.join(10)  # so that it starts nothing while the stack goes down
         for name in ["beat", "beat2", "worker", "worker-deliveries", "web", "redis", "postgres"]:
             if name in self.procs:
                 self.procs[name].stop(signal.SIGINT if name == "postgres" else signal.SIGTERM)
