@@ -123,6 +123,9 @@ class _Turn:
     english: list[tuple[str, float]]  # (text the offline model reads, weight), newest first
     raw: list[tuple[str, float]]  # (the text as written, weight): what an endpoint reads
     triggered: set[int]
+    in_newest: set[str]  # the index's keywords found in the newest message
+    cards_in_newest: set[int]  # the cards with one of those
+    cards_in_context: set[int]  # the cards with a keyword found in the context
 
 
 @dataclass
@@ -239,6 +242,14 @@ class Index:
         self.avg_length = sum(c.length for c in self.cards) / n or 1.0
         self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
         self.by_name = {c.name: c for c in self.cards}
+        # Every keyword once (cards share many): a turn looks each up once, not once per card
+        # and phase (docs/skills.md, the latency).
+        self.phrases = {kw.text: kw for card in self.cards for kw in card.keywords}
+        self.phrase_cards: dict[str, list[int]] = {}
+        for i, card in enumerate(self.cards):
+            for kw in card.keywords:
+                self.phrase_cards.setdefault(kw.text, []).append(i)
+        self.spaced_names = [(c.name, c.name.replace("_", " ")) for c in self.cards]
         self.semantic = (
             SemanticIndex(skills, [_card_texts(skill) for skill in skills], embedder) if semantic and skills else None
         )
@@ -269,7 +280,7 @@ class Index:
         fused = self._fuse(lexical, semantic)
         chosen, fallback = self._categories(fused)
         ranked = self._rank(turn, fused, chosen, fallback)
-        demoted = self._ghosts(history or History()) - self._pointed(turn.newest_lower, turn.triggered)
+        demoted = self._ghosts(history or History()) - self._pointed(turn)
         routed, dropped = self._select(ranked, demoted, k)
         return RouteResult(resident=list(self.resident), routed=routed, categories=chosen, demoted=dropped)
 
@@ -291,14 +302,23 @@ class Index:
         triggered = {
             i for i, card in enumerate(self.cards) if any(t.search(newest_utf8) is not None for t in card.triggers)
         }
+        newest_lower = newest.lower()
+        context_lower = " ".join(t for t, _ in context).lower()
+        in_newest = self._phrases_in(newest_lower)
         return _Turn(
-            newest_lower=newest.lower(),
-            context_lower=" ".join(t for t, _ in context).lower(),
+            newest_lower=newest_lower,
+            context_lower=context_lower,
             query=query,
             english=english,
             raw=raw,
             triggered=triggered,
+            in_newest=in_newest,
+            cards_in_newest={i for t in in_newest for i in self.phrase_cards[t]},
+            cards_in_context={i for t in self._phrases_in(context_lower) for i in self.phrase_cards[t]},
         )
+
+    def _phrases_in(self, text: str) -> set[str]:
+        return {t for t, phrase in self.phrases.items() if t in text and phrase.found_in(text)} if text else set()
 
     def _lexical(self, turn: "_Turn") -> list[tuple[float, list[str]]]:
         """Phase 2: BM25F normalised by the turn's best, plus the exact keyword bonus."""
@@ -308,11 +328,11 @@ class Index:
         for i, card in enumerate(self.cards):
             score = raw[i] / best
             why = [f"bm25 {score:.2f}"] if raw[i] else []
-            hits = [kw.text for kw in card.keywords if kw.found_in(turn.newest_lower)]
+            hits = [kw.text for kw in card.keywords if kw.text in turn.in_newest] if i in turn.cards_in_newest else []
             if hits:
                 score += KEYWORD_BONUS * min(len(hits), 3)
                 why.append("keywords " + ", ".join(hits[:3]))
-            elif any(kw.found_in(turn.context_lower) for kw in card.keywords):
+            elif i in turn.cards_in_context:
                 score += KEYWORD_BONUS_CONTEXT
                 why.append("keywords in context")
             if i in turn.triggered:
@@ -423,14 +443,13 @@ class Index:
             )
         return routed, dropped
 
-    def _pointed(self, newest_lower: str, triggered: set[int]) -> set[str]:
+    def _pointed(self, turn: "_Turn") -> set[str]:
         """Names the newest message points at: by name, by a trigger or by one of its keywords."""
-        names = {self.cards[i].name for i in triggered}
-        for card in self.cards:
-            if card.name in newest_lower or card.name.replace("_", " ") in newest_lower:
-                names.add(card.name)
-            elif any(kw.found_in(newest_lower) for kw in card.keywords):
-                names.add(card.name)
+        names = {self.cards[i].name for i in turn.triggered}
+        names |= {self.cards[i].name for i in turn.cards_in_newest}
+        for name, spaced in self.spaced_names:
+            if name in turn.newest_lower or spaced in turn.newest_lower:
+                names.add(name)
         return names
 
     @staticmethod
