@@ -200,6 +200,18 @@ class _Phrase:
         return self.pattern is None or self.pattern.search(text) is not None
 
 
+def _keyword_table(cards: list[_Card]) -> tuple[dict[str, _Phrase], dict[str, list[int]]]:
+    """Every keyword once (cards share many), and the cards that carry it: a turn looks each up
+    once, not once per card and phase (docs/skills.md, the latency)."""
+    phrases: dict[str, _Phrase] = {}
+    cards_of: dict[str, list[int]] = {}
+    for i, card in enumerate(cards):
+        for kw in card.keywords:
+            phrases[kw.text] = kw
+            cards_of.setdefault(kw.text, []).append(i)
+    return phrases, cards_of
+
+
 class Index:
     def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None = None, semantic: bool = True) -> None:
         self.cards: list[_Card] = []
@@ -242,13 +254,7 @@ class Index:
         self.avg_length = sum(c.length for c in self.cards) / n or 1.0
         self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
         self.by_name = {c.name: c for c in self.cards}
-        # Every keyword once (cards share many): a turn looks each up once, not once per card
-        # and phase (docs/skills.md, the latency).
-        self.phrases = {kw.text: kw for card in self.cards for kw in card.keywords}
-        self.phrase_cards: dict[str, list[int]] = {}
-        for i, card in enumerate(self.cards):
-            for kw in card.keywords:
-                self.phrase_cards.setdefault(kw.text, []).append(i)
+        self.phrases, self.phrase_cards = _keyword_table(self.cards)
         self.spaced_names = [(c.name, c.name.replace("_", " ")) for c in self.cards]
         self.semantic = (
             SemanticIndex(skills, [_card_texts(skill) for skill in skills], embedder) if semantic and skills else None
