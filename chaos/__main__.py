@@ -166,11 +166,12 @@ def two_beats(stack: Stack, api: Api, sessions: int) -> list[Row]:
 # --- Redis --------------------------------------------------------------------------------------
 
 
-def redis_fault(
-    stack: Stack, api: Api, *, hung: bool, baseline: float, fault: float, after: float, round_: int = 0
-) -> list[Row]:
+REDIS_ROUNDS = itertools.count()  # each run of a Redis scenario its own bundle (--repeat)
+
+
+def redis_fault(stack: Stack, api: Api, *, hung: bool, baseline: float, fault: float, after: float) -> list[Row]:
     label = "Redis hung (SIGSTOP)" if hung else "Redis stopped"
-    name = f"rd-{'hung' if hung else 'stop'}" + (f"-{round_}" if round_ else "")
+    name = f"rd-{'hung' if hung else 'stop'}-{next(REDIS_ROUNDS)}"
     pending = draining_with_an_ended_session(api, name)
     redis = stack.procs["redis"]
     with Load(stack.web_port, stack.ops_key, "load", threads=4) as load:
@@ -390,7 +391,6 @@ def main() -> int:
         stack.up()
         api = Api(stack.web_port, stack.ops_key)
         bundle_with_label(api, "load")
-        redis_rounds = itertools.count()  # a fresh bundle name for each repeat of a Redis scenario
         steps: list[tuple[str, Callable[[], list[Row]]]] = [
             ("hostile input", lambda: hostile(stack, api)),
             (
@@ -412,25 +412,13 @@ def main() -> int:
             (
                 "Redis stopped",
                 lambda: redis_fault(
-                    stack,
-                    api,
-                    hung=False,
-                    baseline=3 if short else 10,
-                    fault=5 if short else 20,
-                    after=1,
-                    round_=next(redis_rounds),
+                    stack, api, hung=False, baseline=3 if short else 10, fault=5 if short else 20, after=1
                 ),
             ),
             (
                 "Redis hung",
                 lambda: redis_fault(
-                    stack,
-                    api,
-                    hung=True,
-                    baseline=3 if short else 10,
-                    fault=5 if short else 30,
-                    after=1,
-                    round_=next(redis_rounds),
+                    stack, api, hung=True, baseline=3 if short else 10, fault=5 if short else 30, after=1
                 ),
             ),
             (
