@@ -244,6 +244,28 @@ def test_a_skill_loaded_twice_and_never_invoked_is_demoted_unless_pointed_at():
     assert _route("", messages=messages[:2] + [{"role": "user", "content": "when?"}], history=unreported).demoted == []
 
 
+def test_keywords_are_matched_once_per_turn_for_every_card_that_carries_them():
+    # Two cards share "parcel" (the index keeps the keyword once, with both cards); one has
+    # "tracking", which the context holds and the newest message does not.
+    skills = [
+        card("track_parcel", "Use when asking where a parcel is", "shipping", ["parcel", "tracking"], ["where is it"]),
+        card("insure_parcel", "Use when a parcel needs cover", "shipping", ["parcel", "insurance"], ["cover it"]),
+        card("change_address", "Use when the address changes", "shipping", ["address"], ["new address"]),
+    ]
+    index = Index(skills)
+    messages = [
+        {"role": "user", "content": "the tracking page is blank"},
+        {"role": "assistant", "content": "Let me look."},
+        {"role": "user", "content": "it is a big parcel, not a parcels-only box"},
+    ]
+    why = {r["name"]: r["why"] for r in index.route(messages, k=5).routed}
+    assert "keywords parcel" in why["track_parcel"] and "keywords parcel" in why["insure_parcel"]
+    assert "keywords in context" not in why["track_parcel"]  # a hit in the newest message wins
+    messages[-1]["content"] = "and the new flat?"
+    why = {r["name"]: r["why"] for r in index.route(messages, k=5).routed}
+    assert "keywords in context" in why["track_parcel"] and "keywords" not in why.get("insure_parcel", "")
+
+
 # The REST API ------------------------------------------------------------------------------------
 
 
