@@ -139,7 +139,7 @@ def _card_texts(skill: dict[str, Any]) -> list[str]:
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
     keywords = " ".join(skill["keywords"])
     texts = [head, _english_part(keywords, content_words(keywords))]
-    texts += [_english_part(e, content_words(e)) for e in skill["examples"]]
+    texts += [_english_part(e, content_words(e)) for e in (*skill["examples"], skill["description"])]
     return [t for t in texts if t.strip()] or [head]
 
 

@@ -21,7 +21,8 @@ PIECE_FLOOR = 0.15
 
 class SemanticIndex:
     """Card vectors, computed once per index (so once per content hash per process): each card's
-    vector is the mean of the vectors of its name and summary, its keywords and each example.
+    vector is the mean of the vectors of its name and summary, its keywords, each example and its
+    description.
     The two offline models' vectors always; a configured model's too (an endpoint, or the
     in-process multilingual model) when it answered.
 
@@ -92,9 +93,12 @@ def cosines(matrix: Any, query: Any) -> list[float] | None:
 
 
 def card_raw_texts(skill: dict[str, Any]) -> list[str]:
-    """A card's texts as written, for an endpoint (every language its keywords and examples use)."""
+    """A card's texts as written, for the distilled model and a configured one (every language
+    its keywords and examples use): the name and summary, the keywords, each example, and the
+    description, which names the situations the skill is for (measured: +0.4 points of hit@5 on
+    the seen splits; docs/skills.md)."""
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
-    texts = [head, " ".join(skill["keywords"]), *skill["examples"]]
+    texts = [head, " ".join(skill["keywords"]), *skill["examples"], skill["description"]]
     return [t for t in texts if t.strip()]
 
 
