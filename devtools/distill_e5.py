@@ -118,6 +118,22 @@ HELD_OUT_TOPICS = re.compile(
     r"|优惠|折扣|红包|邀请|垃圾|回收|坑|路灯|噪音|吵|邻居|停车|车位|罚单|罚款|违章|图书馆|借书|出生|死亡|去世|税|许可",
     re.IGNORECASE,
 )
+# The same for the splits written after the corpus (eval/routing/test6: gyms, vets, a garage and
+# MOT centre; test7: hotels, public transport, accounting and tax for freelancers). The earlier
+# corpus files touch these topics in about 2 % of their lines; those lines are dropped too.
+HELD_OUT_LATER = re.compile(
+    r"\bgym|fitness|work ?out|personal train|\bclass(es)?\b|member|\bvet|\bpets?\b|\bdogs?\b|\bcats?\b|"
+    r"pupp|kitten|vaccin|flea|\bworm|garage|\bmot\b|tyre|\btire|mechanic|\bbrake|clutch|engine|gearbox|"
+    r"\bservic(e|ing) (my|the) car|\bhotel|\brooms?\b|check.?in|check.?out|reception|\bbus(es)?\b|\btrain|"
+    r"\btram|metro|underground|\btube\b|station|platform|ticket|\bfares?\b|travelcard|oyster|contactless|"
+    r"veterinar|neuter|spay|microchip|\bcars?\b|vehicle|air.?con|wheel|alignment|prescription|symptom|"
+    r"\blab\b|surgery|locker|opening hours|smartcard|penalt|fine\b|bank feed|reconcil|concession|journey|cctv|"
+    r"anti.?social|assisted travel|windscreen|"
+    r"invoice|\bvat\b|account(ant|ing)|bookkeep|payroll|expense|self.?assessment|hmrc|receipt|"
+    r"健身|私教|会员|宠物|狗|猫|兽医|疫苗|修车|保养|轮胎|年检|刹车|发动机|酒店|房间|入住|退房|前台|公交|巴士|地铁|"
+    r"车|药|绝育|芯片|营业时间|票|刷卡|发票|记账|会计|报税|工资单|报销|收据",
+    re.IGNORECASE,
+)
 CORPUS = ROOT / "devtools" / "e5_corpus"
 TUNING_SETS = (
     "skills.json",
@@ -141,7 +157,7 @@ def corpus_texts() -> list[str]:
         items = json.loads((ROOT / "eval" / "routing" / name).read_text())
         for item in items:
             texts += [turn["user"] for turn in item["turns"]] if "turns" in item else card_raw_texts(item)
-    return sorted({t for t in texts if t and not HELD_OUT_TOPICS.search(t)})
+    return sorted({t for t in texts if t and not HELD_OUT_TOPICS.search(t) and not HELD_OUT_LATER.search(t)})
 
 
 def sparse_mean(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int, x: np.ndarray) -> np.ndarray:
