@@ -1,7 +1,7 @@
 """The router alone, in process, over an evaluation set: the quick loop for tuning on the dev
 sets (no database, no HTTP). `make eval-routing` is the figure of record (through the API).
 
-    .venv/bin/python -m eval.routing.inprocess [dev|workspace|test|test2|test3|test4|test5] [--lexical] [--fusion z|rrf]
+    .venv/bin/python -m eval.routing.inprocess [dev|workspace|test|test2|...|test7] [--lexical] [--fusion z|rrf]
 
 With SKILLS_EMBEDDING_URL and SKILLS_EMBEDDING_MODEL in the environment (and optionally
 SKILLS_EMBEDDING_KEY, SKILLS_EMBEDDING_TIMEOUT_MS), the semantic path uses that endpoint as the
@@ -36,6 +36,8 @@ SETS = {
     "test3": (HERE / "test3" / "skills.json", HERE / "test3" / "conversations.json"),
     "test4": (HERE / "test4" / "skills.json", HERE / "test4" / "conversations.json"),
     "test5": (HERE / "test5" / "skills.json", HERE / "test5" / "conversations.json"),
+    "test6": (HERE / "test6" / "skills.json", HERE / "test6" / "conversations.json"),
+    "test7": (HERE / "test7" / "skills.json", HERE / "test7" / "conversations.json"),
 }
 
 
