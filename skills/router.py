@@ -30,6 +30,7 @@ published before that rule with such a trigger still routes: the trigger is trea
 matching, logged once when the index is built, and named in that skill's `why`.
 """
 
+import functools
 import logging
 import math
 import re
@@ -45,7 +46,7 @@ from core import patterns
 from core.text import STOP, content_words, warm_up
 from skills.embedding import Embedder
 from skills.lexicon import cjk_terms_in, concepts, english_of
-from skills.semantic import SemanticIndex
+from skills.semantic import SemanticIndex, description
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -135,11 +136,11 @@ class _Scored:
     candidate: bool  # shares a word with the turn, or is semantically close enough
 
 
-def _card_texts(skill: dict[str, Any]) -> list[str]:
+def _card_texts(skill: dict[str, Any], words_of: Any = content_words) -> list[str]:
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
     keywords = " ".join(skill["keywords"])
-    texts = [head, _english_part(keywords, content_words(keywords))]
-    texts += [_english_part(e, content_words(e)) for e in (*skill["examples"], skill["description"])]
+    texts = [head, _english_part(keywords, words_of(keywords))]
+    texts += [_english_part(e, words_of(e)) for e in (*skill["examples"], description(skill))]
     return [t for t in texts if t.strip()] or [head]
 
 
@@ -218,6 +219,7 @@ class Index:
         self.resident: list[str] = []
         df: dict[str, int] = {}
         budget = [MAX_TRIGGER_PROGRAM_TOTAL]
+        words_of = functools.lru_cache(maxsize=None)(content_words)  # a text's words, once per build
         for skill in skills:
             if skill["level"] == "L1":
                 self.resident.append(skill["name"])
@@ -226,13 +228,13 @@ class Index:
                 "summary": skill["summary"],
                 "keywords": " ".join(skill["keywords"]),
                 "examples": " ".join(skill["examples"]),
-                "description": skill["description"],
+                "description": description(skill),
                 "category": skill["category"].replace("_", " "),
             }
             triggers, skipped = _triggers(skill, budget)
             tf: dict[str, float] = {}
             for key, text in fields.items():
-                words = content_words(text)
+                words = words_of(text)
                 for word in words + _concepts(words, text):
                     tf[word] = tf.get(word, 0.0) + FIELD_WEIGHTS[key]
             for word in tf:
@@ -257,7 +259,9 @@ class Index:
         self.phrases, self.phrase_cards = _keyword_table(self.cards)
         self.spaced_names = [(c.name, c.name.replace("_", " ")) for c in self.cards]
         self.semantic = (
-            SemanticIndex(skills, [_card_texts(skill) for skill in skills], embedder) if semantic and skills else None
+            SemanticIndex(skills, [_card_texts(skill, words_of) for skill in skills], embedder)
+            if semantic and skills
+            else None
         )
         # Postings: word -> [(card index, weighted tf)], so a query touches only the cards sharing a word.
         self.postings: dict[str, list[tuple[int, float]]] = {}

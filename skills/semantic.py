@@ -17,6 +17,12 @@ PIECE_BLEND = 0.5
 # message its card at about 0.22 (median, seen sets). 0.15 routed the same seen turns as 0.10
 # and 0.12 and the least junk ("asdf qwer", 好的, "thanks": docs/skills.md).
 PIECE_FLOOR = 0.15
+# Of a card's description, the part routing reads (its words and its vector). It bounds the index
+# build, which jieba's cut dominates on Chinese text: 500 cards whose descriptions are 4,000
+# random ideographs took 48 s of CPU at a process's first route call for the version (23 s
+# before the description was one of the card texts), 11 s at 1,000 characters (docs/skills.md).
+# No evaluation card's description is longer than 331 characters.
+MAX_DESCRIPTION_CHARS = 1000
 
 
 class SemanticIndex:
@@ -98,8 +104,12 @@ def card_raw_texts(skill: dict[str, Any]) -> list[str]:
     description, which names the situations the skill is for (measured: +0.4 points of hit@5 on
     the seen splits; docs/skills.md)."""
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
-    texts = [head, " ".join(skill["keywords"]), *skill["examples"], skill["description"]]
+    texts = [head, " ".join(skill["keywords"]), *skill["examples"], description(skill)]
     return [t for t in texts if t.strip()]
+
+
+def description(skill: dict[str, Any]) -> str:
+    return str(skill["description"])[:MAX_DESCRIPTION_CHARS]
 
 
 def pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:

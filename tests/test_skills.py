@@ -266,6 +266,24 @@ def test_keywords_are_matched_once_per_turn_for_every_card_that_carries_them():
     assert "keywords in context" in why["track_parcel"] and "keywords" not in why.get("insure_parcel", "")
 
 
+def test_routing_reads_a_card_description_up_to_its_bound():
+    # The worst description (4,000 characters, the publishing limit) is read up to
+    # MAX_DESCRIPTION_CHARS: a word just inside it routes, a word just past it does not.
+    from skills.semantic import MAX_DESCRIPTION_CHARS
+
+    filler = "padding " * (MAX_DESCRIPTION_CHARS // 8)
+    inside = filler[: MAX_DESCRIPTION_CHARS - len(" zorblax")] + " zorblax"
+    past = (inside + " quuxify " + filler * 3)[:4000]
+    skills = [
+        dict(card("bulk_export", "Use when exporting data", "data", ["export"], ["export it"]), description=past),
+        card("change_address", "Use when the address changes", "shipping", ["address"], ["new address"]),
+    ]
+    index = Index(skills, semantic=False)
+    assert len(skills[0]["description"]) == 4000 and past.index("quuxify") > MAX_DESCRIPTION_CHARS
+    assert [r["name"] for r in index.route([{"role": "user", "content": "zorblax"}]).routed] == ["bulk_export"]
+    assert index.route([{"role": "user", "content": "quuxify"}]).routed == []
+
+
 # The REST API ------------------------------------------------------------------------------------
 
 
