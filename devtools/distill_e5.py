@@ -135,6 +135,13 @@ HELD_OUT_LATER = re.compile(
     r"车|药|绝育|芯片|营业时间|票|刷卡|发票|记账|会计|报税|工资单|报销|收据",
     re.IGNORECASE,
 )
+HELD_OUT = (HELD_OUT_TOPICS, HELD_OUT_LATER)
+
+
+def held_out(text: str) -> bool:
+    return any(topics.search(text) for topics in HELD_OUT)
+
+
 CORPUS = ROOT / "devtools" / "e5_corpus"
 TUNING_SETS = (
     "skills.json",
@@ -158,7 +165,7 @@ def corpus_texts() -> list[str]:
         items = json.loads((ROOT / "eval" / "routing" / name).read_text())
         for item in items:
             texts += [turn["user"] for turn in item["turns"]] if "turns" in item else card_raw_texts(item)
-    return sorted({t for t in texts if t and not HELD_OUT_TOPICS.search(t) and not HELD_OUT_LATER.search(t)})
+    return sorted({t for t in texts if t and not held_out(t)})
 
 
 def sparse_mean(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int, x: np.ndarray) -> np.ndarray:

@@ -9,24 +9,24 @@ without it (it only adds recall for paraphrases). Multi-word English entries are
 stemmed word pairs.
 """
 
+import functools
 from pathlib import Path
 
 LEXICON = Path(__file__).resolve().parent / "lexicon.txt"
 
+# Each table below is built once per process, at its first use (functools.cache).
 
+
+@functools.cache
 def concept_lines() -> list[str]:
     """The concept lines of lexicon.txt, in order (a concept's token is its position)."""
-    global _LINES
-    if _LINES is None:
-        lines = LEXICON.read_text(encoding="utf-8").splitlines()
-        _LINES = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return _LINES
+    lines = LEXICON.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-_LINES: list[str] | None = None
-
-
-def _build() -> dict[str, list[str]]:
+@functools.cache
+def _table() -> dict[str, list[str]]:
+    """Term (English stemmed, pairs joined by a space) -> the tokens of the concepts holding it."""
     from core.text import stem
 
     table: dict[str, list[str]] = {}
@@ -37,52 +37,41 @@ def _build() -> dict[str, list[str]]:
     return table
 
 
-_TABLE: dict[str, list[str]] | None = None
-_ENGLISH: dict[str, str] | None = None
+@functools.cache
+def _cjk_terms() -> list[str]:
+    return sorted((t for t in _table() if not t.isascii() and len(t) >= 2), key=len, reverse=True)
 
 
-_CJK_TERMS: list[str] | None = None
+@functools.cache
+def _english() -> dict[str, str]:
+    lines = concept_lines()
+    return {f"@{n}": " ".join(t.replace("-", " ") for t in line.split() if t.isascii()) for n, line in enumerate(lines)}
 
 
 def cjk_terms_in(text: str) -> list[str]:
     """The lexicon's non-English terms found in `text` as substrings, longest first, each once:
     a Chinese phrase meets its concept even where the segmenter cut it differently (寄回去 holds
-    寄回; 原路返回 inside 钱能不能原路返回). About 300 substring tests per message."""
-    global _CJK_TERMS
-    if _CJK_TERMS is None:
-        if _TABLE is None:
-            concepts([])
-        assert _TABLE is not None
-        _CJK_TERMS = sorted((t for t in _TABLE if not t.isascii() and len(t) >= 2), key=len, reverse=True)
+    寄回; 原路返回 inside 钱能不能原路返回). About 2,000 substring tests per message."""
     if text.isascii():
         return []
-    return [term for term in _CJK_TERMS if term in text]
+    return [term for term in _cjk_terms() if term in text]
 
 
 def english_of(words: list[str]) -> list[str]:
     """The English words of the concepts that the non-English `words` belong to, once each
     ("退款" -> "refund reimburse ..."): what the semantic path embeds for a Chinese message,
     since its model knows English only."""
-    global _ENGLISH
-    if _ENGLISH is None:
-        lines = concept_lines()
-        _ENGLISH = {
-            f"@{n}": " ".join(t.replace("-", " ") for t in line.split() if t.isascii()) for n, line in enumerate(lines)
-        }
-    seen: dict[str, None] = {}
-    for token in concepts([w for w in words if not w.isascii()]):
-        seen.setdefault(token, None)
-    return [_ENGLISH[t] for t in seen if _ENGLISH.get(t)]
+    english = _english()
+    tokens = dict.fromkeys(concepts([w for w in words if not w.isascii()]))
+    return [english[t] for t in tokens if english.get(t)]
 
 
 def concepts(words: list[str]) -> list[str]:
     """The concept tokens of a word list (single words and adjacent English pairs)."""
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _build()
+    table = _table()
     out: list[str] = []
     for i, word in enumerate(words):
-        out.extend(_TABLE.get(word.lstrip("#"), ()) if not word.startswith("#") else ())
+        out.extend(table.get(word.lstrip("#"), ()) if not word.startswith("#") else ())
         if i + 1 < len(words):
-            out.extend(_TABLE.get(f"{word} {words[i + 1]}", ()))
+            out.extend(table.get(f"{word} {words[i + 1]}", ()))
     return out

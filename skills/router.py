@@ -35,7 +35,7 @@ import logging
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
@@ -136,7 +136,7 @@ class _Scored:
     candidate: bool  # shares a word with the turn, or is semantically close enough
 
 
-def _card_texts(skill: dict[str, Any], words_of: Any = content_words) -> list[str]:
+def _card_texts(skill: dict[str, Any], words_of: Callable[[str], list[str]]) -> list[str]:
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
     keywords = " ".join(skill["keywords"])
     texts = [head, _english_part(keywords, words_of(keywords))]
