@@ -9,10 +9,12 @@ PY := $(VENV)/bin/python
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
 # PostgreSQL and Redis that `make run` starts too). Both are locked with hashes, and pip
-# refuses anything whose hash is not in them.
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# refuses anything whose hash is not in them. The installer comes first, from its own lock
+# (requirements-bootstrap.txt), so the pip the interpreter bundles never reads the main lock.
+$(VENV)/.installed: requirements-bootstrap.txt requirements.txt requirements-dev.txt
 	@if [ -L $(VENV) ] && [ ! -e $(VENV) ]; then echo "$(VENV) points at a virtualenv that is gone: replacing it"; rm $(VENV); fi
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-bootstrap.txt
 	@echo "installing requirements.txt and requirements-dev.txt into $(VENV)"
 	@echo "(the first time downloads about 120 MB: a few minutes; later runs skip this step)"
 	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
