@@ -14,10 +14,10 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: requirements-bootstrap.txt requirements.txt requirements-dev.txt
 	@if [ -L $(VENV) ] && [ ! -e $(VENV) ]; then echo "$(VENV) points at a virtualenv that is gone: replacing it"; rm $(VENV); fi
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-bootstrap.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-bootstrap.txt $(PIP_ARGS)
 	@echo "installing requirements.txt and requirements-dev.txt into $(VENV)"
 	@echo "(the first time downloads about 120 MB: a few minutes; later runs skip this step)"
-	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt $(PIP_ARGS)
 	@touch $@
 
 # The Python client and the `promptreg` command from this checkout (client/), editable, for the
@@ -97,13 +97,21 @@ bench-scale: $(VENV)/.client-installed
 bench-route: $(VENV)/.client-installed
 	$(PY) bench/route.py $(ARGS)
 
-# Regenerate both lock files from requirements.in / requirements-dev.in (needs the index).
-# Existing pins are kept; upgrade one with ARGS="--upgrade-package NAME", all with ARGS=--upgrade.
-# --universal: one lock for Linux, macOS and Windows; the hashes cover every published file.
+# Regenerate the lock files from requirements-bootstrap.in / requirements.in / requirements-dev.in
+# (needs the index). Existing pins are kept; upgrade one with ARGS="--upgrade-package NAME", all
+# with ARGS=--upgrade. --universal: one lock for Linux, macOS and Windows; the hashes cover every
+# published file. Then the venv is brought to the new lock and devtools/lock_extras.py writes the
+# extras each package asks for into it (uv leaves them out; docs/development.md says why they
+# matter). Commit the .in and .txt files together.
 LOCK := $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
 lock: $(VENV)/.installed
+	$(LOCK) $(ARGS) requirements-bootstrap.in -o requirements-bootstrap.txt
 	$(LOCK) $(ARGS) requirements.in -o requirements.txt
 	$(LOCK) $(ARGS) requirements-dev.in -o requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-bootstrap.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.txt -r requirements-dev.txt
+	$(PY) -m devtools.lock_extras --write requirements.txt requirements-dev.txt
+	@touch $(VENV)/.installed
 
 clean:
 	rm -rf .run
