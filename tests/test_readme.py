@@ -83,7 +83,7 @@ def test_every_block_is_either_pasted_or_named_as_not_pasted():
 def _session_script(blocks: list[Block], rounds: int) -> str:
     lines = [
         # The one stand-in: records what Claude Code would be given, after the shell's expansion.
-        'claude() { "$README_PYTHON" -c \'import json, sys; print("claude argv", json.dumps(sys.argv[1:]))\' "$@"; }'
+        'claude() { python3 -c \'import json, sys; print("claude argv", json.dumps(sys.argv[1:]))\' "$@"; }'
     ]
     for round_ in range(rounds):
         for index, block in enumerate(blocks):
@@ -91,7 +91,8 @@ def _session_script(blocks: list[Block], rounds: int) -> str:
                 continue
             lines.append(f"echo '@@ {round_} {index} {block.marker}'")
             if block.lang == "python":
-                lines.append(f"\"$README_PYTHON\" - <<'README_PY_EOF'\n{block.code}README_PY_EOF")
+                # As the README says: pasted after `.venv/bin/python - <<'EOF'` in the checkout.
+                lines.append(f".venv/bin/python - <<'README_PY_EOF'\n{block.code}README_PY_EOF")
             else:
                 lines.append(block.code)
     return "\n".join(lines) + "\n"
@@ -174,6 +175,8 @@ def checkout(tmp_path) -> Iterator[tuple[Path, dict[str, str]]]:
         DJANGO_SETTINGS_MODULE="config.settings",
         WEB_CONCURRENCY="1",
     )
+    # The checkout's virtualenv, where `make run` put it (the README's blocks use .venv/bin/...).
+    (tmp_path / ".venv").symlink_to(BIN.parent)
     yield tmp_path, env
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
@@ -245,8 +248,10 @@ def test_the_readme_pasted_in_order_into_one_shell_against_make_run(checkout):
         session_env = {
             k: v for k, v in os.environ.items() if not k.endswith("_KEY") and not k.startswith(("REGISTRY_", "NAME"))
         }
-        session_env.update(PATH=f"{BIN}:{os.environ['PATH']}", README_PYTHON=sys.executable)
+        # A reader's shell: the virtualenv is not on PATH (nothing activated it), no PYTHONPATH.
+        session_env["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != BIN)
         session_env.pop("PYTHONPATH", None)
+        session_env.pop("VIRTUAL_ENV", None)
         result = subprocess.run(
             ["bash"],
             input=_session_script(blocks, rounds=2),
@@ -261,7 +266,7 @@ def test_the_readme_pasted_in_order_into_one_shell_against_make_run(checkout):
         outputs = _outputs(result.stdout)
         names = [_check_round(outputs, round_) for round_ in (0, 1)]
         assert names[0] != names[1], "the second paste makes a new bundle"
-        assert sorted(p.name for p in directory.iterdir()) == [".run"], "the blocks left files behind"
+        assert sorted(p.name for p in directory.iterdir()) == [".run", ".venv"], "the blocks left files behind"
 
         # Claude Code would be given the running server's /mcp and the agent key: they work.
         argv = json.loads(outputs[(1, "mcp-claude")].removeprefix("claude argv "))
