@@ -61,6 +61,7 @@ def _make_install(venv: Path, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.install
 @pytest.mark.skipif(not shutil.which("make"), reason="needs make")
 def test_a_new_machine_resolves_both_locks_with_the_bundled_pip_and_with_the_pinned_one(tmp_path):
     venv = tmp_path / "venv"
