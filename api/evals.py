@@ -78,12 +78,17 @@ class RunSummaryOut(serializers.Serializer):
     threshold = serializers.FloatField()
     total = serializers.IntegerField()
     passed = serializers.IntegerField()
-    errors = serializers.IntegerField()
     pass_rate = serializers.FloatField()
     status = serializers.CharField()
     cost_usd = serializers.FloatField(allow_null=True)
     created_by = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # `errors` is a Serializer attribute (validation errors), so the count is added here.
+        fields = super().get_fields()
+        fields["errors"] = serializers.IntegerField(help_text="Replies that were a provider error (never a pass).")
+        return fields
 
 
 class RunOut(RunSummaryOut):
