@@ -31,6 +31,7 @@ FORMATS = {
     "openai": "openai-chat",
     "openai-responses": "openai-responses",
     "bedrock": "bedrock-converse",
+    "gemini": "gemini",
 }
 JUDGE_INSTRUCTIONS = (
     "Judge the assistant's reply below. Answer with one JSON object and nothing else: "
@@ -118,11 +119,36 @@ def _bedrock(request: dict[str, Any], base_url: str | None, timeout: float) -> d
     }
 
 
+def _gemini(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
+    from google import genai
+    from google.genai import types
+
+    options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000)) if base_url else None
+    client = genai.Client(http_options=options)
+    config = {**request.get("generationConfig", {}), "systemInstruction": request.get("systemInstruction")}
+    if "tools" in request:
+        config["tools"] = request["tools"]
+    reply = client.models.generate_content(model=request["model"], contents=request["contents"], config=config)
+    parts = reply.candidates[0].content.parts or [] if reply.candidates else []
+    usage = reply.usage_metadata
+    return {
+        "text": "".join(p.text or "" for p in parts if not p.function_call),
+        "tool_calls": [
+            {"name": p.function_call.name, "arguments": p.function_call.args} for p in parts if p.function_call
+        ],
+        "usage": {
+            "input_tokens": getattr(usage, "prompt_token_count", 0) or 0,
+            "output_tokens": getattr(usage, "candidates_token_count", 0) or 0,
+        },
+    }
+
+
 CALLERS: dict[str, Callable[[dict[str, Any], str | None, float], dict[str, Any]]] = {
     "anthropic": _anthropic,
     "openai": _openai_chat,
     "openai-responses": _openai_responses,
     "bedrock": _bedrock,
+    "gemini": _gemini,
 }
 
 
