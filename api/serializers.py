@@ -147,9 +147,20 @@ class CheckOut(serializers.Serializer):
     version = serializers.SerializerMethodField()
     reported_by = serializers.CharField()
     reported_at = serializers.DateTimeField()
+    evidence = serializers.JSONField(
+        allow_null=True,
+        help_text=(
+            "For an `eval:<suite>` check: the run's id, the suite's hash and the attestation's digest "
+            "(GET /api/v1/evals/{run}/ has the statement), or `stale: true` once the suite has a newer version."
+        ),
+    )
+    stale = serializers.SerializerMethodField()
 
     def get_version(self, check) -> int:
         return self.context["version"]
+
+    def get_stale(self, check) -> bool:
+        return bool((check.evidence or {}).get("stale"))
 
 
 class CheckListOut(serializers.Serializer):

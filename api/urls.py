@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from api import (
     change_views,
+    evals,
     knowledge,
     release_views,
     routes,
@@ -28,6 +29,14 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/evals/", evals.EvalRunListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/evals/plan/", evals.EvalPlanApi.as_view()),
+    path("evals/compare/", evals.EvalCompareApi.as_view()),
+    path("evals/<uuid:run_id>/", evals.EvalRunDetailApi.as_view()),
+    path("suites/", evals.SuiteListApi.as_view()),
+    path("suites/<str:name>/", evals.SuiteDetailApi.as_view()),
+    path("suites/<str:name>/versions/", evals.SuiteVersionListApi.as_view()),
+    path("suites/<str:name>/versions/<int:number>/", evals.SuiteVersionDetailApi.as_view()),
     path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),

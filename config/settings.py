@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "webhooks",
     "metrics",
     "retention",
+    "evals",
 ]
 
 MIDDLEWARE = [

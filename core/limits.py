@@ -62,7 +62,10 @@ RELEASE_MAX_MOVES = 50
 
 # Label policies (PATCH .../labels/{label}/) and the checks CI reports for a version's content.
 CHECK_NAME_MAX = 64
-CHECK_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+CHECK_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$|^eval:[a-z0-9][a-z0-9._-]{0,58}$"
+# `eval:<suite>` names the check an evaluation run reports (evals.services), with its attestation;
+# no one reports it by hand, but a label may require it.
+EVAL_CHECK_PREFIX = "eval:"
 CHECK_SUMMARY_MAX = 2_000
 CHECK_DETAILS_URL_MAX = 2_000
 REQUIRED_CHECKS_MAX = 20

@@ -160,6 +160,9 @@ class VersionCheck(models.Model):
     details_url = models.CharField(max_length=limits.CHECK_DETAILS_URL_MAX, blank=True, default="")
     reported_by = models.CharField(max_length=200)
     reported_at = models.DateTimeField(auto_now_add=True)
+    # What backs a check the registry itself reports (an evaluation run: its id and in-toto
+    # attestation, or that it went stale); null for a check reported by CI.
+    evidence = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

@@ -20,6 +20,7 @@ from core.limits import (
     CHECK_DETAILS_URL_MAX,
     CHECK_NAME_RE,
     CHECK_SUMMARY_MAX,
+    EVAL_CHECK_PREFIX,
     LABEL_NAME_RE,
     REQUIRED_APPROVALS_MAX,
     REQUIRED_CHECKS_MAX,
@@ -504,6 +505,8 @@ def check_report(
     errors: dict[str, list[str]] = {}
     if not isinstance(name, str) or not re.fullmatch(CHECK_NAME_RE, name):
         errors["name"] = [f"Must match {CHECK_NAME_RE}."]
+    elif name.startswith(EVAL_CHECK_PREFIX):
+        errors["name"] = ["eval: checks are reported by an evaluation run (POST .../evals/), with its attestation."]
     if status not in CheckStatus.values:
         errors["status"] = [f"One of {', '.join(CheckStatus.values)}."]
     summary = "" if summary is None else summary
@@ -519,33 +522,58 @@ def check_report(
     assert isinstance(name, str) and isinstance(status, str)
     assert isinstance(summary, str) and isinstance(details_url, str)
     with transaction.atomic():
-        check = VersionCheck.objects.create(
+        return check_record(
             bundle=bundle,
-            content_hash=version.content_hash,
+            version=version,
             name=name,
             status=status,
             summary=summary,
             details_url=details_url,
-            reported_by=actor.name,
-        )
-        audit_record(
             actor=actor,
-            action="check.reported",
-            target_type="version",
-            target=f"{bundle.name}@{version.number}",
-            data={"name": name, "status": status, "content_hash": version.content_hash},
         )
-        if status != CheckStatus.PENDING:
-            events.emit(
-                "check.completed",
-                bundle=bundle.name,
-                version=version.number,
-                content_hash=version.content_hash,
-                name=name,
-                status=status,
-                details_url=details_url or None,
-                by=actor.name,
-            )
+
+
+def check_record(
+    *,
+    bundle: Bundle,
+    version: BundleVersion,
+    name: str,
+    status: str,
+    summary: str,
+    actor: Actor,
+    details_url: str = "",
+    evidence: dict[str, Any] | None = None,
+) -> VersionCheck:
+    """Append one check report, validated by the caller (check_report for CI's reports,
+    evals.services for an evaluation run's, with its `evidence`), inside its transaction."""
+    check = VersionCheck.objects.create(
+        bundle=bundle,
+        content_hash=version.content_hash,
+        name=name,
+        status=status,
+        summary=summary,
+        details_url=details_url,
+        reported_by=actor.name,
+        evidence=evidence,
+    )
+    audit_record(
+        actor=actor,
+        action="check.reported",
+        target_type="version",
+        target=f"{bundle.name}@{version.number}",
+        data={"name": name, "status": status, "content_hash": version.content_hash},
+    )
+    if status != CheckStatus.PENDING:
+        events.emit(
+            "check.completed",
+            bundle=bundle.name,
+            version=version.number,
+            content_hash=version.content_hash,
+            name=name,
+            status=status,
+            details_url=details_url or None,
+            by=actor.name,
+        )
     return check
 
 
