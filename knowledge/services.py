@@ -58,7 +58,7 @@ def _description(value: Any) -> str:
         raise InvalidContent(
             "The description is not valid.", {"description": [f"Text of at most {TEXT_MAX_CHARS} characters."]}
         )
-    return value
+    return lf(value)  # `\n` line endings, as every text the registry stores (core.newlines)
 
 
 def _lock(pack: Pack) -> Pack:

@@ -87,6 +87,7 @@ def test_reasons_and_knowledge_files_are_stored_with_lf(bundle, v1, ops):
     assert label.history.first().history_change_reason == "first\nrelease"
     assert Label.objects.get(pk=label.pk).version_id == v1.pk
     pack = knowledge.pack_create(name="ops", description="Ops\r\nnotes", actor=SYSTEM)
+    assert pack.description == "Ops\nnotes"
     file, _ = knowledge.file_put(pack=pack, path="sre/DUTY.md", content="Page\r\nthe on-call.\r\n", actor=SYSTEM)
     assert file.content == "Page\nthe on-call.\n"
 
