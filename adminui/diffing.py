@@ -30,40 +30,71 @@ class Row:
     right: SafeString
 
 
+# Changed whitespace is drawn, so that a line that differs only in it does not look equal:
+# a space as a middle dot, a tab as an arrow, a line ending as the control pictures of its CR and LF.
+_VISIBLE = str.maketrans({" ": "\u00b7", "\t": "\u2192", "\r": "\u240d", "\n": "\u240a", "\u00a0": "\u237d"})
+
+
+def _ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")) :]
+
+
+def _shown(text: str) -> SafeString:
+    """Unchanged text of a line, without its line ending (the row is the line)."""
+    return escape(text.replace("\r", "").replace("\n", ""))
+
+
 def _mark(tokens: list[str], tag: str) -> str:
-    return "".join(f'<span class="{tag}">{escape(t)}</span>' if t.strip() else escape(t) for t in tokens)
+    return "".join(
+        f'<span class="{tag}">{escape(t)}</span>'
+        if t.strip()
+        else f'<span class="{tag} ws">{escape(t.translate(_VISIBLE))}</span>'
+        for t in tokens
+    )
 
 
 def _words(old: str, new: str) -> tuple[SafeString, SafeString]:
-    """Both lines as HTML with the words that differ wrapped in <del>/<ins>-like spans."""
+    """Both lines (with their line endings) as HTML with the words that differ wrapped in
+    <del>/<ins>-like spans, and whitespace that differs drawn visibly."""
     a, b = _TOKEN_RE.findall(old), _TOKEN_RE.findall(new)
     left: list[str] = []
     right: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
-            left.append(escape("".join(a[i1:i2])))
-            right.append(escape("".join(b[j1:j2])))
+            left.append(_shown("".join(a[i1:i2])))
+            right.append(_shown("".join(b[j1:j2])))
         else:
             left.append(_mark(a[i1:i2], "word-del"))
             right.append(_mark(b[j1:j2], "word-ins"))
     return mark_safe("".join(left)), mark_safe("".join(right))
 
 
+def _lines(text: str) -> list[str]:
+    # A final line without an ending is compared as if it had LF: a line added at the end does
+    # not mark the line before it as changed (whitespace_only tells of that last newline).
+    lines = text.splitlines(keepends=True)
+    if lines and not _ending(lines[-1]):
+        lines[-1] += "\n"
+    return lines
+
+
 def side_by_side(old: str, new: str) -> list[Row]:
-    """Line-level diff of two texts; lines replaced one for one get word-level marks."""
-    a, b = old.splitlines(), new.splitlines()
+    """Line-level diff of two texts; lines replaced one for one get word-level marks. Lines are
+    compared with their endings, so a line whose only change is CR LF for LF (or a trailing
+    space) is a replaced line with that whitespace drawn, not an equal one."""
+    a, b = _lines(old), _lines(new)
     rows: list[Row] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
             for k in range(i2 - i1):
-                text = escape(a[i1 + k])
+                text = _shown(a[i1 + k])
                 rows.append(Row("equal", i1 + k + 1, text, j1 + k + 1, text))
         elif op == "delete":
             for k in range(i1, i2):
-                rows.append(Row("delete", k + 1, escape(a[k]), None, mark_safe("")))
+                rows.append(Row("delete", k + 1, _shown(a[k]), None, mark_safe("")))
         elif op == "insert":
             for k in range(j1, j2):
-                rows.append(Row("insert", None, mark_safe(""), k + 1, escape(b[k])))
+                rows.append(Row("insert", None, mark_safe(""), k + 1, _shown(b[k])))
         else:  # replace: pair lines up; the longer side's rest is deleted or inserted
             for k in range(max(i2 - i1, j2 - j1)):
                 li, rj = i1 + k, j1 + k
@@ -71,10 +102,26 @@ def side_by_side(old: str, new: str) -> list[Row]:
                     left, right = _words(a[li], b[rj])
                     rows.append(Row("replace", li + 1, left, rj + 1, right))
                 elif li < i2:
-                    rows.append(Row("delete", li + 1, escape(a[li]), None, mark_safe("")))
+                    rows.append(Row("delete", li + 1, _shown(a[li]), None, mark_safe("")))
                 else:
-                    rows.append(Row("insert", None, mark_safe(""), rj + 1, escape(b[rj])))
+                    rows.append(Row("insert", None, mark_safe(""), rj + 1, _shown(b[rj])))
     return rows
+
+
+def whitespace_only(old: Any, new: Any) -> bool:
+    """Whether two JSON values differ, but only in whitespace inside their strings (line
+    endings, spaces, tabs): what the diff then says in words."""
+    return old != new and _squeezed(old) == _squeezed(new)
+
+
+def _squeezed(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, list):
+        return [_squeezed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _squeezed(v) for k, v in value.items()}
+    return value
 
 
 def _paths(old: Any, new: Any, prefix: str) -> list[str]:
@@ -150,6 +197,7 @@ class ContentDiff:
     tools_rows: list[Row]
     fields: dict[str, list[Row]]  # only the other fields that changed
     same: bool
+    whitespace_only: bool = False  # they differ, but only in whitespace (line endings, spaces)
 
 
 def content_diff(old: dict[str, Any], new: dict[str, Any]) -> ContentDiff:
@@ -167,4 +215,5 @@ def content_diff(old: dict[str, Any], new: dict[str, Any]) -> ContentDiff:
         tools_rows=side_by_side(pretty(tools_old), pretty(tools_new)) if tools_old != tools_new else [],
         fields=fields,
         same=old == new,
+        whitespace_only=whitespace_only(old, new),
     )

@@ -11,12 +11,12 @@ from rest_framework.response import Response
 from access.models import Role
 from api.answers import etag_matches
 from api.authentication import actor_of
-from api.serializers import StrictCharField, StrictInput
+from api.serializers import StrictBooleanField, StrictCharField, StrictInput, StrictIntegerField
 from api.views import BaseApi, _not_modified, _valid
 from core import limits
-from core.errors import InvalidContent
+from core.errors import DomainError, InvalidContent
+from registry import imports, transfer
 from registry import selectors as registry_selectors
-from registry import transfer
 
 
 class ExportTargetOut(serializers.Serializer):
@@ -136,3 +136,81 @@ class BundleImportApi(BaseApi):
             document=document, objects=objects, actor=actor_of(request), allow_breaking=data["allow_breaking"]
         )
         return Response(result.as_dict())
+
+
+class ImportVersionIn(StrictInput):
+    content = serializers.JSONField()
+    message = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class ImportVersionsIn(StrictInput):
+    source = StrictCharField(max_length=500, help_text="Where the versions come from, for the labels' reasons.")  # type: ignore[assignment]  # a field named source
+    description = StrictCharField(max_length=limits.TEXT_MAX_CHARS, required=False, allow_blank=True, default="")
+    versions = ImportVersionIn(many=True, allow_empty=False, max_length=limits.IMPORT_MAX_VERSIONS)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
+    labels = serializers.DictField(
+        child=StrictIntegerField(min_value=0), required=False, default=dict, help_text="label -> index in versions"
+    )
+    allow_breaking = StrictBooleanField(required=False, default=False)
+    dry_run = StrictBooleanField(required=False, default=False)
+
+    def validate_labels(self, value: dict[str, int]) -> dict[str, int]:
+        if len(value) > limits.IMPORT_MAX_LABELS:
+            raise serializers.ValidationError(f"At most {limits.IMPORT_MAX_LABELS} labels.")
+        count = len(self.initial_data.get("versions") or []) if isinstance(self.initial_data, dict) else 0
+        for name, index in value.items():
+            if len(name) > limits.LABEL_NAME_MAX:  # its form is label_move's rule, refused as a step
+                raise serializers.ValidationError(f"A label name has at most {limits.LABEL_NAME_MAX} characters.")
+            if index >= count:
+                raise serializers.ValidationError(f"{name}: {index} is not the index of a version in `versions`.")
+        return value
+
+
+class ImportVersionsOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    bundle_exists = serializers.BooleanField()
+    versions = serializers.JSONField(help_text="Per version given: {version, content_hash, exists, refused}.")
+    labels = serializers.JSONField(help_text="Per label: {label, from, to, moved}.")
+    refused = serializers.JSONField(help_text="Per refused step: {step, status, code, message, details}.")
+    dry_run = serializers.BooleanField()
+    applied = serializers.BooleanField()
+
+
+class BundleImportVersionsApi(BaseApi):
+    roles = {"POST": Role.PUBLISHER}
+
+    @extend_schema(
+        summary="Import a prompt's versions and labels (all or nothing; or a dry run)",
+        description=(
+            "What `promptreg import` calls. In one transaction, with the caller's key: the bundle is created if "
+            "needed, each version published oldest first (content already here is that version), each label "
+            "pointed at its version, through the same rules as the bundle, version and label endpoints "
+            "(permissions, protected labels, compatibility, required checks and approvals). A step refused "
+            "there is refused here and the others still run, so that every refusal is reported. "
+            "`dry_run: true`: 200 with what the run would do (the version numbers it would give) and `refused`; "
+            "nothing is written. Otherwise 200 with what was done, or, when any step is refused, nothing is "
+            "written and the answer is the first refusal's status and code, `details.refused` listing each."
+        ),
+        request=ImportVersionsIn,
+        responses=ImportVersionsOut,
+    )
+    def post(self, request: Request, name: str) -> Response:
+        data = _valid(ImportVersionsIn, request)
+        result = imports.import_versions(
+            name=name,
+            description=data["description"],
+            versions=[imports.ImportVersion(v["content"], v["message"]) for v in data["versions"]],
+            labels=data["labels"],
+            source=data["source"],
+            actor=actor_of(request),
+            allow_breaking=data["allow_breaking"],
+            dry_run=data["dry_run"],
+        )
+        if result["refused"] and not data["dry_run"]:
+            first = result["refused"][0]
+            refusal = DomainError(
+                f"The import was refused, so nothing was written: {first['step']}: {first['message']}",
+                {"refused": result["refused"]},
+            )
+            refusal.status, refusal.code = first["status"], first["code"]
+            raise refusal
+        return Response(ImportVersionsOut(result).data)

@@ -22,6 +22,7 @@ urlpatterns = [
     path("bundles/<str:name>/dependents/", views_composition.BundleDependentsApi.as_view()),
     path("bundles/<str:name>/export/", transfer_views.BundleExportApi.as_view()),
     path("bundles/<str:name>/import/", transfer_views.BundleImportApi.as_view()),
+    path("bundles/<str:name>/import-versions/", transfer_views.BundleImportVersionsApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/canonical/", transfer_views.VersionCanonicalApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/metrics/", views_skills.VersionMetricsApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/diff/", views.VersionDiffApi.as_view()),

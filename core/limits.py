@@ -59,6 +59,9 @@ DEPENDENTS_MAX = 100
 # Percentage rollouts: how many versions one label may split over, and moves per release.
 MAX_SPLIT_TARGETS = 10
 RELEASE_MAX_MOVES = 50
+# `promptreg import`: the versions of one source prompt in one request (docs/importing.md).
+IMPORT_MAX_VERSIONS = 200
+IMPORT_MAX_LABELS = 50
 
 # Label policies (PATCH .../labels/{label}/) and the checks CI reports for a version's content.
 CHECK_NAME_MAX = 64

@@ -263,7 +263,7 @@ def run(argv: list[str] | None = None) -> int:
     for name, command in commands.items():
         supervisor.add(name, command, cwd=ROOT)
     shown = os.path.relpath(RUN_DIR, ROOT) if RUN_DIR.is_relative_to(ROOT) else str(RUN_DIR)
-    print(f"starting on http://127.0.0.1:{port}/ (manage.py: source {shown}/services.env)", flush=True)
+    print(f"starting on http://127.0.0.1:{port}/ (manage.py reads {shown}/services.env)", flush=True)
 
     # The closing banner, once the server answers /readyz: after the children's start-up logs,
     # so that the login and the keys are the last thing on the screen.

@@ -4,8 +4,15 @@ Each child runs in its own process group, so a Ctrl-C in the terminal reaches on
 supervisor, which then stops the children in order; a child that dies on its own (a crash,
 kill -9, out of memory) is started again after a backoff (1 s, doubling up to 30 s; back to
 1 s once it has stayed up for 30 s), and the supervisor says so. Everything stops only on
-SIGINT or SIGTERM to the supervisor."""
+SIGINT or SIGTERM to the supervisor.
 
+On Linux each child also asks the kernel for SIGTERM when the supervisor dies (prctl
+PR_SET_PDEATHSIG): a supervisor killed with kill -9 can run no clean-up, and without this its
+web server would keep the port and its workers and beat would keep running, so that the next
+`make run` found the port taken although the run lock's pid was gone (issue 35)."""
+
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -18,6 +25,24 @@ from pathlib import Path
 BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 30.0  # seconds up after which a child's backoff starts again from BACKOFF_START
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child receive SIGTERM when its parent dies, or None where
+    prctl does not exist (macOS: there a kill -9 of `make run` still leaves its children)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        # The parent may have died between fork() and prctl(): then no signal will come.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def say(message: str) -> None:
@@ -46,6 +71,9 @@ class Child:
             stdout=self.stdout,
             stderr=subprocess.STDOUT if self.stdout is not None else None,
             start_new_session=True,  # its own process group: signals reach it only from us
+            # The death signal is sent when the thread that forked exits: children are started
+            # from the supervisor's main thread (run() and add()), which lives as long as it does.
+            preexec_fn=_die_with_parent(),
         )
         self.started_at = time.monotonic()
         self.restart_at = None

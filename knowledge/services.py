@@ -13,6 +13,7 @@ from access.permissions import require_role
 from audit.services import audit_record
 from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
 from core.limits import TEXT_MAX_CHARS, storable
+from core.newlines import lf
 from knowledge import paths
 from knowledge.models import MAX_FILE_BYTES, Pack, PackFile
 from registry.canonical import canonical_bytes
@@ -57,7 +58,7 @@ def _description(value: Any) -> str:
         raise InvalidContent(
             "The description is not valid.", {"description": [f"Text of at most {TEXT_MAX_CHARS} characters."]}
         )
-    return value
+    return lf(value)  # `\n` line endings, as every text the registry stores (core.newlines)
 
 
 def _lock(pack: Pack) -> Pack:
@@ -92,6 +93,7 @@ def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[Pack
     path = paths.check_file_path(path if isinstance(path, str) else "")
     if not isinstance(content, str):
         raise InvalidContent("The file content must be a string.", {"content": ["A JSON string of text."]})
+    content = lf(content)  # `\n` line endings, as every text the registry stores (core.newlines)
     if "\x00" in content:
         raise InvalidContent("The file content holds a NUL character.", {"content": ["Text files only."]})
     try:

@@ -14,6 +14,7 @@ from typing import Any
 from access.actors import Actor
 from core.errors import Forbidden, InvalidContent
 from core.limits import PROMPT_MAX_CHARS
+from core.newlines import lf_all
 from registry import includes, selectors
 from registry.models import Bundle, BundleVersion, VersionState
 
@@ -34,7 +35,12 @@ def content_resolved(*, content: object, bundle: Bundle, actor: Actor) -> object
     `content` itself, so such content keeps exactly the bytes it always had. A prompt with
     markers comes back resolved, with `system_prompt_source` and `includes`. A document that
     already carries them (an export being imported, a pulled version pushed back) is checked
-    against the snippet versions it names and stored as it is: it pins them by hash."""
+    against the snippet versions it names and stored as it is: it pins them by hash.
+
+    First every string's line endings become `\n` (core.newlines), whichever way the content
+    came (the admin's CRLF textareas, the API, an importer, `promptreg push` of CRLF files), so
+    equal text has equal bytes and the same-content rule sees a re-save as no change."""
+    content = lf_all(content)
     if not isinstance(content, dict) or not isinstance(content.get("system_prompt"), str):
         return content  # canonicalise reports what is wrong with it
     if includes.FIELDS & set(content):

@@ -28,6 +28,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
+from core.newlines import lf
 from registry import approvals, composition, includes, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
@@ -56,7 +57,7 @@ def _text_field(field: str, value: object) -> str:
         raise InvalidContent(
             f"The {field} is not valid.", {field: [f"Must be a string of at most {TEXT_MAX_CHARS} characters."]}
         )
-    return value
+    return lf(value)  # `\n` line endings, as every text the registry stores (core.newlines)
 
 
 def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use: str = "") -> Bundle:

@@ -755,3 +755,131 @@ def test_the_json_boxes_complete_json_schema_keywords(page: Page, base_url: str,
     page.keyboard.press("ArrowLeft")
     page.keyboard.type('"con')
     expect(menu).to_contain_text("confirm")
+
+
+def every_admin_page_data(refunds: Bundle) -> list[str]:
+    """A bundle with something on every admin page (a breaking v2, a v3 with skills, a session,
+    a label history, a knowledge pack with a file, a teammate); returns the pages' paths."""
+    import copy
+
+    from knowledge import services as knowledge
+    from tests.test_adminui_workbench import SKILLS
+
+    renamed = content("You are a refund agent. Call `issue_refund` after checking the order.")
+    renamed["tools"][0]["name"] = "issue_refund"
+    version_publish(bundle=refunds, content=renamed, message="Rename the refund tool " * 6, actor=SYSTEM)
+    skilled = content("Refunds, with skills.", skills=copy.deepcopy(SKILLS))
+    version_publish(bundle=refunds, content=skilled, message="Skills", actor=SYSTEM)
+    for number in (1, 3):  # staging has a version to roll back to
+        label_move(
+            bundle=refunds, name="staging", version=refunds.versions.get(number=number), actor=SYSTEM, reason="try"
+        )
+    session, *_ = session_start(bundle=refunds, label="production", actor=AGENT, external_id="conversation-0042-" * 3)
+    api_key_create(name="support-agent", role=Role.AGENT, actor=SYSTEM, scopes=["refunds"])
+    pack = knowledge.pack_create(name="ops", description="Ops notes", actor=SYSTEM)
+    knowledge.file_put(pack=pack, path="sre/DUTY.md", content="Page the on-call. " * 40, actor=SYSTEM)
+    teammate = person("pat", PROMPT_ENGINEERS)
+    bundle_pages = "/admin/registry/bundle/refunds"
+    return [
+        *(path for path, _, _ in MAIN_PAGES),
+        "/admin/registry/bundle/add/",
+        f"{bundle_pages}/edit/",
+        f"{bundle_pages}/versions/1/",
+        f"{bundle_pages}/versions/3/",  # the skills table
+        f"{bundle_pages}/versions/1/revoke/",
+        f"{bundle_pages}/versions/new/?from=3",
+        f"{bundle_pages}/diff/?old=1&new=3",
+        f"{bundle_pages}/move/",
+        f"{bundle_pages}/move/?label=production",
+        f"{bundle_pages}/labels/production/policy/",
+        f"{bundle_pages}/labels/staging/rollback/",
+        f"{bundle_pages}/history/",
+        "/admin/registry/bundle/drain/",
+        "/admin/registry/bundleversion/",
+        f"/admin/sessions_app/session/{session.pk}/detail/",
+        "/admin/knowledge/pack/",
+        f"/admin/knowledge/pack/{pack.pk}/change/",
+        "/admin/auth/user/",
+        "/admin/auth/user/add/",
+        f"/admin/auth/user/{teammate.pk}/change/",
+        "/admin/auth/group/",
+        "/admin/password_change/",
+    ]
+
+
+# Whether the page scrolls sideways: the scrolling element's width against the viewport's, and
+# for the failure message the outermost elements that reach past the width the page should have.
+SIDEWAYS = """(width) => {
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+    + (typeof e.className === 'string' && e.className.trim() ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
+  const past = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > width + 1);
+  const outermost = past.filter(e => !past.includes(e.parentElement)).slice(0, 4);
+  return {scroll: document.scrollingElement.scrollWidth, view: window.innerWidth,
+          past: outermost.map(e => name(e) + ' ' + Math.round(e.getBoundingClientRect().right))};
+}"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_admin_page_scrolls_sideways_at_390_or_1280_px(
+    browser: Browser, base_url: str, refunds: Bundle, shot: Shots, width: int
+):
+    """Issue 35: at 390 px the version page (the skills table), the move form, the history, the
+    drain dashboard and the breaking-move confirmation scrolled sideways. Every admin page, and
+    the confirmation of a breaking move, fit the screen; a wide table scrolls inside its box."""
+    pages = every_admin_page_data(refunds)
+    ops_superuser("olga")
+    phone = {"device_scale_factor": 2, "is_mobile": True} if width == 390 else {}
+    context = browser.new_context(viewport={"width": width, "height": 844}, **phone)
+    page = context.new_page()
+    context.set_default_timeout(15_000)
+    try:
+        log_in(page, base_url, "olga")
+        found = {}
+        for path in pages:
+            response = page.goto(base_url + path)
+            assert response is not None and response.status == 200, path
+            widths = page.evaluate(SIDEWAYS, width)
+            # A phone zooms out to show a page wider than itself: innerWidth grows with it.
+            if widths["scroll"] > widths["view"] or widths["view"] != width:
+                found[path] = widths
+                shot(page, re.sub(r"\W+", "-", path).strip("-") + f"-{width}")
+        # The breaking move's confirmation (a POST's answer): production from v1 to v2, which
+        # renames the tool.
+        page.goto(f"{base_url}/admin/registry/bundle/refunds/move/?label=production")
+        page.select_option("#id_version", "2")
+        page.fill("#id_reason", "Ship the rename")
+        with page.expect_navigation():
+            page.locator("#review").evaluate("button => button.click()")
+        expect(page.locator("#confirm")).to_have_count(1)
+        widths = page.evaluate(SIDEWAYS, width)
+        if widths["scroll"] > widths["view"] or widths["view"] != width:
+            found["breaking-move confirm"] = widths
+            shot(page, f"breaking-confirm-{width}")
+        assert not found, json.dumps(found)
+    finally:
+        context.close()
+
+
+def test_add_a_tool_or_a_skill_inserts_a_blank_card_and_the_example_is_behind_its_button(
+    page: Page, base_url: str, refunds: Bundle
+):
+    """Issue 35: "Add a tool" on an empty list inserted the filled `lookup_order` example, which a
+    hurried author published as it was. A blank card now; the example only on request."""
+    person("pat", PROMPT_ENGINEERS)
+    log_in(page, base_url, "pat")
+    page.goto(f"{base_url}/admin/registry/bundle/refunds/versions/new/")
+    set_editor(page, "tools", "[]")
+    tools = page.locator("#tools-cards")
+    expect(tools.locator("fieldset")).to_have_count(0)
+    page.locator("#row-tools [data-card-action=add]").click()
+    expect(tools.locator("[data-card-field=name]")).to_have_value("")
+    assert json.loads(page.locator("#id_tools").input_value()) == [
+        {"name": "", "description": "", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    page.locator("#row-skills [data-card-action=add]").click()
+    expect(page.locator("#skills-cards [data-card-field=name]")).to_have_value("")
+    skill = json.loads(page.locator("#id_skills").input_value())[0]
+    assert skill["name"] == "" and skill["keywords"] == [] and skill["examples"] == []
+    assert "lookup_order" not in page.locator("#id_tools").input_value()
+    page.click("#tools-example")  # the example, when asked for
+    assert [t["name"] for t in json.loads(page.locator("#id_tools").input_value())] == ["", "lookup_order"]

@@ -172,6 +172,22 @@ def test_check_against_the_source_gives_the_verdict_without_publishing(engineer_
     assert not checked.context["form"].errors  # no change message needed to check
 
 
+def test_the_checks_verdict_is_at_the_top_of_the_form_and_links_each_problem_to_its_box(engineer_client, bundle, v1):
+    page = engineer_client.get(u("adminui_version_new", bundle.name))
+    form = page.context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"message": ""}
+    data["guardrails"] = json.dumps({"rules": [{"tool": "no_such_tool", "effect": "deny"}]})
+    checked = engineer_client.post(u("adminui_version_new", bundle.name), data | {"check": "Check against v1"})
+    assert checked.status_code == 200
+    html = checked.content.decode()
+    # Issue 35: after the reload the author is at the top of the page: the verdict is there, above
+    # the first box, not below the 4,000 px of fields.
+    assert html.index('id="verdict"') < html.index('id="row-system_prompt"')
+    errors = html.split('id="verdict-errors"')[1].split("</ul>")[0]
+    assert '<a href="#id_guardrails"><code>' in errors and "no_such_tool" in errors
+    assert BundleVersion.objects.filter(bundle=bundle).count() == 1
+
+
 def test_check_shows_content_errors_without_publishing(engineer_client, bundle, v1):
     page = engineer_client.get(u("adminui_version_new", bundle.name))
     form = page.context["form"]

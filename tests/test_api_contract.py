@@ -811,6 +811,7 @@ CONTRACT_PATHS = {
     # Issue 20: content-addressed export and import.
     "/api/v1/bundles/{name}/export/": {"get"},
     "/api/v1/bundles/{name}/import/": {"post"},
+    "/api/v1/bundles/{name}/import-versions/": {"post"},
     "/api/v1/bundles/{name}/versions/{number}/canonical/": {"get"},
     "/api/v1/audit/": {"get"},
     # Issue 14: usage per version, webhooks.

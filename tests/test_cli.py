@@ -107,8 +107,11 @@ def test_pull_then_push_is_a_no_op(cli, tmp_path):
         "tools/alpha.json",
         "tools/zeta.json",
     ]
-    assert (pulled / "prompt.md").read_bytes() == b"Line one.\r\nLine two, no newline at the end"
+    # Stored and pulled with LF (issue 35): equal text is equal bytes, whichever editor saved it.
+    assert (pulled / "prompt.md").read_bytes() == b"Line one.\nLine two, no newline at the end"
     status, out, _ = cli("push", str(pulled), "--bundle", "roundtrip")
+    assert (status, out.strip()) == (0, "unchanged, version 1")
+    status, out, _ = cli("push", str(source), "--bundle", "roundtrip")  # the CRLF original again
     assert (status, out.strip()) == (0, "unchanged, version 1")
 
     cli("push", str(pulled), "--bundle", "roundtrip", "--label", "staging", "--reason", "try")

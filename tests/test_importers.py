@@ -14,6 +14,7 @@ from promptreg.importers import SourceError, langfuse, mlflow, openai
 
 from access.models import Role
 from registry.models import Bundle, BundleVersion, Label
+from registry.services import label_move, label_policy_set
 from tests.conftest import make_api
 from tests.live import registry_server  # noqa: F401 (fixture)
 
@@ -307,6 +308,104 @@ def test_a_version_the_registry_refuses_names_the_source_version(cli, tmp_path):
     path.write_text(json.dumps(doc))
     status, _, err = cli("import", "openai", str(path))
     assert status == 1 and "openai pmpt_1 version 1: the registry refused it" in err
+
+
+def _as(registry_server, capsys, role: str, *argv: str) -> tuple[int, str, str]:  # noqa: F811
+    key = make_api(role, name=f"import-{role}-{time.monotonic_ns()}")
+    status = main(["--url", registry_server.url, "--api-key", key.secret, *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def _protected_production(ops_cli) -> None:
+    """refunds-agent with versions 1 and 2 of the copy, and a protected production on v1."""
+    assert ops_cli("import", "openai", str(OPENAI_COPY))[0] == 0
+    bundle = Bundle.objects.get(name="refunds-agent")
+    ops = make_api(Role.OPS, name="policy-ops")
+    label_move(
+        bundle=bundle,
+        name="production",
+        version=bundle.versions.get(number=1),
+        actor=ops.actor,
+        reason="back to v1",
+        allow_breaking=True,
+    )
+    label_policy_set(bundle=bundle, name="production", changes={"protected": True}, actor=ops.actor, reason="ops only")
+
+
+def _copy_with_a_new_version(tmp_path: Path) -> Path:
+    """The copy with a fourth version that production should point at."""
+    doc = _read(OPENAI_COPY)
+    latest = json.loads(json.dumps(doc["versions"][-1]))
+    latest["version"] = "4"
+    latest["instructions"] = latest["instructions"] + " Be brief."
+    doc["versions"].append(latest)
+    doc["labels"] = {"production": "4", "staging": "3"}
+    path = tmp_path / "copy.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_publisher_dry_run_reports_the_protected_label_it_may_not_move(cli, registry_server, capsys, tmp_path):  # noqa: F811
+    _protected_production(cli)
+    copy = _copy_with_a_new_version(tmp_path)
+    before = _state("refunds-agent")
+    status, out, err = _as(registry_server, capsys, Role.PUBLISHER, "import", "openai", str(copy), "--dry-run")
+    assert status == 1, out + err
+    assert "version 4 -> version 4 (would publish)" in out  # the number the real run would give
+    assert "refused: label production: The label 'production' is protected: only ops may move it." in out
+    assert "a label was not moved: label production" in err and "nothing was imported" in err
+    assert _state("refunds-agent") == before  # the dry run wrote nothing
+
+
+def test_a_real_run_that_would_be_refused_anywhere_writes_nothing(cli, registry_server, capsys, tmp_path):  # noqa: F811
+    _protected_production(cli)
+    copy = _copy_with_a_new_version(tmp_path)
+    before = _state("refunds-agent")
+    status, out, err = _as(registry_server, capsys, Role.PUBLISHER, "import", "openai", str(copy))
+    assert status == 1
+    assert "a label was not moved: label production" in err and "nothing was imported" in err
+    assert _state("refunds-agent") == before  # no version 4: it stopped before its first write
+    # With an ops key (and the breaking change from v1 allowed) the same import goes through, all of it.
+    status, out, err = cli("import", "openai", str(copy), "--allow-breaking")
+    assert status == 0, err
+    assert _state("refunds-agent")[1]["production"] == 4
+
+
+def test_the_api_applies_an_import_all_or_nothing_and_reports_every_refusal(cli, registry_server):  # noqa: F811
+    _protected_production(cli)
+    publisher = make_api(Role.PUBLISHER, name="api-publisher")
+    version = BundleVersion.objects.get(bundle__name="refunds-agent", number=3)
+    good = json.loads(bytes(version.canonical))
+    body = {
+        "source": "test",
+        "versions": [
+            {"content": {**good, "system_prompt": good["system_prompt"] + " New."}, "message": "new"},
+            {"content": {"system_prompt": ""}, "message": "empty"},
+        ],
+        "labels": {"production": 0, "staging": 1},
+    }
+    answer = publisher.post("/api/v1/bundles/refunds-agent/import-versions/", body)
+    # The first refusal's status and code; every refusal in details.
+    assert answer.status_code == 400, answer.json()
+    error = answer.json()["error"]
+    assert error["code"] == "validation_error" and "nothing was written" in error["message"]
+    refused = error["details"]["refused"]
+    assert [(r["step"], r["status"], r["code"]) for r in refused] == [
+        ("versions[1]", 400, "validation_error"),
+        ("labels.production", 403, "permission_denied"),
+    ]
+    assert BundleVersion.objects.filter(bundle__name="refunds-agent").count() == 3
+    plan = publisher.post("/api/v1/bundles/refunds-agent/import-versions/", {**body, "dry_run": True}).json()
+    assert plan["applied"] is False and plan["versions"][0]["version"] == 4 and plan["versions"][1]["refused"]
+    assert plan["labels"] == [
+        {"label": "production", "from": 1, "to": 4, "moved": True},
+        {"label": "staging", "from": 3, "to": None, "moved": False},
+    ]
+    # Bounded, clear 400s for a malformed request.
+    for bad in ({**body, "labels": {"production": 9}}, {**body, "versions": []}, {**body, "dry_run": "yes"}):
+        refused = publisher.post("/api/v1/bundles/refunds-agent/import-versions/", bad)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "validation_error"
 
 
 # --- MLflow: a real tracking server --------------------------------------------------------------

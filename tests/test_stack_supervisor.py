@@ -113,3 +113,102 @@ def test_make_run_restarts_a_killed_worker_and_stops_everything_on_sigterm(tmp_p
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not healthy()
+
+
+def test_it_takes_its_children_with_it_when_it_is_killed_with_kill_9(tmp_path):
+    # A supervisor killed with SIGKILL runs no clean-up: its children must go by themselves
+    # (prctl PR_SET_PDEATHSIG), or they keep the port and the next `make run` is refused.
+    code = (
+        "import sys, time; from pathlib import Path; from devtools.supervisor import Supervisor\n"
+        "s = Supervisor()\n"
+        "child = s.add('sleeper', [sys.executable, '-c', 'import time; time.sleep(60)'], cwd=Path('.'))\n"
+        "print(child.pid, flush=True)\n"
+        "s.run()\n"
+    )
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert supervisor.stdout is not None
+    child = int(supervisor.stdout.readline())
+    os.kill(child, 0)  # running
+    supervisor.kill()
+    supervisor.wait(10)
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        # An orphan reaped by init (or by a subreaper) may linger a moment as a zombie.
+        return Path(f"/proc/{child}/stat").read_text().split(") ")[1].startswith("Z")
+
+    _wait_for(gone, 10, f"the child {child} gone after its supervisor's kill -9")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_make_run_starts_again_on_the_same_port_after_the_last_one_was_killed_with_kill_9(tmp_path):
+    port = free_port()
+    database = f"{connection.settings_dict['NAME']}_stack"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url().rsplit("/", 1)[0] + f"/{database}",
+        "PORT": str(port),
+        "STACK_RUN_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SECRET_KEY": "stack-test-" + "k" * 50,
+        "WEB_CONCURRENCY": "1",
+    }
+
+    children: list[int] = []  # every child either stack started, to clean up whatever happens
+
+    def start() -> subprocess.Popen[str]:
+        stack = subprocess.Popen(
+            [sys.executable, "-m", "devtools.stack", "run"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+        def pump() -> None:
+            assert stack.stderr is not None
+            for line in stack.stderr:
+                if m := re.search(r"started \S+ \(pid (\d+)\)", line):
+                    children.append(int(m.group(1)))
+
+        threading.Thread(target=pump, daemon=True).start()
+        return stack
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    first = start()
+    second: subprocess.Popen[str] | None = None
+    try:
+        _wait_for(healthy, 120, "the first stack up")
+        first.kill()  # the supervisor alone, as `kill -9 <pid in .run/run.lock>` does
+        first.wait(10)
+        assert str(first.pid) in (tmp_path / "run.lock").read_text()  # left behind, with the dead pid
+        _wait_for(lambda: not healthy(), 30, "the first stack's web server gone with it")
+        second = start()
+        _wait_for(lambda: healthy() or second.poll() is not None, 120, "the second stack up")
+        assert second.poll() is None, "the second make run stopped (port taken by the first one's web server?)"
+        second.send_signal(signal.SIGTERM)
+        second.wait(40)
+        assert second.returncode == 0
+    finally:
+        for stack in (first, second):
+            if stack is not None and stack.poll() is None:
+                os.killpg(stack.pid, signal.SIGKILL)
+                stack.wait(10)
+        for pid in children:  # orphans of the kill -9, when the children do not die with it
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

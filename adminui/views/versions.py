@@ -100,8 +100,28 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
         source=source,
         identical=identical,
         verdict=verdict,
+        problems=_verdict_problems(form, verdict) if verdict is not None else [],
         version_choices=version_choices(bundle, exclude_revoked=False),
     )
+
+
+def _verdict_problems(form: VersionForm, verdict: Any) -> list[dict[str, str]]:
+    """The verdict's errors and warnings, each with the id of the box it is about (the field its
+    path names: `content.tools[0].name` is the tools box), for the links at the top of the form."""
+
+    def field_id(path: str) -> str:
+        head = path.removeprefix("content.").split(".")[0].split("[")[0]
+        return form[head].auto_id if head in form.fields else ""
+
+    problems = [
+        {"kind": "error", "path": path, "message": str(message), "field": field_id(path)}
+        for path, messages in verdict.errors.items()
+        for message in (messages if isinstance(messages, list) else [messages])
+    ]
+    problems += [
+        {"kind": "warning", "path": w.path, "message": w.message, "field": field_id(w.path)} for w in verdict.warnings
+    ]
+    return problems
 
 
 def _check_only(form: VersionForm, bundle: Bundle, source: BundleVersion | None, actor: Actor) -> object:

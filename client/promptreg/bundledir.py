@@ -1,6 +1,7 @@
 """A bundle as a directory of files (prompts as code), and back.
 
-    prompt.md              the system prompt, byte for byte (no newline is added or removed)
+    prompt.md              the system prompt, byte for byte (no newline is added or removed),
+                           but CR LF and a lone CR are read as LF, as the registry stores them
     tools/<name>.json      one tool each ({"name", "description", "input_schema"})
     skills/<name>.json     one skill card each
     guardrails.json, output_schema.json, model.json, metadata.json, variables.json, and
@@ -89,9 +90,11 @@ class BundleDir:
         content: dict[str, Any] = {}
         prompt = self.root / PROMPT
         if prompt.exists():
-            # newline="": the prompt's bytes exactly, \r\n included; no translation.
+            # newline="" and our own translation: every newline, also a final one, stays as it
+            # is but for CR LF and a lone CR, which become LF, as the registry stores every text
+            # (a prompt saved by a Windows editor is the same prompt as the one it pulled).
             with prompt.open(encoding="utf-8", newline="") as handle:
-                content["system_prompt"] = handle.read()
+                content["system_prompt"] = handle.read().replace("\r\n", "\n").replace("\r", "\n")
         for path in sorted(self.root.glob("*.json")):
             content[path.stem] = _read_json(path, self.root)
         for key in LISTS:

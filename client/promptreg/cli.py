@@ -284,29 +284,57 @@ def _source_prompts(args: argparse.Namespace) -> list[importers.SourcePrompt]:
         return importers_mlflow.fetch(server, args.prompt, bundle=args.bundle)
 
 
+def _refused(doc: dict[str, Any], *, allow_breaking: bool) -> str:
+    """Why the import of one prompt stops, in one message (stderr)."""
+    reasons = []
+    for refusal in doc["refused"]:
+        step, problem = refusal["step"], f"{refusal['message']} [{refusal['status']} {refusal['code']}]"
+        if step.startswith("versions["):
+            ref = doc["versions"][int(step[len("versions[") : -1])]["ref"]
+            details = "; ".join(f"{path}: {' '.join(map(str, m))}" for path, m in refusal["details"].items())
+            reasons.append(f"{ref}: the registry refused it: {problem} {details}".strip())
+        elif step.startswith("labels."):
+            reasons.append(f"{doc['bundle']}: a label was not moved: label {step[len('labels.') :]}: {problem}")
+        else:
+            reasons.append(f"{doc['bundle']}: {step}: {problem}")
+    breaking = any(r["code"] == "conflict" for r in doc["refused"])
+    hint = " Pass --allow-breaking if this is meant." if breaking and not allow_breaking else ""
+    return "\n".join(reasons) + hint
+
+
 def import_prompts(args: argparse.Namespace, out: Output) -> dict[str, Any]:
-    """`promptreg import SOURCE ...`: each source prompt as a bundle (docs/importing.md)."""
+    """`promptreg import SOURCE ...`: each source prompt as a bundle (docs/importing.md).
+
+    The registry runs every step of each prompt's import (registry/imports.py) with this key: a
+    dry run reports what each would do and which the registry would refuse; a real run first
+    does the dry run of every prompt and stops before its first write when any step of any
+    prompt would be refused, then imports each prompt all or nothing."""
     try:
         prompts = _source_prompts(args)
     except importers.SourceError as exc:
         raise Failure(f"error: {exc} (nothing was imported)") from None
     results = []
     with _registry(args) as registry:
+        plans = [importers.plan(registry, prompt, allow_breaking=args.allow_breaking) for prompt in prompts]
+        refused = [doc for doc in plans if doc["refused"]]
+        if args.dry_run or refused:
+            for doc in plans:
+                for line in importers.describe(doc, dry_run=True):
+                    out.say(line)
+            if refused:
+                reasons = "\n".join(_refused(doc, allow_breaking=args.allow_breaking) for doc in refused)
+                raise Failure(f"{reasons}\nerror: the registry would refuse the steps above (nothing was imported)")
+            return {"dry_run": True, "bundles": plans}
         for prompt in prompts:
             try:
-                if args.dry_run:
-                    doc = importers.plan(registry, prompt)
-                else:
-                    doc = importers.apply(registry, prompt, allow_breaking=args.allow_breaking)
-            except importers.SourceError as exc:
-                raise Failure(f"error: {exc}") from None
-            except Conflict as exc:
-                hint = "" if args.allow_breaking else " Pass --allow-breaking if this is meant."
-                raise Failure(f"{prompt.bundle}: a label was not moved: {exc.message}{hint}") from None
-            for line in importers.describe(doc, dry_run=args.dry_run):
+                doc = importers.apply(registry, prompt, allow_breaking=args.allow_breaking)
+            except importers.ImportRefused as exc:  # refused since the dry run just made (a race)
+                reasons = _refused(exc.doc, allow_breaking=args.allow_breaking)
+                raise Failure(f"{reasons}\nerror: {prompt.bundle} was refused (nothing of it was imported)") from None
+            for line in importers.describe(doc, dry_run=False):
                 out.say(line)
             results.append(doc)
-    return {"dry_run": args.dry_run, "bundles": results}
+    return {"dry_run": False, "bundles": results}
 
 
 def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:

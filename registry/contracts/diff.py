@@ -50,6 +50,15 @@ def diff_contents(old: dict[str, Any], new: dict[str, Any]) -> Diff:
 def _diff_prompt(old: Any, new: Any) -> list[Change]:
     if old == new:
         return []
+    if isinstance(old, str) and isinstance(new, str) and old.split() == new.split():
+        return [
+            _change(
+                "prompt_changed",
+                "system_prompt",
+                f"Only the system prompt's whitespace changed (line endings, spaces or tabs; {len(old)} to "
+                f"{len(new)} characters).",
+            )
+        ]
     size = f"{len(old)} to {len(new)} characters" if isinstance(old, str) and isinstance(new, str) else "rewritten"
     return [_change("prompt_changed", "system_prompt", f"The system prompt's wording changed ({size}).")]
 

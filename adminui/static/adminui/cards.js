@@ -32,6 +32,13 @@
     },
     guardrails: { default: "allow", rules: [{ tool: "lookup_order", effect: "confirm", reason: "Reads customer data." }] }
   };
+  // What "Add a tool" / "Add a skill" insert: a blank card with the same keys as the example, for
+  // the author to fill in. A filled example added in a hurry got published as it was (issue 35);
+  // the examples stay behind "Insert example".
+  var BLANKS = {
+    tools: { name: "", description: "", input_schema: { type: "object", properties: {} } },
+    skills: { name: "", summary: "", description: "", keywords: [], category: "", examples: [], level: "L2" }
+  };
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -256,7 +263,7 @@
       list.forEach(function (item, i) { panel.appendChild(CARDS[name](item, i, list, save, draw)); });
     }
     add.addEventListener("click", function () {
-      list.push(JSON.parse(JSON.stringify(EXAMPLES[name])));
+      list.push(JSON.parse(JSON.stringify(BLANKS[name])));
       save();
       draw();
     });

@@ -7,10 +7,11 @@ the mapping, so a file shaped like the documented export is enough to test it):
     langfuse.py   Langfuse's public API objects (GET /api/public/v2/prompts/{name}?version=N)
     mlflow.py     a running MLflow tracking server's prompt registry, over its REST API
 
-`plan` then compares a prompt with what the registry holds and `apply` publishes the versions
-it lacks, oldest first, and points the labels: one publish per source version, so importing
-again publishes nothing (identical content returns the existing version) and moves no label
-that is already in place. The layout and each mapping are described in docs/importing.md.
+`plan` asks the registry what importing a prompt would do, with this key, refusals included,
+and `apply` does it, all or nothing (one request each; the registry runs the same steps for
+both): one publish per source version, so importing again publishes nothing (identical content
+returns the existing version) and moves no label that is already in place. The layout and each
+mapping are described in docs/importing.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from promptreg.errors import InvalidRequest, NotFound
+from promptreg.errors import RegistryError
 from promptreg.sync import Registry
 
 # The registry's names (core/limits.py): bundles and labels are lowercase slugs.
@@ -203,90 +204,103 @@ def output_schema(response_format: Any, where: str) -> dict[str, Any] | None:
 
 
 # --- the plan and its application ------------------------------------------------------------
+# Both are one request, POST /bundles/{name}/import-versions/ (registry/imports.py): the server
+# runs every step (create the bundle, publish each version, move each label) through the rules
+# of the bundle, version and label endpoints, with this key, in one transaction. A dry run is the
+# same run rolled back, so it checks what the real run will (permissions, protected labels,
+# compatibility, required checks and approvals); a real run refused anywhere writes nothing.
 
 
-def _existing(registry: Registry, bundle: str) -> tuple[bool, list[dict[str, Any]], dict[str, int]]:
-    """(bundle exists, its versions, its single-target labels as {name: version})."""
-    try:
-        registry.bundle_info(bundle)
-    except NotFound:
-        return False, [], {}
-    versions = registry.versions(bundle)
-    # A label split between versions counts as pointing at none: the import points it at one.
-    labels = {
-        label["name"]: label["targets"][0]["number"]
-        for label in registry.export_document(bundle)["labels"]
-        if len(label["targets"]) == 1
-    }
-    return True, versions, labels
+class ImportRefused(Exception):
+    """The registry refused a step of the import; nothing was written. `doc` is the plan, with
+    each refused step in `doc["refused"]`."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        super().__init__(f"{doc['bundle']}: the import was refused")
+        self.doc = doc
 
 
-def _label_targets(prompt: SourcePrompt, steps: list[dict[str, Any]]) -> dict[str, int]:
-    """{label: registry version} from the source versions' labels (a label on two source
-    versions, which no source allows, would end on the later one)."""
+def _label_targets(prompt: SourcePrompt) -> dict[str, int]:
+    """{label: index of the source version} from the source versions' labels (a label on two
+    source versions, which no source allows, would end on the later one)."""
     wanted: dict[str, int] = {}
-    for version, step in zip(prompt.versions, steps, strict=True):
+    for index, version in enumerate(prompt.versions):
         for label in version.labels:
-            wanted[label] = step["version"]
+            wanted[label] = index
     return wanted
 
 
-def plan(registry: Registry, prompt: SourcePrompt) -> dict[str, Any]:
-    """What importing `prompt` would do, without writing: each source version with the registry
-    version it is (`exists`) or would become, and each label with its current and new target."""
-    exists, versions, labels = _existing(registry, prompt.bundle)
-    numbers: list[tuple[dict[str, Any], int]] = [(v["content"], v["number"]) for v in versions]
-    following = max((n for _, n in numbers), default=0) + 1
-    steps = []
-    for version in prompt.versions:
-        number = next((n for c, n in numbers if c == version.content), None)
-        if number is None:
-            number, following = following, following + 1
-            numbers.append((version.content, number))
-            steps.append({"ref": version.ref, "version": number, "exists": False, "notes": list(version.notes)})
-        else:
-            steps.append({"ref": version.ref, "version": number, "exists": True, "notes": list(version.notes)})
-    wanted = _label_targets(prompt, steps)
-    moves = [
-        {"label": name, "from": labels.get(name), "to": number, "moved": labels.get(name) != number}
-        for name, number in sorted(wanted.items())
-    ]
-    return {
+def _run(registry: Registry, prompt: SourcePrompt, *, allow_breaking: bool, dry_run: bool) -> dict[str, Any]:
+    body = {
+        "source": f"{prompt.source} {prompt.name}",
+        "description": prompt.description,
+        "versions": [{"content": v.content, "message": v.message} for v in prompt.versions],
+        "labels": _label_targets(prompt),
+        "allow_breaking": allow_breaking,
+        "dry_run": dry_run,
+    }
+    try:
+        answer = registry.json("POST", f"/api/v1/bundles/{prompt.bundle}/import-versions/", json=body)
+        refused = False
+    except RegistryError as exc:
+        if not isinstance(exc.details.get("refused"), list):
+            raise
+        # Refused, nothing written: the same run as a dry run says what each step would have done.
+        answer = registry.json(
+            "POST", f"/api/v1/bundles/{prompt.bundle}/import-versions/", json={**body, "dry_run": True}
+        )
+        refused = True
+    doc = {
         "source": prompt.source,
         "name": prompt.name,
         "bundle": prompt.bundle,
-        "bundle_exists": exists,
-        "versions": steps,
-        "labels": moves,
+        "bundle_exists": answer["bundle_exists"],
+        "versions": [
+            {
+                "ref": version.ref,
+                "version": step["version"],
+                "exists": step["exists"],
+                "refused": step["refused"],
+                "notes": list(version.notes),
+            }
+            for version, step in zip(prompt.versions, answer["versions"], strict=True)
+        ],
+        "labels": answer["labels"],
+        "refused": answer["refused"],
     }
+    if refused or (doc["refused"] and not dry_run):
+        raise ImportRefused(doc)
+    return doc
+
+
+def plan(registry: Registry, prompt: SourcePrompt, *, allow_breaking: bool = False) -> dict[str, Any]:
+    """What importing `prompt` would do, without writing: each source version with the registry
+    version it is (`exists`) or would become, each label with its current and new target, and
+    in `refused` every step the registry would refuse with this key."""
+    return _run(registry, prompt, allow_breaking=allow_breaking, dry_run=True)
 
 
 def apply(registry: Registry, prompt: SourcePrompt, *, allow_breaking: bool = False) -> dict[str, Any]:
     """Import `prompt`: create the bundle if needed, publish each version oldest first (a
-    version already there is returned as it is), then point each label at its version."""
-    doc = plan(registry, prompt)
-    if not doc["bundle_exists"]:
-        registry.create_bundle(prompt.bundle, description=prompt.description)
-    for version, step in zip(prompt.versions, doc["versions"], strict=True):
-        try:
-            published, created = registry.publish(prompt.bundle, version.content, message=version.message)
-        except InvalidRequest as exc:
-            problems = "; ".join(f"{path}: {' '.join(map(str, m))}" for path, m in exc.details.items())
-            raise SourceError(f"{version.ref}: the registry refused it: {exc.message} {problems}".strip()) from None
-        step.update(version=published["number"], exists=not created)
-    wanted = _label_targets(prompt, doc["versions"])
-    for move in doc["labels"]:
-        move["to"] = wanted[move["label"]]
-        move["moved"] = move["from"] != move["to"]
-        if move["moved"]:
-            registry.move_label(
-                prompt.bundle,
-                move["label"],
-                version=move["to"],
-                reason=f"imported from {prompt.source} {prompt.name}: {move['label']}",
-                allow_breaking=allow_breaking,
-            )
-    return doc
+    version already there is returned as it is), then point each label at its version; all or
+    nothing. Raises ImportRefused (nothing written) when any step is refused."""
+    return _run(registry, prompt, allow_breaking=allow_breaking, dry_run=False)
+
+
+def refusal_lines(doc: dict[str, Any]) -> list[str]:
+    """Each refused step, for people: which step, and the registry's answer."""
+    lines = []
+    for refusal in doc["refused"]:
+        step = refusal["step"]
+        match = re.fullmatch(r"versions\[(\d+)\]", step)
+        if match:
+            where = doc["versions"][int(match.group(1))]["ref"]
+        elif step.startswith("labels."):
+            where = f"label {step.removeprefix('labels.')}"
+        else:
+            where = step
+        lines.append(f"  refused: {where}: {refusal['message']} [{refusal['status']} {refusal['code']}]")
+    return lines
 
 
 def describe(doc: dict[str, Any], *, dry_run: bool) -> list[str]:
@@ -295,11 +309,17 @@ def describe(doc: dict[str, Any], *, dry_run: bool) -> list[str]:
     head = f"{doc['source']} {doc['name']} -> bundle {doc['bundle']}"
     lines = [head if doc["bundle_exists"] else f"{head} ({'would create' if dry_run else 'created'})"]
     for step in doc["versions"]:
+        if step.get("refused"):
+            lines.append(f"  {step['ref']} -> refused")
+            lines.extend(f"      note: {note}" for note in step["notes"])
+            continue
         state = "already there" if step["exists"] else f"{would}publish" if dry_run else "published"
         lines.append(f"  {step['ref']} -> version {step['version']} ({state})")
         lines.extend(f"      note: {note}" for note in step["notes"])
     for move in doc["labels"]:
-        if move["moved"]:
+        if move["to"] is None:
+            lines.append(f"  label {move['label']}: not moved (its version is refused)")
+        elif move["moved"]:
             source = "(new)" if move["from"] is None else f"version {move['from']}"
             tail = " (would move)" if dry_run else ""
             lines.append(f"  label {move['label']}: {source} -> version {move['to']}{tail}")
@@ -307,6 +327,6 @@ def describe(doc: dict[str, Any], *, dry_run: bool) -> list[str]:
             lines.append(f"  label {move['label']}: already at version {move['to']}")
     added = sum(not s["exists"] for s in doc["versions"])
     moved = sum(m["moved"] for m in doc["labels"])
-    if not added and not moved and doc["bundle_exists"]:
+    if not added and not moved and doc["bundle_exists"] and not doc.get("refused"):
         lines.append("  nothing to import: every version and label is already there")
-    return lines
+    return lines + refusal_lines(doc) if doc.get("refused") else lines

@@ -128,6 +128,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/bundles/{name}/import-versions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a prompt's versions and labels (all or nothing; or a dry run)
+         * @description What `promptreg import` calls. In one transaction, with the caller's key: the bundle is created if needed, each version published oldest first (content already here is that version), each label pointed at its version, through the same rules as the bundle, version and label endpoints (permissions, protected labels, compatibility, required checks and approvals). A step refused there is refused here and the others still run, so that every refusal is reported. `dry_run: true`: 200 with what the run would do (the version numbers it would give) and `refused`; nothing is written. Otherwise 200 with what was done, or, when any step is refused, nothing is written and the answer is the first refusal's status and code, `details.refused` listing each.
+         */
+        post: operations["v1_bundles_import_versions_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/bundles/{name}/labels/": {
         parameters: {
             query?: never;
@@ -1398,6 +1418,49 @@ export interface components {
             labels_moved: string[];
             labels_unchanged: string[];
             revoked: number[];
+        };
+        /**
+         * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
+         *
+         *     Unknown fields are reported together with the known fields' errors, so that one
+         *     round trip shows every problem of a request.
+         */
+        ImportVersionInRequest: {
+            content: unknown;
+            message: string;
+        };
+        /**
+         * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
+         *
+         *     Unknown fields are reported together with the known fields' errors, so that one
+         *     round trip shows every problem of a request.
+         */
+        ImportVersionsInRequest: {
+            /** @description Where the versions come from, for the labels' reasons. */
+            source: string;
+            /** @default  */
+            description: string;
+            versions: components["schemas"]["ImportVersionInRequest"][];
+            /** @description label -> index in versions */
+            labels?: {
+                [key: string]: number;
+            };
+            /** @default false */
+            allow_breaking: boolean;
+            /** @default false */
+            dry_run: boolean;
+        };
+        ImportVersionsOut: {
+            bundle: string;
+            bundle_exists: boolean;
+            /** @description Per version given: {version, content_hash, exists, refused}. */
+            versions: unknown;
+            /** @description Per label: {label, from, to, moved}. */
+            labels: unknown;
+            /** @description Per refused step: {step, status, code, message, details}. */
+            refused: unknown;
+            dry_run: boolean;
+            applied: boolean;
         };
         KnowledgeToolOut: {
             output: string;
@@ -2785,6 +2848,130 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ImportOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_bundles_import_versions_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImportVersionsInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportVersionsOut"];
                 };
             };
             /** @description malformed_json or validation_error */
