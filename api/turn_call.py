@@ -218,6 +218,15 @@ def session_turn(*, session_id: Any, actor: Actor, body: Any, loaded: Loaded = U
     return turn_for_session(session=session, actor=actor, request=request)
 
 
+def _built(fmt: str, **parts: Any) -> providers.ProviderRequest:
+    """The provider request; a content part the format cannot carry is a 400 (raised inside the
+    turn's transaction, so the route it wrote is rolled back with it)."""
+    try:
+        return provider_request(fmt, **parts)
+    except provider_input.Unfit as exc:
+        raise InvalidContent("A message does not fit the format.", {exc.path: [exc.message]}) from None
+
+
 def _in_format(request: TurnRequest, compacted: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The compacted conversation in the format's own shape when the client sent items in that
     shape (they come back as sent, docs/api.md#conversations-in-a-formats-own-shape); None for
@@ -283,7 +292,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     answer["turn_text"] = turn_text(rendered.tail, turn_cards(content, route, session_cards))
     answer["compaction"] = {key: value for key, value in compacted.as_dict().items() if key != "messages"}
     if request.format is not None:
-        built = provider_request(
+        built = _built(
             request.format,
             content={**content, "model": model},
             system=prefix.system,

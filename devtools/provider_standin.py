@@ -334,8 +334,9 @@ def check_bedrock(body: dict[str, Any]) -> list[str]:
         if i and message.get("role") == messages[i - 1].get("role"):
             problems.append("A conversation must alternate between user and assistant roles.")
         blocks = message.get("content") or []
-        if not blocks:
-            problems.append(f"messages.{i}.content: must not be empty.")
+        if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+            problems.append(f"messages.{i}.content: must be a non-empty list of content blocks.")
+            continue
         for block in blocks:
             if isinstance(block.get("text"), str) and not block["text"].strip():
                 problems.append(f"The text field in the ContentBlock object at messages.{i}.content is blank.")

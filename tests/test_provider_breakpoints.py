@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from core import providers
-from core import provider_input
+from core import provider_input, providers
 from core.provider_messages import BREAKPOINT_LIMIT, breakpoint_problems, mark_conversation_end
 from tests.test_turn import World, tool_exchange, user
 
