@@ -493,19 +493,15 @@ def _breakpoint_places(blocks: list[Any], markable: Any) -> list[int]:
 
 def _mark_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [_anthropic_unmarked(m) for m in messages]
-    positions = _positions(out, "content")
-
-    def block_at(m: int, b: int) -> Any:
-        content = out[m].get("content")
-        return {"type": "text", "text": content} if isinstance(content, str) else content[b]
-
-    blocks = [block_at(m, b) for m, b in positions]
-    for place in _breakpoint_places(blocks, _anthropic_markable):
+    listed: list[list[Any]] = []  # each message's content as blocks (a text content is one)
+    for message in out:
+        content = message.get("content")
+        listed.append([{"type": "text", "text": content}] if isinstance(content, str) else list(content or []))
+    positions = [(m, b) for m, blocks in enumerate(listed) for b in range(len(blocks))]
+    for place in _breakpoint_places([listed[m][b] for m, b in positions], _anthropic_markable):
         m, b = positions[place]
-        content = out[m].get("content")
-        listed = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-        listed[b] = {**listed[b], "cache_control": dict(EPHEMERAL)}
-        out[m] = {**out[m], "content": listed}
+        listed[m][b] = {**listed[m][b], "cache_control": dict(EPHEMERAL)}
+        out[m] = {**out[m], "content": listed[m]}
     return out
 
 
