@@ -249,6 +249,13 @@ def _read_responses(reader: _Reader, i: int, item: dict[str, Any]) -> bool:
             f"An item of type {str(kind)[:40]!r} is not one the registry carries (message, function_call, "
             "function_call_output, reasoning).",
         )
+    return _read_responses_message(reader, i, item)
+
+
+def _read_responses_message(reader: _Reader, i: int, item: dict[str, Any]) -> bool:
+    """A Responses input message (`type` message or absent); False for a neutral message."""
+    kind = item.get("type")
+    path = f"messages[{i}]"
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
         if kind is None:

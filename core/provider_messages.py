@@ -318,6 +318,17 @@ WINDOW_HINT = (
 _USER_FIRST = ("anthropic", "bedrock-converse", "gemini")
 
 
+def _no_result(call_id: str) -> str:
+    return f"The tool call {call_id!r} has no result after it."
+
+
+def _ids_problem(parts: list[Part]) -> str | None:
+    for part in parts:
+        if part[0] in ("call", "result") and (not isinstance(part[1], str) or not part[1]):
+            return "A tool call or result without an id: a call and its result are paired by it."
+    return None
+
+
 def conversation_problem(fmt: str, messages: list[dict[str, Any]]) -> tuple[int, str] | None:
     """(index, what is wrong) for the first message of the neutral `messages` that `fmt`'s
     provider would refuse; None when there is none."""
@@ -329,33 +340,44 @@ def conversation_problem(fmt: str, messages: list[dict[str, Any]]) -> tuple[int,
         role, parts = _parts(message)
         if role in ("system", "developer"):
             if open_calls:
-                return opened_at, f"The tool call {open_calls[0]!r} has no result after it."
+                return opened_at, _no_result(open_calls[0])
             continue
         results = [p for p in parts if p[0] == "result"]
-        calls = [p for p in parts if p[0] == "call"]
-        for part in [*results, *calls]:
-            if not isinstance(part[1], str) or not part[1]:
-                return j, "A tool call or result without an id: a call and its result are paired by it."
-        if not seen_user and fmt in _USER_FIRST and (role != "user" or results):
-            what = "a tool result" if results else f"a message of the {role}"
-            return j, f"The conversation starts with {what}; {fmt} wants a user message first."
+        problem = _ids_problem(parts) or (None if seen_user else _first_problem(fmt, role, bool(results)))
+        if problem:
+            return j, problem
         seen_user = True
-        for part in results:
-            if part[1] not in open_calls:
-                return j, f"The tool result for {part[1]!r} has no tool call before it."
-            open_calls.remove(part[1])
         if results:
-            if open_calls and any(p[0] != "result" for p in parts):
-                return opened_at, f"The tool call {open_calls[0]!r} has no result after it."
+            answered = _answer(open_calls, results, parts)
+            if answered is not None:
+                return (j, answered) if answered.startswith("The tool result") else (opened_at, answered)
             continue
         if open_calls and (strict or role == "user"):
-            return opened_at, f"The tool call {open_calls[0]!r} has no result after it."
-        if calls:
-            if not open_calls:
-                opened_at = j
-            open_calls += [p[1] for p in calls]
-    if open_calls:
-        return opened_at, f"The tool call {open_calls[0]!r} has no result after it."
+            return opened_at, _no_result(open_calls[0])
+        calls = [p[1] for p in parts if p[0] == "call"]
+        if calls and not open_calls:
+            opened_at = j
+        open_calls += calls
+    return (opened_at, _no_result(open_calls[0])) if open_calls else None
+
+
+def _answer(open_calls: list[str], results: list[Part], parts: list[Part]) -> str | None:
+    """Closes the open calls `results` answer (in place); what is wrong, if anything: a result
+    without its call, or other content in the message while calls are still open."""
+    for part in results:
+        if part[1] not in open_calls:
+            return f"The tool result for {part[1]!r} has no tool call before it."
+        open_calls.remove(part[1])
+    if open_calls and any(p[0] != "result" for p in parts):
+        return _no_result(open_calls[0])
+    return None
+
+
+def _first_problem(fmt: str, role: str, results: bool) -> str | None:
+    """What is wrong with the conversation's first message (not system) for `fmt`, if anything."""
+    if fmt in _USER_FIRST and (role != "user" or results):
+        what = "a tool result" if results else f"a message of the {role}"
+        return f"The conversation starts with {what}; {fmt} wants a user message first."
     return None
 
 

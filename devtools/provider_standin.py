@@ -1,52 +1,31 @@
-"""A local stand-in for five model-provider APIs, for tests, evals and a playground.
+"""A local stand-in for five model-provider APIs, for tests, evals and a playground
+(docs/rendering.md#the-provider-stand-in).
 
-It serves, on 127.0.0.1, the request paths the official SDKs call:
-
-| format             | path                                   | SDK pointed at it                                   |
-| ------------------ | -------------------------------------- | --------------------------------------------------- |
-| `anthropic`        | `POST /v1/messages`                    | `anthropic.Anthropic(base_url=url)`                 |
-| `openai-chat`      | `POST /v1/chat/completions`            | `openai.OpenAI(base_url=url + "/v1")`               |
-| `openai-responses` | `POST /v1/responses`                   | `openai.OpenAI(base_url=url + "/v1")`               |
-| `gemini`           | `POST /v1beta/models/{m}:generateContent`| `genai.Client(http_options={"base_url": url})`   |
-| `bedrock-converse` | `POST /model/{modelId}/converse`       | `boto3.client("bedrock-runtime", endpoint_url=url)` |
-
-Each request is checked against the provider's documented request rules (`check`) and
-refused, in the provider's own error shape, when it breaks one: the model is required; roles
-are the provider's; the conversation starts with the user where the provider wants it (and
-alternates for Bedrock); every tool call has its result and every result its call, paired by
-a non-empty id (Anthropic `tool_use`/`tool_result` in the next message, results first; Chat
-`tool_calls`/`tool` messages straight after; Responses `function_call`/`function_call_output`;
-Gemini as many `functionResponse` parts as the turn before had `functionCall` parts; Converse
-`toolUse`/`toolResult` in the next message); Anthropic and Bedrock take at most four cache
-breakpoints, never on thinking or empty text; a Responses `reasoning` item is followed by the
-item it belongs to and carries the `encrypted_content` this stand-in issued.
-
-Sources: https://docs.anthropic.com/en/api/messages, https://docs.anthropic.com/en/docs/build-with-claude/tool-use
-(tool_result blocks come first in the user message right after), https://platform.claude.com/docs/en/build-with-claude/prompt-caching
-(four breakpoints, a lookback of about 20 blocks), https://platform.openai.com/docs/api-reference/chat,
-https://platform.openai.com/docs/api-reference/responses, https://platform.openai.com/docs/guides/reasoning
-(reasoning items passed back with their encrypted_content), https://ai.google.dev/gemini-api/docs/function-calling,
-https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html.
-
-Replies are scripted (`Reply`: text, tool calls, a reasoning item or thinking block) and carry
-usage. Anthropic and Bedrock usage models the prompt cache: a breakpoint writes its prefix, and
-a later request reads the longest written prefix that ends at most LOOKBACK blocks before one
-of its breakpoints; OpenAI and Gemini report the bytes a request shares with an earlier one.
-Tokens are bytes / 4, a stand-in's figure, not the provider's.
+On 127.0.0.1 it serves the paths the official SDKs call (`/v1/messages`, `/v1/chat/completions`,
+`/v1/responses`, `/v1beta/models/{model}:generateContent`, `/model/{modelId}/converse`),
+refuses in the provider's own error shape what the provider's documents say it refuses
+(`check`: model required; roles; the user first where required; tool calls and results paired
+by a non-empty id where the provider wants them; at most four cache breakpoints, none on
+thinking or empty text; Responses reasoning items followed by their item and carrying an
+`encrypted_content` this stand-in issued), and answers scripted replies (`Reply`) with usage.
+For Anthropic and Bedrock the usage models the prompt cache (a breakpoint writes its prefix; a
+request reads the longest written prefix ending at most LOOKBACK blocks before one of its
+breakpoints); for OpenAI and Gemini it counts the bytes shared with an earlier request. Tokens
+are bytes / 4, the stand-in's figure.
 
     with StandIn(script=lambda fmt, body, n: Reply(text="ok")) as provider:
-        client = anthropic.Anthropic(api_key="x", base_url=provider.url)
-        ...
+        anthropic.Anthropic(api_key="x", base_url=provider.url).messages.create(**request)
         assert provider.refused == []
 
-Standard library only; nothing of the registry is imported (the checks are this file's own,
-written from the providers' documents, so they can judge the registry's requests)."""
+Standard library only and nothing of the registry: its rules come from the providers'
+documents, so they can judge the registry's requests."""
 
 import hashlib
 import json
+import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,9 +59,8 @@ class Reply:
 
 @dataclass
 class Received:
-    """One request: its format, path, body as parsed (gemini: camelCase keys; the model or
-    modelId of the path added as `model` / `modelId`), raw bytes, the problems found (refused
-    when any), and the usage answered."""
+    """One request: the body as parsed (gemini: camelCase; the path's model or modelId added),
+    its raw bytes, the problems found (refused when any) and the usage answered."""
 
     format: str
     path: str
@@ -93,9 +71,6 @@ class Received:
 
 
 Script = Callable[[str, dict[str, Any], int], Reply]
-
-
-# --- the rules ------------------------------------------------------------------------------------
 
 
 def _camel(value: Any) -> Any:
@@ -112,34 +87,28 @@ def _model(body: dict[str, Any], key: str = "model") -> list[str]:
     return [] if isinstance(value, str) and value else [f"{key}: Field required."]
 
 
-def _merged(messages: list[Any], key: str) -> list[dict[str, Any]]:
-    """Consecutive messages of one role as one (Anthropic combines them)."""
+def _merged(messages: list[Any]) -> list[dict[str, Any]]:
+    """Consecutive messages of one role as one (Anthropic combines them), content as blocks."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        content = message.get(key)
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-        if out and out[-1]["role"] == message.get("role"):
-            out[-1][key] += blocks
-        else:
-            out.append({"role": message.get("role"), key: blocks})
+        if not out or out[-1]["role"] != message.get("role"):
+            out.append({"role": message.get("role"), "content": []})
+        out[-1]["content"] += _listed(message.get("content"))
     return out
 
 
-def _anthropic_marks(body: dict[str, Any]) -> list[Any]:
-    def nested(block: Any) -> list[Any]:
-        inner = block.get("content") if isinstance(block, dict) else None
-        return [block, *[b for i in (inner if isinstance(inner, list) else []) for b in nested(i)]]
-
-    system = body.get("system")
-    blocks: list[Any] = list(body.get("tools") or []) + (system if isinstance(system, list) else [])
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else []:
-            blocks += nested(block)
-    return [b for b in blocks if isinstance(b, dict) and "cache_control" in b]
+def _listed(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
-def check_anthropic(body: dict[str, Any]) -> list[str]:
+def _marked(value: Any) -> list[dict[str, Any]]:
+    """Every object carrying cache_control, at any depth (a tool_result's own blocks too)."""
+    if isinstance(value, dict):
+        return ([value] if "cache_control" in value else []) + [m for v in value.values() for m in _marked(v)]
+    return [m for v in value for m in _marked(v)] if isinstance(value, list) else []
+
+
+def _anthropic_shape(body: dict[str, Any]) -> list[str]:
     problems = _model(body)
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         problems.append("max_tokens: Field required.")
@@ -152,51 +121,55 @@ def check_anthropic(body: dict[str, Any]) -> list[str]:
         content = message.get("content")
         if isinstance(content, list) and not all(isinstance(b, dict) and "type" in b for b in content):
             return [*problems, f"messages.{i}.content: each block needs a type."]
-    turns = _merged(messages, "content")
+    return problems
+
+
+def _anthropic_block(t: int, block: dict[str, Any]) -> list[str]:
+    kind = block.get("type")
+    if kind in ("tool_use", "tool_result"):
+        key = "id" if kind == "tool_use" else "tool_use_id"
+        if not isinstance(block.get(key), str) or not block[key]:
+            return [f"messages.{t}: {kind}.{key} must be a non-empty string."]
+    if kind == "thinking" and not isinstance(block.get("signature"), str):
+        return [f"messages.{t}: a thinking block needs its signature."]
+    return []
+
+
+def _anthropic_pairs(t: int, turns: list[dict[str, Any]]) -> list[str]:
+    """tool_result blocks answer the tool_use blocks of the turn before, first in their turn;
+    every tool_use is answered in the turn after."""
+    blocks = turns[t]["content"]
+    results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+    previous = turns[t - 1]["content"] if t > 0 and turns[t - 1]["role"] == "assistant" else []
+    stray = [str(r) for r in results if r not in [b.get("id") for b in previous if b.get("type") == "tool_use"]]
+    problems = [f"messages.{t}: `tool_result` blocks without a `tool_use` in the previous message: {stray}"] * bool(
+        stray
+    )
+    if [b.get("type") for b in blocks[: len(results)]] != ["tool_result"] * len(results):
+        problems.append(f"messages.{t}: tool_result blocks must come first in the user message.")
+    following = turns[t + 1]["content"] if t + 1 < len(turns) else []
+    answered = {b.get("tool_use_id") for b in following if b.get("type") == "tool_result"}
+    missing = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use" and b.get("id") not in answered]
+    return problems + [
+        f"messages.{t}: `tool_use` ids without `tool_result` blocks immediately after: {missing}."
+    ] * bool(missing)
+
+
+def check_anthropic(body: dict[str, Any]) -> list[str]:
+    problems = _anthropic_shape(body)
+    if any(p.startswith("messages") for p in problems):
+        return problems
+    turns = _merged(body["messages"])
     if turns[0]["role"] != "user":
         problems.append("messages: the first message must use the user role.")
     for t, turn in enumerate(turns):
-        blocks = turn["content"]
-        for block in blocks:
-            if block.get("type") in ("tool_use", "tool_result"):
-                key = "id" if block["type"] == "tool_use" else "tool_use_id"
-                if not isinstance(block.get(key), str) or not block[key]:
-                    problems.append(f"messages.{t}: {block['type']}.{key} must be a non-empty string.")
-            if block.get("type") == "thinking" and not isinstance(block.get("signature"), str):
-                problems.append(f"messages.{t}: a thinking block needs its signature.")
-        uses = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
-        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
-        if results:
-            previous = turns[t - 1]["content"] if t > 0 and turns[t - 1]["role"] == "assistant" else []
-            called = [b.get("id") for b in previous if b.get("type") == "tool_use"]
-            for result in results:
-                if result not in called:
-                    problems.append(
-                        f"messages.{t}: unexpected `tool_use_id` found in `tool_result` blocks: {result}. Each "
-                        "`tool_result` block must have a corresponding `tool_use` block in the previous message."
-                    )
-            leading = 0
-            while leading < len(blocks) and blocks[leading].get("type") == "tool_result":
-                leading += 1
-            if leading != len(results):
-                problems.append(f"messages.{t}: tool_result blocks must come first in the user message.")
-        if uses:
-            following = turns[t + 1]["content"] if t + 1 < len(turns) else []
-            answered = {b.get("tool_use_id") for b in following if b.get("type") == "tool_result"}
-            missing = [u for u in uses if u not in answered]
-            if missing:
-                problems.append(
-                    f"messages.{t}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-                    f"{', '.join(map(str, missing))}."
-                )
-    marks = _anthropic_marks(body)
+        problems += [p for block in turn["content"] for p in _anthropic_block(t, block)]
+        problems += _anthropic_pairs(t, turns)
+    marks = _marked([body.get("tools"), body.get("system"), body.get("messages")])
     if len(marks) > BREAKPOINTS:
         problems.append(f"A maximum of {BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}.")
-    for block in marks:
-        if block.get("type") in ("thinking", "redacted_thinking") or (
-            block.get("type") == "text" and not block["text"]
-        ):
-            problems.append(f"cache_control cannot be set on a {block.get('type')} block that is empty or thinking.")
+    unmarkable = [b for b in marks if b.get("type") in ("thinking", "redacted_thinking") or b == {**b, "text": ""}]
+    problems += ["cache_control cannot be set on a thinking block or an empty text block."] if unmarkable else []
     return problems
 
 
@@ -212,30 +185,58 @@ def check_openai_chat(body: dict[str, Any]) -> list[str]:
             return [*problems, f"messages[{i}].role: invalid value."]
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id not in open_calls:
-                problems.append(
-                    f"messages[{i}]: messages with role 'tool' must be a response to a preceding message with "
-                    f"'tool_calls' ({call_id!r})."
-                )
-            else:
+            if call_id in open_calls:
                 open_calls.remove(call_id)
+            else:
+                problems.append(f"messages[{i}]: a 'tool' message must answer a preceding 'tool_calls' ({call_id!r}).")
             continue
         if open_calls:
-            problems.append(
-                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(open_calls)}"
-            )
-            open_calls = []
-        for call in message.get("tool_calls") or [] if role == "assistant" else []:
-            if not isinstance(call.get("id"), str) or not call["id"]:
-                problems.append(f"messages[{i}].tool_calls: an id is required.")
-            open_calls.append(call.get("id"))
+            problems.append(f"The following tool_call_ids did not have response messages: {', '.join(open_calls)}")
+        calls = message.get("tool_calls") or [] if role == "assistant" else []
+        open_calls = [c.get("id") for c in calls]
+        if any(not isinstance(c, str) or not c for c in open_calls):
+            problems.append(f"messages[{i}].tool_calls: an id is required.")
     if open_calls:
         problems.append(f"The following tool_call_ids did not have response messages: {', '.join(open_calls)}")
     return problems
 
 
+def _responses_item(i: int, items: list[Any], calls: dict[str, bool], issued: set[str] | None) -> list[str]:
+    item = items[i]
+    kind = item.get("type", "message") if isinstance(item, dict) else None
+    if kind not in _RESPONSES_ITEMS:
+        return [f"Invalid value for 'input[{i}].type': {kind!r}."]
+    if kind in ("message", "reasoning"):
+        return _responses_message(i, item) if kind == "message" else _responses_reasoning(i, items, issued)
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        return [f"Invalid 'input[{i}].call_id': empty string."]
+    if kind == "function_call_output" and call_id not in calls:
+        return [f"No tool call found for function call output with call_id {call_id}."]
+    calls[call_id] = kind == "function_call_output"
+    return []
+
+
+def _responses_message(i: int, item: dict[str, Any]) -> list[str]:
+    images = [p for p in _listed(item.get("content")) if isinstance(p, dict) and p.get("type") == "input_image"]
+    problems = [f"input[{i}]: input_image without a source." for p in images if not {"image_url", "file_id"} & p.keys()]
+    if item.get("role") not in ("user", "assistant", "system", "developer"):
+        problems.append(f"Invalid value for 'input[{i}].role'.")
+    return problems
+
+
+def _responses_reasoning(i: int, items: list[Any], issued: set[str] | None) -> list[str]:
+    following = items[i + 1] if i + 1 < len(items) else None
+    if not isinstance(following, dict) or following.get("type", "message") == "reasoning":
+        return [f"Item '{items[i].get('id')}' of type 'reasoning' was provided without its required following item."]
+    secret = items[i].get("encrypted_content")
+    if issued is not None and secret is not None and secret not in issued:
+        return [f"input[{i}]: the encrypted content could not be verified."]
+    return []
+
+
 def check_openai_responses(body: dict[str, Any], issued: set[str] | None = None) -> list[str]:
+    """`issued`: the encrypted_content values handed out, when the caller knows them."""
     problems = _model(body)
     items = body.get("input")
     if isinstance(items, str):
@@ -243,38 +244,24 @@ def check_openai_responses(body: dict[str, Any], issued: set[str] | None = None)
     if not isinstance(items, list):
         return [*problems, "input: must be a string or an array."]
     calls: dict[str, bool] = {}
-    for i, item in enumerate(items):
-        kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind not in _RESPONSES_ITEMS:
-            problems.append(f"Invalid value for 'input[{i}].type': {kind!r}.")
-            continue
-        if kind == "message":
-            if item.get("role") not in ("user", "assistant", "system", "developer"):
-                problems.append(f"Invalid value for 'input[{i}].role'.")
-            content = item.get("content")
-            for part in content if isinstance(content, list) else []:
-                if part.get("type") == "input_image" and not (part.get("image_url") or part.get("file_id")):
-                    problems.append(f"input[{i}]: an input_image needs image_url or file_id.")
-        elif kind in ("function_call", "function_call_output"):
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str) or not call_id:
-                problems.append(f"Invalid 'input[{i}].call_id': empty string.")
-            elif kind == "function_call":
-                calls[call_id] = False
-            elif call_id not in calls:
-                problems.append(f"No tool call found for function call output with call_id {call_id}.")
-            else:
-                calls[call_id] = True
-        else:  # reasoning
-            following = items[i + 1] if i + 1 < len(items) else None
-            if not isinstance(following, dict) or following.get("type", "message") == "reasoning":
-                problems.append(
-                    f"Item '{item.get('id')}' of type 'reasoning' was provided without its required following item."
-                )
-            secret = item.get("encrypted_content")
-            if issued is not None and secret is not None and secret not in issued:
-                problems.append(f"input[{i}]: the encrypted content could not be verified.")
-    problems += [f"No tool output found for function call {c}." for c, done in calls.items() if not done]
+    for i in range(len(items)):
+        problems += _responses_item(i, items, calls, issued)
+    return problems + [f"No tool output found for function call {c}." for c, done in calls.items() if not done]
+
+
+def _gemini_calls(i: int, contents: list[dict[str, Any]]) -> list[str]:
+    """A function call turn: after a user turn, answered by as many responses right after."""
+    calls = [p["functionCall"] for p in contents[i].get("parts") or [] if "functionCall" in p]
+    problems = []
+    if i == 0 or contents[i - 1].get("role", "user") != "user":
+        problems.append("Please ensure that function call turn comes immediately after a user turn.")
+    following = contents[i + 1].get("parts") or [] if i + 1 < len(contents) else []
+    responses = [p["functionResponse"] for p in following if "functionResponse" in p]
+    if len(responses) != len(calls):
+        problems.append(f"contents[{i + 1}]: as many function response parts as function call parts, please.")
+    names = sorted(str(c.get("name")) for c in calls)
+    if responses and sorted(str(r.get("name")) for r in responses) != names:
+        problems.append(f"contents[{i + 1}]: function responses do not name the calls {names}.")
     return problems
 
 
@@ -284,88 +271,70 @@ def check_gemini(body: dict[str, Any]) -> list[str]:
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         return [*problems, "contents is not specified."]
-    for i, content in enumerate(contents):
-        if content.get("role", "user") not in ("user", "model"):
-            problems.append(f"contents[{i}].role: Please use a valid role: user, model.")
-        if not content.get("parts"):
-            problems.append(f"contents[{i}].parts: must not be empty.")
     if contents[0].get("role", "user") != "user":
         problems.append("Please ensure that multiturn requests start with a user turn.")
     for i, content in enumerate(contents):
-        calls = [p["functionCall"] for p in content.get("parts") or [] if "functionCall" in p]
-        if calls:
-            before = contents[i - 1] if i else None
-            if before is None or before.get("role", "user") != "user":
-                problems.append(
-                    "Please ensure that function call turn comes immediately after a user turn or after a function "
-                    "response turn."
-                )
-            following = contents[i + 1].get("parts") or [] if i + 1 < len(contents) else []
-            responses = [p["functionResponse"] for p in following if "functionResponse" in p]
-            if len(responses) != len(calls):
-                problems.append(
-                    "Please ensure that the number of function response parts is equal to the number of function "
-                    "call parts of the function call turn."
-                )
-            names = sorted(str(c.get("name")) for c in calls)
-            if responses and sorted(str(r.get("name")) for r in responses) != names:
-                problems.append(f"contents[{i + 1}]: function responses do not name the calls {names}.")
-        elif any("functionResponse" in p for p in content.get("parts") or []):
-            before = contents[i - 1] if i else None
-            if before is None or not any("functionCall" in p for p in before.get("parts") or []):
+        parts = content.get("parts") or []
+        if content.get("role", "user") not in ("user", "model") or not parts:
+            problems.append(f"contents[{i}]: a role of user or model and at least one part are required.")
+        if any("functionCall" in p for p in parts):
+            problems += _gemini_calls(i, contents)
+        elif any("functionResponse" in p for p in parts):
+            before = contents[i - 1].get("parts") or [] if i else []
+            if not any("functionCall" in p for p in before):
                 problems.append(f"contents[{i}]: a function response without the function call turn before it.")
+    return problems
+
+
+def _tool_ids(blocks: Any, key: str) -> list[Any]:
+    """The toolUseId of each `key` (toolUse, toolResult) block of a Converse content list."""
+    return [b[key].get("toolUseId") for b in _listed(blocks) if isinstance(b, dict) and isinstance(b.get(key), dict)]
+
+
+def _bedrock_shape(i: int, messages: list[dict[str, Any]]) -> str | None:
+    role, blocks = messages[i].get("role"), messages[i].get("content")
+    if role not in ("user", "assistant"):
+        return f"messages.{i}.role: must be user or assistant."
+    if i and role == messages[i - 1].get("role"):
+        return "A conversation must alternate between user and assistant roles."
+    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        return f"messages.{i}.content: must be a non-empty list of content blocks."
+    return None
+
+
+def _bedrock_message(i: int, messages: list[dict[str, Any]]) -> list[str]:
+    shape = _bedrock_shape(i, messages)
+    if shape:
+        return [shape]
+    blocks = messages[i]["content"]
+    blank = any(isinstance(b.get("text"), str) and not b["text"].strip() for b in blocks)
+    problems = [f"The text field in the ContentBlock object at messages.{i}.content is blank."] if blank else []
+    uses, results = _tool_ids(blocks, "toolUse"), _tool_ids(blocks, "toolResult")
+    if any(not isinstance(x, str) or not x for x in [*uses, *results]):
+        problems.append(f"messages.{i}: toolUseId must be a non-empty string.")
+    called = _tool_ids(messages[i - 1].get("content"), "toolUse") if i else []
+    if results and sorted(map(str, results)) != sorted(map(str, called)):
+        problems.append(f"The toolResult blocks at messages.{i}.content answer no toolUse of the previous turn.")
+    answered = _tool_ids(messages[i + 1].get("content"), "toolResult") if i + 1 < len(messages) else []
+    missing = [str(u) for u in uses if u not in answered]
+    if missing:
+        problems.append(f"Expected toolResult blocks at messages.{i + 1}.content for the Ids: {', '.join(missing)}")
     return problems
 
 
 def check_bedrock(body: dict[str, Any]) -> list[str]:
     problems = _model(body, "modelId")
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         return [*problems, "messages: at least one message is required."]
     if messages[0].get("role") != "user":
-        problems.append(
-            "A conversation must start with a user message. "
-            "Try again with a conversation that starts with a user message."
-        )
-    used_tools = False
-    for i, message in enumerate(messages):
-        if message.get("role") not in ("user", "assistant"):
-            problems.append(f"messages.{i}.role: must be user or assistant.")
-        if i and message.get("role") == messages[i - 1].get("role"):
-            problems.append("A conversation must alternate between user and assistant roles.")
-        blocks = message.get("content") or []
-        if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
-            problems.append(f"messages.{i}.content: must be a non-empty list of content blocks.")
-            continue
-        for block in blocks:
-            if isinstance(block.get("text"), str) and not block["text"].strip():
-                problems.append(f"The text field in the ContentBlock object at messages.{i}.content is blank.")
-        uses = [b["toolUse"].get("toolUseId") for b in blocks if "toolUse" in b]
-        results = [b["toolResult"].get("toolUseId") for b in blocks if "toolResult" in b]
-        used_tools = used_tools or bool(uses or results)
-        if any(not isinstance(x, str) or not x for x in [*uses, *results]):
-            problems.append(f"messages.{i}: toolUseId must be a non-empty string.")
-        if results:
-            previous = messages[i - 1].get("content") or [] if i else []
-            called = [b["toolUse"].get("toolUseId") for b in previous if "toolUse" in b]
-            if sorted(map(str, results)) != sorted(map(str, called)):
-                problems.append(
-                    f"The number of toolResult blocks at messages.{i}.content exceeds the number of toolUse blocks "
-                    "of previous turn, or names others."
-                )
-        if uses:
-            following = messages[i + 1].get("content") or [] if i + 1 < len(messages) else []
-            answered = {b["toolResult"].get("toolUseId") for b in following if "toolResult" in b}
-            missing = [u for u in uses if u not in answered]
-            if missing:
-                problems.append(
-                    f"Expected toolResult blocks at messages.{i + 1}.content for the following Ids: "
-                    + ", ".join(map(str, missing))
-                )
-    if used_tools and not body.get("toolConfig"):
+        problems.append("A conversation must start with a user message.")
+    for i in range(len(messages)):
+        problems += _bedrock_message(i, messages)
+    blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
+    if (_tool_ids(blocks, "toolUse") or _tool_ids(blocks, "toolResult")) and not body.get("toolConfig"):
         problems.append("The toolConfig field must be defined when using toolUse and toolResult content blocks.")
-    places = [*(body.get("system") or []), *(body.get("toolConfig") or {}).get("tools", [])]
-    places += [b for m in messages for b in m.get("content") or []]
+    places = [*(body.get("system") or []), *(body.get("toolConfig") or {}).get("tools", []), *blocks]
     points = sum(1 for b in places if isinstance(b, dict) and "cachePoint" in b)
     if points > BREAKPOINTS:
         problems.append(f"The number of cache points ({points}) exceeds the maximum of {BREAKPOINTS}.")
@@ -375,17 +344,8 @@ def check_bedrock(body: dict[str, Any]) -> list[str]:
 def check(fmt: str, body: dict[str, Any]) -> list[str]:
     """The rules `body` (a request body of `fmt`; gemini with `model`, bedrock-converse with
     `modelId` in it, as the turn call lays them out) breaks; [] when none."""
-    checks: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-        "anthropic": check_anthropic,
-        "openai-chat": check_openai_chat,
-        "openai-responses": check_openai_responses,
-        "gemini": check_gemini,
-        "bedrock-converse": check_bedrock,
-    }
-    return checks[fmt](body)
-
-
-# --- the prompt cache -------------------------------------------------------------------------------
+    rules = (check_anthropic, check_openai_chat, check_openai_responses, check_gemini, check_bedrock)
+    return dict(zip(FORMATS, rules, strict=True))[fmt](body)
 
 
 def _tokens(value: Any) -> int:
@@ -401,35 +361,21 @@ def _unmarked(value: Any) -> Any:
 
 
 def _blocks_and_marks(fmt: str, body: dict[str, Any]) -> tuple[list[Any], list[int]]:
-    """The request as a list of blocks in the provider's order, and the indices of the blocks
-    a breakpoint ends."""
+    """The request as blocks in the provider's order (each with its message's role), and the
+    indices of the blocks a breakpoint ends."""
+    if fmt == "anthropic":
+        places = [("", b) for b in [*(body.get("tools") or []), *_listed(body.get("system"))]]
+    else:
+        places = [("", b) for b in [*(body.get("toolConfig") or {}).get("tools", []), *(body.get("system") or [])]]
+    places += [(m["role"], b) for m in body.get("messages") or [] for b in _listed(m.get("content"))]
     blocks: list[Any] = []
     marks: list[int] = []
-
-    def add(sequence: list[Any], role: str = "") -> None:
-        for block in sequence:
-            if fmt == "bedrock-converse" and isinstance(block, dict) and "cachePoint" in block:
-                if blocks:
-                    marks.append(len(blocks) - 1)
-                continue
-            if fmt == "anthropic" and isinstance(block, dict) and "cache_control" in block:
-                marks.append(len(blocks))
-            # a message's role is part of each of its blocks: a block, not a message, is the unit
-            blocks.append([role, _unmarked(block)])
-
-    if fmt == "anthropic":
-        system = body.get("system")
-        add(list(body.get("tools") or []))
-        add(system if isinstance(system, list) else [{"type": "text", "text": system}] if system else [])
-        for message in body.get("messages") or []:
-            content = message.get("content")
-            listed = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-            add(listed, message["role"])
-    else:
-        add(list((body.get("toolConfig") or {}).get("tools") or []))
-        add(list(body.get("system") or []))
-        for message in body.get("messages") or []:
-            add(list(message.get("content") or []), message["role"])
+    for role, block in places:
+        if isinstance(block, dict) and "cachePoint" in block:
+            marks += [len(blocks) - 1] if blocks else []
+            continue
+        marks += [len(blocks)] if isinstance(block, dict) and "cache_control" in block else []
+        blocks.append([role, _unmarked(block)])
     return blocks, marks
 
 
@@ -450,35 +396,19 @@ class _PromptCache:
         for block in blocks:
             running.update(json.dumps(block, sort_keys=True, separators=(",", ":")).encode())
             hashes.append(running.copy().hexdigest())
-        with self.lock:
-            hit = -1
-            for mark in marks:
-                for j in range(mark, max(-1, mark - LOOKBACK - 1), -1):
-                    if hashes[j] in self.written:
-                        hit = max(hit, j)
-                        break
+        with self.lock:  # the latest written prefix within LOOKBACK blocks before a breakpoint
+            reach = [j for m in marks for j in range(max(0, m - LOOKBACK), m + 1) if hashes[j] in self.written]
             self.written.update(hashes[m] for m in marks)
+        hit, last = max(reach, default=-1), max(marks, default=-1)
         read = _tokens(blocks[: hit + 1]) if hit >= 0 else 0
-        last = max(marks) if marks else -1
         write = _tokens(blocks[: last + 1]) - read if last > hit else 0
-        total = _tokens(blocks)
-        return {"read": read, "write": write, "input": max(0, total - read - write)}
+        return {"read": read, "write": write, "input": max(0, _tokens(blocks) - read - write)}
 
     def shared_prefix(self, raw: bytes) -> int:
         with self.lock:
-            best = 0
-            for earlier in self.earlier:
-                n = 0
-                for a, b in zip(earlier, raw, strict=False):
-                    if a != b:
-                        break
-                    n += 1
-                best = max(best, n)
+            best = max((len(os.path.commonprefix([e, raw])) for e in self.earlier), default=0)
             self.earlier.append(raw)
         return best // 4
-
-
-# --- the server -------------------------------------------------------------------------------------
 
 
 _ROUTES: list[tuple[str, re.Pattern[str]]] = [
@@ -491,10 +421,9 @@ _ROUTES: list[tuple[str, re.Pattern[str]]] = [
 
 
 class StandIn:
-    """The stand-in server: `url` once started (it starts in `__enter__` or `start`).
-
-    script(fmt, body, n) -> Reply answers request n (from 0) of the server; the default says
-    "ok". `received` holds every request; `refused` those that broke a rule."""
+    """The server (`url` once started, by `start` or `with`); script(fmt, body, n) -> Reply
+    answers request n (from 0), "ok" by default; `received`: every request, `refused`: those
+    that broke a rule."""
 
     def __init__(self, script: Script | None = None) -> None:
         self.script: Script = script or (lambda fmt, body, n: Reply(text="ok"))
@@ -518,8 +447,7 @@ class StandIn:
                 status, headers, payload = stand_in.handle(self.path.split("?")[0], raw)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                headers = {"content-type": "application/json", "content-length": str(len(data)), **headers}
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
@@ -559,165 +487,96 @@ class StandIn:
             body = {**_camel(body), "model": unquote(match["model"])}
         elif fmt == "bedrock-converse":
             body = {**body, "modelId": unquote(match["model"])}
-        if fmt == "openai-responses":
-            problems = check_openai_responses(body, self.issued)
-        else:
-            problems = check(fmt, body)
+        problems = check_openai_responses(body, self.issued) if fmt == "openai-responses" else check(fmt, body)
+        received = Received(fmt, path, body, raw, problems)
         with self._lock:
             n = len(self.received)
-            received = Received(fmt, path, body, raw, problems)
             self.received.append(received)
         if problems:
             return _error(fmt, " ".join(problems))
-        reply = self.script(fmt, body, n)
-        payload = self._reply(fmt, body, n, reply, raw, received)
-        return 200, {}, payload
+        return 200, {}, self._reply(fmt, body, n, self.script(fmt, body, n), raw, received)
 
     def _reply(self, fmt: str, body: dict[str, Any], n: int, reply: Reply, raw: bytes, got: Received) -> Any:
         if fmt in ("anthropic", "bedrock-converse"):
-            usage = self.cache.anthropic_usage(fmt, body)
+            got.usage = self.cache.anthropic_usage(fmt, body)
         else:
-            total = len(raw) // 4
             cached = self.cache.shared_prefix(raw)
-            usage = {"read": cached, "write": 0, "input": total - cached}
-        got.usage = usage
-        model = str(body.get("model") or body.get("modelId"))
-        out_tokens = max(1, len(reply.text) // 4)
-        if fmt == "anthropic":
-            content: list[dict[str, Any]] = []
-            if reply.reasoning:
-                content.append({"type": "thinking", "thinking": f"step {n}", "signature": _secret("sig", n)})
-            if reply.text:
-                content.append({"type": "text", "text": reply.text})
-            content += [
-                {"type": "tool_use", "id": f"toolu_{n}_{k}", "name": c.name, "input": c.args}
-                for k, c in enumerate(reply.calls)
-            ]
-            return {
-                "id": f"msg_{n}",
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": content,
-                "stop_reason": "tool_use" if reply.calls else "end_turn",
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": usage["input"],
-                    "output_tokens": out_tokens,
-                    "cache_creation_input_tokens": usage["write"],
-                    "cache_read_input_tokens": usage["read"],
-                },
-            }
-        if fmt == "openai-chat":
-            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-            if reply.calls:
-                message["tool_calls"] = [
-                    {
-                        "id": f"call_{n}_{k}",
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": json.dumps(c.args)},
-                    }
-                    for k, c in enumerate(reply.calls)
-                ]
-            prompt = usage["input"] + usage["read"]
-            return {
-                "id": f"chatcmpl-{n}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.calls else "stop"}],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": out_tokens,
-                    "total_tokens": prompt + out_tokens,
-                    "prompt_tokens_details": {"cached_tokens": usage["read"]},
-                },
-            }
-        if fmt == "openai-responses":
-            output: list[dict[str, Any]] = []
-            if reply.reasoning:
-                secret = _secret("enc", n)
-                with self._lock:
-                    self.issued.add(secret)
-                output.append({"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": secret})
-            if reply.text:
-                output.append(
-                    {
-                        "type": "message",
-                        "id": f"msg_{n}",
-                        "role": "assistant",
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-                    }
-                )
-            output += [
-                {
-                    "type": "function_call",
-                    "id": f"fc_{n}_{k}",
-                    "call_id": f"call_{n}_{k}",
-                    "name": c.name,
-                    "arguments": json.dumps(c.args),
-                    "status": "completed",
-                }
-                for k, c in enumerate(reply.calls)
-            ]
-            prompt = usage["input"] + usage["read"]
-            return {
-                "id": f"resp_{n}",
-                "object": "response",
-                "created_at": 0,
-                "model": model,
-                "status": "completed",
-                "output": output,
-                "parallel_tool_calls": True,
-                "tool_choice": "auto",
-                "tools": [],
-                "usage": {
-                    "input_tokens": prompt,
-                    "input_tokens_details": {"cached_tokens": usage["read"]},
-                    "output_tokens": out_tokens,
-                    "output_tokens_details": {"reasoning_tokens": 1 if reply.reasoning else 0},
-                    "total_tokens": prompt + out_tokens,
-                },
-            }
-        if fmt == "gemini":
-            parts: list[dict[str, Any]] = []
-            if reply.text:
-                parts.append({"text": reply.text})
-            parts += [
-                {"functionCall": {"id": f"fc_{n}_{k}", "name": c.name, "args": c.args}}
-                for k, c in enumerate(reply.calls)
-            ]
-            if reply.reasoning and parts:
-                parts[0] = {**parts[0], "thoughtSignature": _secret("sig", n)}
-            prompt = usage["input"] + usage["read"]
-            return {
-                "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-                "usageMetadata": {
-                    "promptTokenCount": prompt,
-                    "cachedContentTokenCount": usage["read"],
-                    "candidatesTokenCount": out_tokens,
-                    "totalTokenCount": prompt + out_tokens,
-                },
-                "modelVersion": model,
-            }
-        blocks: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
-        blocks += [
-            {"toolUse": {"toolUseId": f"tooluse_{n}_{k}", "name": c.name, "input": c.args}}
-            for k, c in enumerate(reply.calls)
-        ]
-        return {
-            "output": {"message": {"role": "assistant", "content": blocks}},
-            "stopReason": "tool_use" if reply.calls else "end_turn",
-            "usage": {
-                "inputTokens": usage["input"],
-                "outputTokens": out_tokens,
-                "totalTokens": usage["input"] + usage["read"] + usage["write"] + out_tokens,
-                "cacheReadInputTokens": usage["read"],
-                "cacheWriteInputTokens": usage["write"],
-            },
-            "metrics": {"latencyMs": 1},
-        }
+            got.usage = {"read": cached, "write": 0, "input": len(raw) // 4 - cached}
+        if fmt == "openai-responses" and reply.reasoning:
+            with self._lock:
+                self.issued.add(_secret("enc", n))
+        return _REPLIES[fmt](n, reply, got.usage, str(body.get("model") or body.get("modelId")))
+
+
+def _numbered(reply: Reply) -> list[tuple[int, Call]]:
+    return list(enumerate(reply.calls))
+
+
+def _anthropic_reply(n: int, reply: Reply, usage: dict[str, int], model: str) -> dict[str, Any]:
+    content: list[Any] = [dict(type="thinking", thinking=f"step {n}", signature=_secret("sig", n))] * reply.reasoning
+    content += [{"type": "text", "text": reply.text}] if reply.text else []
+    content += [dict(type="tool_use", id=f"toolu_{k}_{n}", name=c.name, input=c.args) for k, c in _numbered(reply)]
+    counts = dict(input_tokens=usage["input"], output_tokens=max(1, len(reply.text) // 4))
+    counts.update(cache_creation_input_tokens=usage["write"], cache_read_input_tokens=usage["read"])
+    out = dict(id=f"msg_{n}", type="message", role="assistant", model=model, content=content, usage=counts)
+    return out | dict(stop_reason="tool_use" if reply.calls else "end_turn", stop_sequence=None)
+
+
+def _chat_reply(n: int, reply: Reply, usage: dict[str, int], model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.calls:
+        functions = [{"name": c.name, "arguments": json.dumps(c.args)} for c in reply.calls]
+        message["tool_calls"] = [dict(id=f"call_{n}_{k}", type="function", function=f) for k, f in enumerate(functions)]
+    choice = dict(index=0, message=message, finish_reason="tool_calls" if reply.calls else "stop")
+    prompt, out = usage["input"] + usage["read"], max(1, len(reply.text) // 4)
+    counts: dict[str, Any] = dict(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
+    counts["prompt_tokens_details"] = {"cached_tokens": usage["read"]}
+    return dict(id=f"chatcmpl-{n}", object="chat.completion", created=0, model=model, choices=[choice], usage=counts)
+
+
+def _responses_reply(n: int, reply: Reply, usage: dict[str, int], model: str) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if reply.reasoning:
+        output.append(dict(type="reasoning", id=f"rs_{n}", summary=[], encrypted_content=_secret("enc", n)))
+    if reply.text:
+        text = [{"type": "output_text", "text": reply.text, "annotations": []}]
+        output.append(dict(type="message", id=f"msg_{n}", role="assistant", status="completed", content=text))
+    for k, c in enumerate(reply.calls):
+        call = dict(type="function_call", id=f"fc_{n}_{k}", call_id=f"call_{n}_{k}", name=c.name)
+        output.append(call | dict(arguments=json.dumps(c.args), status="completed"))
+    prompt, out = usage["input"] + usage["read"], max(1, len(reply.text) // 4)
+    counts: dict[str, Any] = dict(input_tokens=prompt, output_tokens=out, total_tokens=prompt + out)
+    counts["input_tokens_details"] = {"cached_tokens": usage["read"]}
+    counts["output_tokens_details"] = {"reasoning_tokens": int(reply.reasoning)}
+    answer = dict(id=f"resp_{n}", object="response", created_at=0, model=model, status="completed", output=output)
+    return answer | dict(parallel_tool_calls=True, tool_choice="auto", tools=[], usage=counts)
+
+
+def _gemini_reply(n: int, reply: Reply, usage: dict[str, int], model: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
+    parts += [{"functionCall": dict(id=f"fc_{n}_{k}", name=c.name, args=c.args)} for k, c in enumerate(reply.calls)]
+    if reply.reasoning and parts:
+        parts[0] = {**parts[0], "thoughtSignature": _secret("sig", n)}
+    prompt, out = usage["input"] + usage["read"], max(1, len(reply.text) // 4)
+    counts = dict(promptTokenCount=prompt, cachedContentTokenCount=usage["read"])
+    counts.update(candidatesTokenCount=out, totalTokenCount=prompt + out)
+    candidate = dict(content={"role": "model", "parts": parts}, finishReason="STOP", index=0)
+    return dict(candidates=[candidate], usageMetadata=counts, modelVersion=model)
+
+
+def _bedrock_reply(n: int, reply: Reply, usage: dict[str, int], model: str) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
+    blocks += [{"toolUse": dict(toolUseId=f"tooluse_{k}_{n}", name=c.name, input=c.args)} for k, c in _numbered(reply)]
+    out = max(1, len(reply.text) // 4)
+    counts = dict(inputTokens=usage["input"], outputTokens=out, cacheReadInputTokens=usage["read"])
+    counts.update(cacheWriteInputTokens=usage["write"], totalTokens=sum(usage.values()) + out)
+    stop = "tool_use" if reply.calls else "end_turn"
+    return dict(output={"message": {"role": "assistant", "content": blocks}}, stopReason=stop, usage=counts)
+
+
+_REPLIES: dict[str, Callable[[int, Reply, dict[str, int], str], dict[str, Any]]] = dict(
+    zip(FORMATS, (_anthropic_reply, _chat_reply, _responses_reply, _gemini_reply, _bedrock_reply), strict=True)
+)
 
 
 def _secret(kind: str, n: int) -> str:
@@ -735,22 +594,7 @@ def _error(fmt: str, message: str) -> tuple[int, dict[str, str], Any]:
     return 400, {"x-amzn-ErrorType": "ValidationException"}, {"message": message}
 
 
-def serve(script: Script | None = None) -> Iterator[StandIn]:
-    """A started stand-in for a `with` block or a pytest fixture (`yield from serve()`)."""
-    stand_in = StandIn(script).start()
-    try:
-        yield stand_in
-    finally:
-        stand_in.close()
-
-
 if __name__ == "__main__":  # a playground: python -m devtools.provider_standin
-    import time
-
     with StandIn() as server:
-        print(f"provider stand-in on {server.url} (Ctrl-C to stop)")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        print(f"provider stand-in on {server.url}; Ctrl-C stops it")
+        threading.Event().wait()
