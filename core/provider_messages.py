@@ -349,8 +349,8 @@ def conversation_problem(fmt: str, messages: list[dict[str, Any]]) -> tuple[int,
         seen_user = True
         if results:
             answered = _answer(open_calls, results, parts)
-            if answered is not None:
-                return (j, answered) if answered.startswith("The tool result") else (opened_at, answered)
+            if answered is not None:  # (the orphan result, or the call left without its result)
+                return (j, answered[1]) if answered[0] else (opened_at, answered[1])
             continue
         if open_calls and (strict or role == "user"):
             return opened_at, _no_result(open_calls[0])
@@ -361,15 +361,16 @@ def conversation_problem(fmt: str, messages: list[dict[str, Any]]) -> tuple[int,
     return (opened_at, _no_result(open_calls[0])) if open_calls else None
 
 
-def _answer(open_calls: list[str], results: list[Part], parts: list[Part]) -> str | None:
-    """Closes the open calls `results` answer (in place); what is wrong, if anything: a result
-    without its call, or other content in the message while calls are still open."""
+def _answer(open_calls: list[str], results: list[Part], parts: list[Part]) -> tuple[bool, str] | None:
+    """Closes the open calls `results` answer (in place). What is wrong, if anything: (True,
+    why) for a result without its call, (False, why) for other content in the message while
+    calls are still open."""
     for part in results:
         if part[1] not in open_calls:
-            return f"The tool result for {part[1]!r} has no tool call before it."
+            return True, f"The tool result for {part[1]!r} has no tool call before it."
         open_calls.remove(part[1])
     if open_calls and any(p[0] != "result" for p in parts):
-        return _no_result(open_calls[0])
+        return False, _no_result(open_calls[0])
     return None
 
 
