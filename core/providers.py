@@ -374,10 +374,13 @@ def build_request(fmt: str, parts: TurnParts) -> ProviderRequest:
     if builder is None:
         raise ValueError(f"Unknown format {fmt!r}; one of {', '.join(FORMATS)}.")
     notes: list[str] = []
+    settings = _Settings.of(parts.model)
+    if settings.name is None:  # the turn call refuses this (400 at `model`); a preview says it
+        notes.append("No model: the pinned version names none (content.model.name); every provider requires one.")
     written = parts.conversation if parts.conversation is not None else to_messages(fmt, parts.messages)
     conversation = mark_conversation_end(fmt, written)
     messages = append_turn(fmt, conversation, parts.turn_text)
-    body = builder(parts, _Settings.of(parts.model), messages, notes)
+    body = builder(parts, settings, messages, notes)
     # The layout keeps the rules by construction; should a conversation ever bring in what it
     # cannot fix, the answer says so rather than sending a request the provider refuses.
     notes += breakpoint_problems(fmt, body)

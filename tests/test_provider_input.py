@@ -92,3 +92,15 @@ def test_the_conversation_rules(fmt, messages, problem):
         assert found is None
     else:
         assert found is not None and found[0] == problem[0] and problem[1] in found[1]
+
+
+def test_a_request_without_a_model_says_so_in_its_notes():
+    """The admin's preview builds a request for a version without a model: the notes say it
+    (the turn call refuses such a request with a 400 at `model`)."""
+    from core import providers
+
+    parts = providers.TurnParts(
+        system="s", tools=[], prefix_sha256="0" * 64, model={}, output_schema=None, messages=[], turn_text="t"
+    )
+    for fmt in providers.FORMATS:
+        assert any(note.startswith("No model") for note in providers.build_request(fmt, parts).notes), fmt
