@@ -9,6 +9,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
+from core import limits
 from core.errors import DomainError
 
 _DRF_CODES: list[tuple[type[drf.APIException], int, str]] = [
@@ -99,7 +100,7 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
     if isinstance(exc, Http404):
         return error_response(404, "not_found", "Nothing exists at this address.")
     if isinstance(exc, RequestDataTooBig):
-        return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
+        return error_response(413, "payload_too_large", limits.TOO_LARGE_MESSAGE, limits.TOO_LARGE_DETAILS)
     if isinstance(exc, PermissionDenied):
         return error_response(403, "permission_denied", "Your key's role does not allow this.")
     for cls, status, code in _DRF_CODES:

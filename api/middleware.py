@@ -1,6 +1,7 @@
 from django.conf import settings
 
 from api.errors import error_response
+from core import limits
 
 
 class BodySizeLimitMiddleware:
@@ -22,5 +23,5 @@ class BodySizeLimitMiddleware:
                 {"Content-Length": ["Must be a whole number of bytes."]},
             )
         if length > settings.MAX_REQUEST_BODY_BYTES:
-            return error_response(413, "payload_too_large", "The request body is over 2 MiB.")
+            return error_response(413, "payload_too_large", limits.TOO_LARGE_MESSAGE, limits.TOO_LARGE_DETAILS)
         return self.get_response(request)

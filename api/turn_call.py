@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 
 from access.actors import Actor
-from core import provider_input, providers
+from core import provider_input, provider_messages, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from knowledge.render import render_session
@@ -33,10 +33,11 @@ from sessions_app.models import Session
 from sessions_app.turns import UNREAD, Loaded, session_for_turn
 from skills import services as skill_services
 from skills.models import SessionSkill, SkillTurn
-from skills.turn_request import provider_request
+from skills.turn_request import provider_request, turn_cards, turn_text
 
-FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k"}
+FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k", "model", "window"}
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+MAX_MODEL_NAME = 200
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,39 @@ class TurnRequest:
     prefix_sha256: str | None
     format: str | None
     k: int
+    # the conversation as read for `format` (core.provider_input): `messages` is its neutral shape
+    conversation: provider_input.Read | None = None
+    model: str | None = None
+
+
+def _windowed(messages: Any, size: Any) -> Any:
+    """`messages` cut to a valid window of at most `size` (docs/api.md#windows)."""
+    if size is None:
+        return messages
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= skill_services.MAX_MESSAGES:
+        raise InvalidContent(
+            "window is out of range.", {"window": [f"A number of messages from 1 to {skill_services.MAX_MESSAGES}."]}
+        )
+    if not isinstance(messages, list):
+        return messages  # check_messages names it
+    cut = provider_input.window(messages, size)
+    if cut is None:
+        raise InvalidContent(
+            "No valid window.",
+            {"window": [f"None of the last {size} messages is a user message a window can start at."]},
+        )
+    return cut
+
+
+def _read(fmt: str | None, messages: Any) -> provider_input.Read | None:
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return None  # check_messages names what is wrong
+    if len(messages) > skill_services.MAX_MESSAGES:
+        return None
+    try:
+        return provider_input.read(fmt, messages)
+    except provider_input.Unfit as exc:
+        raise InvalidContent("A message does not fit the format.", {exc.path: [exc.message]}) from None
 
 
 def parse(body: Any) -> TurnRequest:
@@ -64,8 +98,13 @@ def parse(body: Any) -> TurnRequest:
     fmt = body.get("format")
     if fmt is not None and fmt not in providers.FORMATS:
         raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip() or len(model) > MAX_MODEL_NAME):
+        raise InvalidContent("model is not a model name.", {"model": [f"A name of 1 to {MAX_MODEL_NAME} characters."]})
     # a conversation in the format's own shape is read into the neutral one (core.provider_input)
-    messages = skill_services.check_messages(provider_input.to_neutral(fmt, body.get("messages")))
+    conversation = _read(fmt, _windowed(body.get("messages"), body.get("window")))
+    neutral = conversation.neutral if conversation is not None else body.get("messages")
+    messages = skill_services.check_messages(neutral)
     try:
         json.dumps(messages, ensure_ascii=False).encode()
     except UnicodeEncodeError:
@@ -82,7 +121,54 @@ def parse(body: Any) -> TurnRequest:
     sha = body.get("prefix_sha256")
     if sha is not None and (not isinstance(sha, str) or not SHA256_RE.fullmatch(sha)):
         raise InvalidContent("prefix_sha256 is not a SHA-256.", {"prefix_sha256": ["64 lowercase hex digits."]})
-    return TurnRequest(messages=messages, invoked=invoked, variables=variables, prefix_sha256=sha, format=fmt, k=k)
+    return TurnRequest(
+        messages=messages,
+        invoked=invoked,
+        variables=variables,
+        prefix_sha256=sha,
+        format=fmt,
+        k=k,
+        conversation=conversation,
+        model=model,
+    )
+
+
+def _model(content: dict[str, Any], override: str | None) -> dict[str, Any]:
+    """The model settings of the request: the pinned version's, with the call's `model` when
+    the version allows it (it names no model, names that one, or lists it in `model.allowed`).
+    400 naming `model` when no model would be sent: every provider requires one."""
+    settings = dict(content.get("model") or {})
+    pinned = providers.model_name(settings)
+    if override is not None and override != pinned:
+        allowed = settings.get("allowed")
+        if pinned is not None and not (isinstance(allowed, list) and override in allowed):
+            names = ", ".join(str(a) for a in allowed) if isinstance(allowed, list) else pinned
+            raise InvalidContent("The pinned version does not allow that model.", {"model": [f"One of: {names}."]})
+        for key in ("model", "id"):
+            settings.pop(key, None)
+        settings["name"] = override
+    if providers.model_name(settings) is None:
+        raise InvalidContent(
+            "No model to send.",
+            {"model": ["The pinned version names no model (content.model.name): send `model` with the turn call."]},
+        )
+    return settings
+
+
+def _conversation_check(request: TurnRequest, compacted: list[dict[str, Any]]) -> None:
+    """400 naming the first message the provider would refuse (core.provider_messages)."""
+    if request.format is None:
+        return
+    problem = provider_messages.conversation_problem(request.format, compacted)
+    if problem is None:
+        return
+    index, message = problem
+    if request.conversation is not None:
+        index = request.conversation.item_of(index)
+    raise InvalidContent(
+        "The conversation is not one the provider accepts.",
+        {f"messages[{index}]": [message, provider_messages.WINDOW_HINT]},
+    )
 
 
 # The per-turn text the registry wrote into an earlier request (skills.turn_request.turn_text:
@@ -132,6 +218,29 @@ def session_turn(*, session_id: Any, actor: Actor, body: Any, loaded: Loaded = U
     return turn_for_session(session=session, actor=actor, request=request)
 
 
+def _built(fmt: str, **parts: Any) -> providers.ProviderRequest:
+    """The provider request; a content part the format cannot carry is a 400 (raised inside the
+    turn's transaction, so the route it wrote is rolled back with it)."""
+    try:
+        return provider_request(fmt, **parts)
+    except provider_input.Unfit as exc:
+        raise InvalidContent("A message does not fit the format.", {exc.path: [exc.message]}) from None
+
+
+def _in_format(request: TurnRequest, compacted: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The compacted conversation in the format's own shape when the client sent items in that
+    shape (they come back as sent, docs/api.md#conversations-in-a-formats-own-shape); None for
+    a neutral conversation (answered in the neutral shape)."""
+    read = request.conversation
+    if request.format is None or read is None or not any(read.native):
+        return None
+    try:
+        written = provider_input.write(read, compacted, provider_messages.convert_run)
+    except provider_input.Unfit as exc:
+        raise InvalidContent("A message does not fit the format.", {exc.path: [exc.message]}) from None
+    return provider_messages.merge_roles(request.format, written)
+
+
 @transaction.atomic
 def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) -> dict[str, Any]:
     """The turn of a session already read, checked and touched for `actor` (session_use, or a
@@ -143,11 +252,14 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         content_variables.resolve(content.get("variables"), request.variables, scope="turn")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
+    model = _model(content, request.model) if request.format is not None else content.get("model") or {}
     policy = policy_from_content(content)
     try:
         compacted = compact(request.messages, policy)
     except CompactionError as exc:
         raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
+    _conversation_check(request, compacted.messages)
+    conversation = _in_format(request, compacted.messages)
     reported = _report_previous(session, request.invoked) if request.invoked is not None else None
     route = skill_services.skill_route(session=session, messages=for_routing(request.messages), k=request.k)
     rendered = render_session(session=session, actor=actor, variables=request.variables)
@@ -176,13 +288,13 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         "categories": route["categories"],
     }
     answer["reported"] = reported
-    answer["messages"] = compacted.messages
+    answer["messages"] = conversation if conversation is not None else compacted.messages
+    answer["turn_text"] = turn_text(rendered.tail, turn_cards(content, route, session_cards))
     answer["compaction"] = {key: value for key, value in compacted.as_dict().items() if key != "messages"}
-    model = content.get("model") or {}
     if request.format is not None:
-        built = provider_request(
+        built = _built(
             request.format,
-            content=content,
+            content={**content, "model": model},
             system=prefix.system,
             tools=prefix.tools,
             prefix_sha256=prefix.sha256,
@@ -190,6 +302,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
             tail=rendered.tail,
             route=route,
             session_cards=session_cards,
+            conversation=conversation,
         )
         if unchanged:  # the client holds the stable part: leave it out, say how to put it back
             answer["request_reuse"] = built.reuse()

@@ -46,6 +46,15 @@ SSO_GROUP_MAX = 256
 
 # Request bodies over this are refused with 413 before anything reads them.
 REQUEST_BODY_MAX_BYTES = 2 * 1024 * 1024
+# What the 413 says, on every lane: the message, and in `details` how to get under the limit.
+TOO_LARGE_MESSAGE = "The request body is over 2 MiB."
+TOO_LARGE_DETAILS = {
+    "body": [
+        "Compact the conversation locally first (the Python client: session.compact(messages, local=True), "
+        "the registry's compaction run in-process) and send the result, or a shorter `window` of it; a "
+        "single tool result over 2 MiB never fits: cut it before sending."
+    ]
+}
 
 # Pages of lists: the default and the most a client may ask for with ?limit=; versions carry
 # their content (up to CANONICAL_MAX_BYTES each), so their pages are smaller.

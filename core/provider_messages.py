@@ -8,7 +8,18 @@ as they are. Pure, standard library only."""
 import json
 from typing import Any
 
-__all__ = ["BREAKPOINT_LIMIT", "append_turn", "breakpoint_problems", "mark_conversation_end", "to_messages"]
+from core.provider_input import Unfit
+
+__all__ = [
+    "BREAKPOINT_LIMIT",
+    "LOOKBACK_STEP",
+    "append_turn",
+    "breakpoint_problems",
+    "conversation_problem",
+    "convert_run",
+    "mark_conversation_end",
+    "to_messages",
+]
 
 
 def _text_of(content: Any) -> str:
@@ -83,7 +94,7 @@ def _merge_roles(messages: list[dict[str, Any]], key: str) -> list[dict[str, Any
     """Consecutive messages of one role merged (Bedrock and Gemini want the roles to alternate)."""
     merged: list[dict[str, Any]] = []
     for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
+        if merged and merged[-1].get("role", "user") == message.get("role", "user"):
             merged[-1] = {**merged[-1], key: [*merged[-1][key], *message[key]]}
         else:
             merged.append(message)
@@ -150,7 +161,17 @@ def _openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         role, parts = _parts(message)
         texts = [p[1] for p in parts if p[0] == "text"]
-        if texts:
+        raws = [p[1] for p in parts if p[0] == "raw"]
+        if raws:  # a chat message with images: its parts in the Responses shape
+            kind = "output_text" if role == "assistant" else "input_text"
+            content: list[Any] = []
+            for part in parts:
+                if part[0] == "text":
+                    content.append({"type": kind, "text": part[1]})
+                elif part[0] == "raw":
+                    content.append(_responses_part(part[1]))
+            out.append({"role": "assistant" if role == "assistant" else "user", "content": content})
+        elif texts:
             out.append({"role": "assistant" if role == "assistant" else "user", "content": "\n".join(texts)})
         for part in parts:
             if part[0] == "call":
@@ -160,6 +181,31 @@ def _openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             elif part[0] == "result":
                 out.append({"type": "function_call_output", "call_id": part[1], "output": _text_of(part[2])})
     return out
+
+
+def _responses_part(block: Any) -> dict[str, Any]:
+    """A chat content part in the Responses shape; Unfit for one Responses cannot carry."""
+    if isinstance(block, dict) and block.get("type") == "image_url":
+        image = block.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if isinstance(url, str):
+            part: dict[str, Any] = {"type": "input_image", "image_url": url}
+            if isinstance(image, dict) and isinstance(image.get("detail"), str):
+                part["detail"] = image["detail"]
+            return part
+    if isinstance(block, dict) and block.get("type") in _RESPONSES_PARTS:
+        return block
+    raise _unfit("openai-responses", block)
+
+
+_RESPONSES_PARTS = ("input_text", "output_text", "input_image", "input_file", "input_audio", "refusal")
+
+
+def _unfit(fmt: str, block: Any) -> Unfit:
+    kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+    return Unfit(
+        "messages", f"A content part of type {str(kind)[:40]!r} cannot be sent as {fmt}; the registry does not drop it."
+    )
 
 
 def _bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,14 +226,16 @@ def _bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 blocks.append({"toolResult": result})
             elif isinstance(part[1], dict) and "type" not in part[1]:
                 blocks.append(part[1])  # a Converse block given as it is
+            else:
+                raise _unfit("bedrock-converse", part[1])
         if blocks:
             out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
     return _merge_roles(out, "content")
 
 
-def _gemini(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _gemini(messages: list[dict[str, Any]], names: dict[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
-    names: dict[str, str] = {}  # a tool result names its function in Gemini: found by call id
+    names = dict(names or {})  # a tool result names its function in Gemini: found by call id
     for message in messages:
         role, parts = _parts(message)
         items: list[dict[str, Any]] = []
@@ -202,6 +250,8 @@ def _gemini(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 items.append({"functionResponse": {"name": name, "response": {"result": _text_of(part[2])}}})
             elif isinstance(part[1], dict) and "type" not in part[1]:
                 items.append(part[1])
+            else:
+                raise _unfit("gemini", part[1])
         if items:
             out.append({"role": "model" if role == "assistant" else "user", "parts": items})
     return _merge_roles(out, "parts")
@@ -226,6 +276,110 @@ def to_messages(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]
             for m in messages
         ]
     return _CONVERT[fmt](messages)
+
+
+def convert_run(fmt: str, messages: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Neutral messages inside a conversation otherwise in `fmt`'s own shape, converted
+    (core.provider_input.write); `names`: function names by call id, for Gemini's results."""
+    if fmt in ("bedrock-converse", "gemini"):
+        messages = [
+            {"role": "user", "content": m.get("content")} if m.get("role") in ("system", "developer") else m
+            for m in messages
+        ]
+    if fmt == "gemini":
+        return _gemini(messages, names)
+    return _CONVERT[fmt](messages)
+
+
+def merge_roles(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive messages of one role merged where the format wants the roles to alternate
+    (bedrock-converse, gemini); others unchanged."""
+    if fmt == "bedrock-converse":
+        return _merge_roles(messages, "content")
+    if fmt == "gemini":
+        return _merge_roles(messages, "parts")
+    return messages
+
+
+# --- valid windows ------------------------------------------------------------------------------
+#
+# What every provider refuses in a conversation, checked on the neutral shape before a request is
+# laid out, so a 200 never carries a request the provider refuses: a tool result without its
+# call (an orphan, say at the start of a window cut in the middle of an exchange), a tool call
+# without its result, a call or result without an id; and, for anthropic, bedrock-converse and
+# gemini, a conversation that does not start with the user. OpenAI Responses lets other
+# assistant items (reasoning, text, more calls) come between a call and its output; the other
+# formats want the results straight after the calls.
+
+WINDOW_HINT = (
+    "Cut the conversation to a valid window: send `window` (a number of messages) with the turn call, "
+    "which starts the window at a user message and never between a tool call and its result."
+)
+_USER_FIRST = ("anthropic", "bedrock-converse", "gemini")
+
+
+def _no_result(call_id: str) -> str:
+    return f"The tool call {call_id!r} has no result after it."
+
+
+def _ids_problem(parts: list[Part]) -> str | None:
+    for part in parts:
+        if part[0] in ("call", "result") and (not isinstance(part[1], str) or not part[1]):
+            return "A tool call or result without an id: a call and its result are paired by it."
+    return None
+
+
+def conversation_problem(fmt: str, messages: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """(index, what is wrong) for the first message of the neutral `messages` that `fmt`'s
+    provider would refuse; None when there is none."""
+    strict = fmt != "openai-responses"
+    open_calls: list[str] = []
+    opened_at = 0
+    seen_user = False
+    for j, message in enumerate(messages):
+        role, parts = _parts(message)
+        if role in ("system", "developer"):
+            if open_calls:
+                return opened_at, _no_result(open_calls[0])
+            continue
+        results = [p for p in parts if p[0] == "result"]
+        problem = _ids_problem(parts) or (None if seen_user else _first_problem(fmt, role, bool(results)))
+        if problem:
+            return j, problem
+        seen_user = True
+        if results:
+            answered = _answer(open_calls, results, parts)
+            if answered is not None:  # (the orphan result, or the call left without its result)
+                return (j, answered[1]) if answered[0] else (opened_at, answered[1])
+            continue
+        if open_calls and (strict or role == "user"):
+            return opened_at, _no_result(open_calls[0])
+        calls = [p[1] for p in parts if p[0] == "call"]
+        if calls and not open_calls:
+            opened_at = j
+        open_calls += calls
+    return (opened_at, _no_result(open_calls[0])) if open_calls else None
+
+
+def _answer(open_calls: list[str], results: list[Part], parts: list[Part]) -> tuple[bool, str] | None:
+    """Closes the open calls `results` answer (in place). What is wrong, if anything: (True,
+    why) for a result without its call, (False, why) for other content in the message while
+    calls are still open."""
+    for part in results:
+        if part[1] not in open_calls:
+            return True, f"The tool result for {part[1]!r} has no tool call before it."
+        open_calls.remove(part[1])
+    if open_calls and any(p[0] != "result" for p in parts):
+        return False, _no_result(open_calls[0])
+    return None
+
+
+def _first_problem(fmt: str, role: str, results: bool) -> str | None:
+    """What is wrong with the conversation's first message (not system) for `fmt`, if anything."""
+    if fmt in _USER_FIRST and (role != "user" or results):
+        what = "a tool result" if results else f"a message of the {role}"
+        return f"The conversation starts with {what}; {fmt} wants a user message first."
+    return None
 
 
 def append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
@@ -259,14 +413,25 @@ def append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dic
 # (core.providers); this one ends the conversation, before the per-turn text, so on the next
 # turn the whole history is read from the cache and only the new messages are written. The
 # registry owns the markers of the conversation: those a client sends back (it echoes the
-# previous request) are removed, so there are never more than two. A marker is not part of what
-# the provider caches, so moving it leaves the cached bytes alone.
+# previous request) are removed, so there are never more than four. A marker is not part of what
+# the provider caches, so moving it leaves the cached bytes alone. A turn that adds many blocks
+# (a dozen parallel tool calls and their results) would put the previous turn's end out of the
+# lookback of this one's: up to two more breakpoints go back from the end, LOOKBACK_STEP blocks
+# apart, so one of them is always within reach ("The system automatically checks for cache hits
+# at all previous content block boundaries (up to approximately 20 blocks before your explicit
+# breakpoint)", the prompt-caching page below).
 # https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("cache_control" on a
 # content block; thinking blocks and empty text blocks cannot carry it);
 # https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html (a `cachePoint` block
 # after the content it ends, in `system`, `tools` or a message).
 
 BREAKPOINT_LIMIT = 4  # breakpoints Anthropic and Bedrock take in one request
+# The conversation's share of them: the prefix (system) holds one, the conversation the other
+# three, its end and up to two more, LOOKBACK_STEP blocks apart or more, so that a turn adding up
+# to about 2 * LOOKBACK_STEP + 20 blocks still has a breakpoint within Anthropic's lookback of
+# about 20 blocks from the end of the previous turn (docs/rendering.md#breakpoints-within-reach).
+CONVERSATION_BREAKPOINTS = 3
+LOOKBACK_STEP = 16
 EPHEMERAL = {"type": "ephemeral"}
 CACHE_POINT = {"cachePoint": {"type": "default"}}
 _ANTHROPIC_UNMARKABLE = ("thinking", "redacted_thinking")
@@ -321,27 +486,57 @@ def _bedrock_unmarked(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in content if not (isinstance(b, dict) and "cachePoint" in b)]}
 
 
+def _positions(out: list[dict[str, Any]], key: str) -> list[tuple[int, int]]:
+    """Every content block of the conversation as (message, block), in order; a text content
+    is one block."""
+    found: list[tuple[int, int]] = []
+    for m, message in enumerate(out):
+        content = message.get(key)
+        if isinstance(content, str):
+            found.append((m, 0))
+        elif isinstance(content, list):
+            found += [(m, b) for b in range(len(content))]
+    return found
+
+
+def _breakpoint_places(blocks: list[Any], markable: Any) -> list[int]:
+    """Indices (into `blocks`, the conversation's blocks in order) of the breakpoints: the last
+    markable block, then up to CONVERSATION_BREAKPOINTS - 1 more, each the last markable block
+    at least LOOKBACK_STEP blocks before the one after it (docs/rendering.md#breakpoints-within-reach)."""
+    places: list[int] = []
+    limit = len(blocks) - 1
+    while len(places) < CONVERSATION_BREAKPOINTS and limit >= 0:
+        found = next((i for i in range(limit, -1, -1) if markable(blocks[i])), None)
+        if found is None:
+            break
+        places.append(found)
+        limit = found - LOOKBACK_STEP
+    return places
+
+
 def _mark_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [_anthropic_unmarked(m) for m in messages]
-    for m in range(len(out) - 1, -1, -1):
-        content = out[m].get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-        for b in range(len(blocks) - 1, -1, -1):
-            if _anthropic_markable(blocks[b]):
-                blocks[b] = {**blocks[b], "cache_control": dict(EPHEMERAL)}
-                out[m] = {**out[m], "content": blocks}
-                return out
+    listed: list[list[Any]] = []  # each message's content as blocks (a text content is one)
+    for message in out:
+        content = message.get("content")
+        listed.append([{"type": "text", "text": content}] if isinstance(content, str) else list(content or []))
+    positions = [(m, b) for m, blocks in enumerate(listed) for b in range(len(blocks))]
+    for place in _breakpoint_places([listed[m][b] for m, b in positions], _anthropic_markable):
+        m, b = positions[place]
+        listed[m][b] = {**listed[m][b], "cache_control": dict(EPHEMERAL)}
+        out[m] = {**out[m], "content": listed[m]}
     return out
 
 
 def _mark_bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [_bedrock_unmarked(m) for m in messages]
-    for m in range(len(out) - 1, -1, -1):
-        blocks = list(out[m].get("content") or [])
-        for b in range(len(blocks) - 1, -1, -1):
-            if _bedrock_markable(blocks[b]):
-                out[m] = {**out[m], "content": [*blocks[: b + 1], dict(CACHE_POINT), *blocks[b + 1 :]]}
-                return out
+    positions = [(m, b) for m, b in _positions(out, "content") if isinstance(out[m].get("content"), list)]
+    blocks = [out[m]["content"][b] for m, b in positions]
+    # from the last place back, so an inserted cache point does not move the places before it
+    for place in _breakpoint_places(blocks, _bedrock_markable):
+        m, b = positions[place]
+        content = list(out[m]["content"])
+        out[m] = {**out[m], "content": [*content[: b + 1], dict(CACHE_POINT), *content[b + 1 :]]}
     return out
 
 

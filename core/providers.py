@@ -114,7 +114,8 @@ class TurnParts:
     input_schema); prefix_sha256: its hash. model: the pinned version's `model` settings;
     output_schema: its `output_schema` (or None). messages: the compacted conversation
     (neutral or Anthropic shape). turn_text: what changes per turn (tail and skill cards),
-    sent after the conversation."""
+    sent after the conversation. conversation: the same conversation already in the format's
+    own shape (core.provider_input.write), used instead of converting `messages`."""
 
     system: str
     tools: list[dict[str, Any]]
@@ -123,6 +124,7 @@ class TurnParts:
     output_schema: dict[str, Any] | None
     messages: list[dict[str, Any]]
     turn_text: str
+    conversation: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -372,9 +374,13 @@ def build_request(fmt: str, parts: TurnParts) -> ProviderRequest:
     if builder is None:
         raise ValueError(f"Unknown format {fmt!r}; one of {', '.join(FORMATS)}.")
     notes: list[str] = []
-    conversation = mark_conversation_end(fmt, to_messages(fmt, parts.messages))
+    settings = _Settings.of(parts.model)
+    if settings.name is None:  # the turn call refuses this (400 at `model`); a preview says it
+        notes.append("No model: the pinned version names none (content.model.name); every provider requires one.")
+    written = parts.conversation if parts.conversation is not None else to_messages(fmt, parts.messages)
+    conversation = mark_conversation_end(fmt, written)
     messages = append_turn(fmt, conversation, parts.turn_text)
-    body = builder(parts, _Settings.of(parts.model), messages, notes)
+    body = builder(parts, settings, messages, notes)
     # The layout keeps the rules by construction; should a conversation ever bring in what it
     # cannot fix, the answer says so rather than sending a request the provider refuses.
     notes += breakpoint_problems(fmt, body)

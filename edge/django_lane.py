@@ -11,6 +11,7 @@ streamed here, so collecting them is fine; static files are small (whitenoise)."
 import asyncio
 import gc
 import io
+import json
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
+from core import limits
 from edge.dispatch import (
     KEY_NOT_WORKING,
     ASGIApp,
@@ -31,7 +33,10 @@ from edge.dispatch import (
     send_json,
 )
 
-TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"The request body is over 2 MiB.","details":{}}}'
+TOO_LARGE = json.dumps(
+    {"error": {"code": "payload_too_large", "message": limits.TOO_LARGE_MESSAGE, "details": limits.TOO_LARGE_DETAILS}},
+    separators=(",", ":"),
+).encode()
 TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request body did not arrive in time.","details":{}}}'
 
 _pool: ThreadPoolExecutor | None = None

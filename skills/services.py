@@ -34,7 +34,15 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise InvalidContent("Send the conversation so far.", {"messages": ["Must be a non-empty list of messages."]})
     if len(messages) > MAX_MESSAGES:
-        raise InvalidContent("Too many messages.", {"messages": [f"At most {MAX_MESSAGES}; send the recent ones."]})
+        raise InvalidContent(
+            "Too many messages.",
+            {
+                "messages": [
+                    f"At most {MAX_MESSAGES}. Send a window of the recent ones that starts at a user message and "
+                    "never between a tool call and its result: the turn call's `window` field cuts one."
+                ]
+            },
+        )
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise InvalidContent(

@@ -50,9 +50,11 @@ def provider_request(
     tail: str,
     route: dict[str, Any],
     session_cards: list[Any],
+    conversation: list[dict[str, Any]] | None = None,
 ) -> providers.ProviderRequest:
     """The body for `fmt`: the prefix (system, tools, its hash), the pinned model settings and
-    output schema, the compacted `messages`, then the per-turn text."""
+    output schema, the compacted `messages` (or `conversation`, the same already in `fmt`'s own
+    shape: core.provider_input.write), then the per-turn text."""
     return providers.build_request(
         fmt,
         providers.TurnParts(
@@ -63,5 +65,6 @@ def provider_request(
             output_schema=content.get("output_schema"),
             messages=messages,
             turn_text=turn_text(tail, turn_cards(content, route, session_cards)),
+            conversation=conversation,
         ),
     )
