@@ -170,8 +170,8 @@ describe("promptreg (TypeScript) against a live registry", () => {
     assert.ok(!first.prefix_unchanged && second.prefix_unchanged === true);
     assert.deepEqual(second.prefix, first.prefix); // the held prefix, put back into the answer
     // ... and the request's stable part: whole, as if sent in full, with nothing left to apply.
-    const [a, b] = [first.request as Record<string, unknown>, second.request as Record<string, unknown>];
-    assert.deepEqual([b["tools"], b["system"]], [a["tools"], a["system"]]);
+    const [a, b] = [first.request, second.request]; // typed: AnthropicTurnRequest
+    assert.deepEqual([b.tools, b.system], [a.tools, a.system]);
     assert.equal(second["request_reuse"], undefined);
     assert.equal(session.prefixReceived, 1);
     assert.equal(sent[0]["prefix_sha256"], undefined);
