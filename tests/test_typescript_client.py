@@ -117,7 +117,9 @@ def test_the_committed_dist_is_what_the_sources_compile_to(built, tmp_path):
     out = tmp_path / "dist"
     _run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.dist.json", "--outDir", str(out)], cwd=PACKAGE)
     fresh = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    committed = {p.relative_to(PACKAGE / "dist").as_posix(): p.read_bytes() for p in (PACKAGE / "dist").rglob("*") if p.is_file()}
+    committed = {
+        p.relative_to(PACKAGE / "dist").as_posix(): p.read_bytes() for p in (PACKAGE / "dist").rglob("*") if p.is_file()
+    }
     assert sorted(committed) == sorted(fresh), "dist/ lists other files: run `npm run build` and commit dist/"
     stale = [name for name in fresh if committed[name] != fresh[name]]
     assert not stale, f"dist/ is stale ({', '.join(stale)}): run `npm run build` in clients/typescript and commit dist/"
