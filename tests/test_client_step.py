@@ -38,6 +38,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
     seen: list[tuple[str, dict[str, Any]]]
     refused: list[str]
+    reasoning = True  # Responses: answer a reasoning item with the call, and want it back
 
     def log_message(self, *args: Any) -> None:  # quiet
         pass
@@ -119,14 +120,16 @@ class _Receiver(BaseHTTPRequestHandler):
             if item.get("type") == "function_call_output" and item.get("call_id") not in calls:
                 return f"No tool call found for function call output with call_id {item.get('call_id')}.", {}
         answered = any(i.get("type") == "function_call_output" for i in items)
-        if answered and not any(i.get("type") == "reasoning" and i.get("encrypted_content") == "gAAA" for i in items):
+        sent_back = any(i.get("type") == "reasoning" and i.get("encrypted_content") == "gAAA" for i in items)
+        if answered and self.reasoning and not sent_back:
             return "the reasoning item of the call was not sent back", {}
         if answered:
             text = {"type": "output_text", "text": "Refunded.", "annotations": []}
             output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}]
         else:
+            reasoning = [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}]
             output = [
-                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+                *(reasoning if self.reasoning else []),
                 {
                     "type": "function_call",
                     "id": "fc_1",

@@ -30,7 +30,7 @@ from promptreg._core import (
 )
 from promptreg.errors import RegistryError, Unavailable, error_from_response
 from promptreg.messages import plain_messages
-from promptreg.step import Step, checked_extra, client_format
+from promptreg.step import FILE_TOOLS, Step, checked_extra, client_format
 from promptreg.step import absorb as step_absorb
 from promptreg.step import send as step_send
 from promptreg.sync import _lease_seconds
@@ -313,6 +313,17 @@ class AsyncPinnedSession:
         fmt, extra = client_format(client, format), checked_extra(create)
         turn = await self.turn(messages, invoked=invoked, variables=variables, format=fmt)
         return step_absorb(fmt, turn, await step_send(client, fmt, {**turn["request"], **extra}))
+
+    async def file_tool(self, tool: str, **params: Any) -> str:
+        """One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+        `read`; params as docs/rendering.md gives them): GET .../knowledge/{tool}. The answer
+        is the text for the model (at most 100 KB; its last line then says how to go on)."""
+        self._online("file_tool")
+        if tool not in FILE_TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(FILE_TOOLS)}.")
+        query = {key: value for key, value in params.items() if value is not None}
+        answer = await self.registry.json("GET", session_path(self.id, f"knowledge/{tool}"), params=query)
+        return str(answer["output"])
 
     async def route(self, messages: Sequence[Any], *, k: int = 5) -> dict[str, Any]:
         self._online("route")

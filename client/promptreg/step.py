@@ -20,6 +20,8 @@ from typing import Any
 from promptreg.messages import plain, plain_messages
 
 STEP_FORMATS = ("anthropic", "openai-chat", "openai-responses")
+# The model's file tools over a session's knowledge packs (docs/rendering.md), by name.
+FILE_TOOLS = ("ls", "glob", "grep", "read")
 # Keys of the pinned prefix and the conversation: a keyword argument may add to a request (or
 # set max_tokens, extra_headers, ...), never replace what the session pinned.
 PINNED_KEYS = frozenset({"system", "tools", "instructions", "messages", "input", "prompt_cache_key"})

@@ -29,7 +29,7 @@ from promptreg._core import (
 )
 from promptreg.errors import RegistryError, SessionEnded, Unavailable, VersionRevoked, error_from_response
 from promptreg.messages import plain_messages
-from promptreg.step import Step, checked_extra, client_format
+from promptreg.step import FILE_TOOLS, Step, checked_extra, client_format
 from promptreg.step import absorb as step_absorb
 from promptreg.step import send as step_send
 
@@ -443,6 +443,17 @@ class PinnedSession:
         fmt, extra = client_format(client, format), checked_extra(create)
         turn = self.turn(messages, invoked=invoked, variables=variables, format=fmt)
         return step_absorb(fmt, turn, step_send(client, fmt, {**turn["request"], **extra}))
+
+    def file_tool(self, tool: str, **params: Any) -> str:
+        """One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+        `read`; params as docs/rendering.md gives them): GET .../knowledge/{tool}. The answer
+        is the text for the model (at most 100 KB; its last line then says how to go on)."""
+        self._online("file_tool")
+        if tool not in FILE_TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(FILE_TOOLS)}.")
+        query = {key: value for key, value in params.items() if value is not None}
+        answer = self.registry.json("GET", session_path(self.id, f"knowledge/{tool}"), params=query)
+        return str(answer["output"])
 
     def route(self, messages: Sequence[Any], *, k: int = 5) -> dict[str, Any]:
         """The skills to show this turn: resident, routed (with scores and why) and session ones."""

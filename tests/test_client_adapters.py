@@ -1,0 +1,62 @@
+"""The Python client's framework adapters (issue 37): the OpenAI Agents SDK with a pinned
+session (promptreg.openai_agents), run as docs/client.md shows it, against the real registry
+(tests/live.py) and the small Responses receiver of tests/test_client_step.py."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skills.models import SkillTurn
+from tests.conftest import CONTENT_V1
+from tests.live import registry_server  # noqa: F401 (fixture)
+from tests.test_client_step import provider  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _example(marker: str) -> str:
+    docs = (ROOT / "docs" / "client.md").read_text()
+    found = re.search(rf"<!-- client-example: {marker} -->\n```python\n(.*?)^```", docs, re.M | re.S)
+    assert found, f"docs/client.md has no example {marker}"
+    return found.group(1)
+
+
+def test_the_documented_agents_sdk_example_runs_a_pinned_loop(registry_server, agent, production, provider, tmp_path):  # noqa: F811
+    example = _example("openai-agents")
+    assert len([line for line in example.splitlines() if line.strip()]) <= 15  # the issue's bound
+    provider.reasoning = False  # the registry's side of reasoning items is another branch's (issue 37 item 2)
+    script = tmp_path / "agent.py"
+    script.write_text(example)
+    env = {
+        **os.environ,
+        "REGISTRY_URL": registry_server.url,
+        "AGENT_KEY": agent.secret,
+        "OPENAI_BASE_URL": f"{provider.url}/v1",
+        "OPENAI_API_KEY": "test",
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",  # no trace export to a network this test has not
+        "PYTHONPATH": str(ROOT / "client"),
+    }
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().splitlines()[-1] == "Refunded."
+    assert provider.refused == []
+    (_, first), (_, second) = provider.seen
+    # The pinned prefix went out unchanged on both calls: instructions, and the tools as pinned
+    # (`strict: false`, the schema as published; not the SDK's strict rewrite).
+    assert second["instructions"] == first["instructions"] and second["tools"] == first["tools"]
+    assert (
+        first["tools"][0]["strict"] is False
+        and first["tools"][0]["parameters"] == CONTENT_V1["tools"][0]["input_schema"]
+    )
+    assert second["prompt_cache_key"] == first["prompt_cache_key"]
+    # The tool ran (the Runner's output went back), and the call it answers is in the input.
+    outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
+    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_1", "done")]
+    # Two model calls, two registry turns; the second reported what the model called in the first.
+    turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
+    assert turns == [(1, ["process_refund"]), (2, None)]
