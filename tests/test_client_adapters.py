@@ -1,6 +1,8 @@
-"""The Python client's framework adapters (issue 37): the OpenAI Agents SDK with a pinned
-session (promptreg.openai_agents), run as docs/client.md shows it, against the real registry
-(tests/live.py) and the small Responses receiver of tests/test_client_step.py."""
+"""The Python client with the SDKs and agent frameworks (issue 37), each run as docs/client.md
+shows it (its `client-example` blocks, as written, in a process of their own) against the real
+registry (tests/live.py) and the small provider receiver of tests/test_client_step.py:
+`session.step` with the Anthropic SDK, the OpenAI Agents SDK with a pinned session
+(promptreg.openai_agents); and the file tools the adapters serve (`session.file_tool`)."""
 
 import os
 import re
@@ -9,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from promptreg import NotFound, Registry
 
 from skills.models import SkillTurn
 from tests.conftest import CONTENT_V1
 from tests.live import registry_server  # noqa: F401 (fixture)
 from tests.test_client_step import provider  # noqa: F401 (fixture)
+from tests.test_knowledge_scope import live_world  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,3 +64,33 @@ def test_the_documented_agents_sdk_example_runs_a_pinned_loop(registry_server, a
     # Two model calls, two registry turns; the second reported what the model called in the first.
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, None)]
+
+
+def _run_example(marker: str, env: dict[str, str], tmp_path: Path) -> str:
+    script = tmp_path / f"{marker}.py"
+    script.write_text(_example(marker))
+    env = {**os.environ, **env, "PYTHONPATH": str(ROOT / "client")}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def test_the_documented_step_example_runs_an_anthropic_loop(registry_server, agent, production, provider, tmp_path):  # noqa: F811
+    assert len([line for line in _example("anthropic-step").splitlines() if line.strip()]) <= 15
+    env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "ANTHROPIC_BASE_URL": provider.url}
+    out = _run_example("anthropic-step", {**env, "ANTHROPIC_API_KEY": "test"}, tmp_path)
+    assert out.strip().splitlines()[-1] == "Refunded." and provider.refused == []
+    (_, first), (_, second) = provider.seen
+    result = second["messages"][2]["content"][0]
+    assert (result["type"], result["tool_use_id"], result["content"]) == ("tool_result", "toolu_01", "refunded 7")
+
+
+def test_session_file_tool_reads_the_sessions_knowledge(registry_server, live_world):  # noqa: F811
+    with Registry(registry_server.url, live_world.agent.secret) as registry:
+        with registry.start_session("support-bot") as session:
+            assert session.file_tool("ls", path="knowledge/") == "knowledge/support-kb/"
+            assert "Refunds take 5 days." in session.file_tool("read", path="knowledge/support-kb/faq/refunds.md")
+            with pytest.raises(NotFound):
+                session.file_tool("read", path="knowledge/hr-internal/pay/bands.md")  # outside the key's scope
+            with pytest.raises(ValueError, match="tool must be one of"):
+                session.file_tool("cat", path="knowledge/")
