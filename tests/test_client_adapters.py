@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from promptreg import NotFound, Registry
+from pydantic import Field
 
 from skills.models import SkillTurn
 from tests.conftest import CONTENT_V1
@@ -94,3 +98,49 @@ def test_session_file_tool_reads_the_sessions_knowledge(registry_server, live_wo
                 session.file_tool("read", path="knowledge/hr-internal/pay/bands.md")  # outside the key's scope
             with pytest.raises(ValueError, match="tool must be one of"):
                 session.file_tool("cat", path="knowledge/")
+
+
+class Recording(BaseChatModel):
+    """A LangChain chat model standing in for yours: it keeps what it was given and asks for
+    process_refund once, then answers."""
+
+    seen: list = Field(default_factory=list)
+    bound: list = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "recording"
+
+    def bind_tools(self, tools, **kwargs):
+        self.bound.append(tools)
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        self.seen.append(messages)
+        if any(isinstance(m, ToolMessage) for m in messages):
+            reply = AIMessage("Refunded.")
+        else:
+            reply = AIMessage("", tool_calls=[{"id": "call_1", "name": "process_refund", "args": {"order_id": "7"}}])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_the_documented_langchain_example_runs_a_pinned_loop(registry_server, agent, production):  # noqa: F811
+    example = _example("langchain")
+    assert len([line for line in example.splitlines() if line.strip()]) <= 15
+    namespace: dict = {}
+    exec(compile(example, "docs/client.md:langchain", "exec"), namespace)
+    model = Recording()
+    with Registry(registry_server.url, agent.secret) as registry:
+        with registry.start_session("refunds") as session:
+            answer = namespace["run"](session, model, {"process_refund": lambda order_id, **_: f"refunded {order_id}"})
+    assert answer == "Refunded."
+    first, second = model.seen
+    # The pinned system prompt first, the conversation, then this turn's text; the pinned tools
+    # bound unchanged, the same on both calls.
+    assert isinstance(first[0], SystemMessage) and first[0].content == CONTENT_V1["system_prompt"]
+    assert second[0].content == first[0].content and model.bound[0] == model.bound[1]
+    assert model.bound[0][0]["function"]["parameters"] == CONTENT_V1["tools"][0]["input_schema"]
+    assert [type(m).__name__ for m in second][:4] == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage"]
+    assert second[3].content == "refunded 7" and second[2].tool_calls[0]["id"] == "call_1"
+    turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
+    assert turns == [(1, ["process_refund"]), (2, None)]
