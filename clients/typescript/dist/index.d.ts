@@ -6,4 +6,6 @@ export type { CallOptions, CompactResult, Message, RegistryOptions, RenderResult
 export type { components, paths } from "./openapi.js";
 export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
+export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export type { Step, StepOptions, ToolCall } from "./step.js";
 export type { AnthropicMessage, AnthropicParams, AnthropicTurnRequest, BedrockConverseTurnRequest, GeminiTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIParams, OpenAIResponsesItem, OpenAIResponsesTurnRequest, RegistryTool, TextBlock, ToolInputSchema, TurnRequest, } from "./providers.js";

@@ -146,8 +146,8 @@ export interface OpenAIChatTurnRequest<M extends object = OpenAIMessage> {
 }
 /** A Responses API input item (`OpenAI.Responses.ResponseInputItem`): a message or any other item. */
 export interface OpenAIResponsesItem {
-    type?: string;
-    role?: string;
+    type?: string | null;
+    role?: string | null;
 }
 /** `openai-responses`: the body of `openai.responses.create(...)`. */
 export interface OpenAIResponsesTurnRequest<M extends object = OpenAIResponsesItem> {

@@ -33,6 +33,8 @@ export type {
 export type { components, paths } from "./openapi.js";
 export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
+export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export type { Step, StepOptions, ToolCall } from "./step.js";
 export type {
   AnthropicMessage,
   AnthropicParams,
