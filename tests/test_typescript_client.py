@@ -154,7 +154,9 @@ def test_the_folder_of_a_fresh_clone_installs_and_the_docs_examples_compile_unde
     (project / "package.json").write_text(json.dumps({"name": "agent", "private": True, "type": "module"}))
     # No runtime dependencies: installing the folder needs no registry.
     _run([NPM, "install", "--offline", "--no-audit", "--no-fund", str(package)], cwd=project)
-    probe = "import * as p from 'promptreg'; console.log(typeof p.Registry, typeof p.anthropicRequest, p.TURN_FORMATS.length)"
+    probe = (
+        "import * as p from 'promptreg'; console.log(typeof p.Registry, typeof p.stepAnthropic, p.TURN_FORMATS.length)"
+    )
     out = _run([NODE, "--input-type=module", "-e", probe], cwd=project)
     assert out.stdout.split() == ["function", "function", "5"], out.stdout + out.stderr
 
