@@ -33,13 +33,13 @@ run: $(VENV)/.client-installed
 test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)
 
-# The TypeScript client's OpenAPI document and the types generated from it (both committed;
-# tests/test_typescript_client.py fails when either is stale).
+# The TypeScript client's OpenAPI document, the types generated from it and the compiled dist/
+# (all committed; tests/test_typescript_client.py fails when any is stale).
 ts-types: $(VENV)/.client-installed
 	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
 	DATABASE_URL=$${DATABASE_URL:-postgres://x@127.0.0.1:9/x} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} \
 		DJANGO_SETTINGS_MODULE=config.test_settings $(PY) manage.py spectacular --format openapi-json --file clients/typescript/openapi.json
-	cd clients/typescript && npm run --silent generate
+	cd clients/typescript && npm run --silent generate && npm run --silent build
 
 # schemathesis against the OpenAPI document, as every role; FUZZ_EXAMPLES per operation.
 fuzz: $(VENV)/.client-installed

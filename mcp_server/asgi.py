@@ -65,8 +65,52 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
     return again
 
 
-async def _error(send: Any, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+# The JSON-RPC error code of a refusal before any tool runs (401, 403, 429): one of the codes
+# JSON-RPC leaves to the server (-32000 to -32099); the contract's code leads the message.
+JSONRPC_REFUSED = -32001
+# Said with every 401: hosts that meet a 401 tend to start OAuth, which this server does not use.
+NO_OAUTH = (
+    " This server takes no OAuth: set the header in your MCP client's configuration "
+    "(docs/mcp.md, Connecting: Claude Code, Claude Desktop, Cursor, the mcp SDK)."
+)
+
+
+def _jsonrpc_id(body: bytes) -> tuple[bool, Any]:
+    """(True, its id) when `body` is one JSON-RPC request, which an MCP client reads an error of
+    only in JSON-RPC's shape; (False, None) for anything else (a batch, a notification, not JSON)."""
+    try:
+        parsed = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return False, None
+    if not isinstance(parsed, dict) or parsed.get("jsonrpc") != "2.0" or "method" not in parsed:
+        return False, None
+    request_id = parsed.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return False, None
+    return True, request_id
+
+
+async def _error(
+    send: Any,
+    status: int,
+    code: str,
+    message: str,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    *,
+    request: bytes = b"",
+) -> None:
+    """The refusal in the contract's error shape; for a JSON-RPC request (what an MCP client
+    sends), as a JSON-RPC error at the same HTTP status, whose message starts with the contract's
+    code and whose `data` is the contract's error object, so the host shows the reason (the
+    `mcp` SDK raises it as the call's error) instead of a bare status."""
+    error = {"code": code, "message": message, "details": {}}
+    is_request, request_id = _jsonrpc_id(request)
+    if is_request:
+        rpc_error = {"code": JSONRPC_REFUSED, "message": f"{code}: {message}", "data": error}
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "error": rpc_error}
+    else:
+        payload = {"error": error}
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
@@ -182,8 +226,9 @@ class McpApp:
                 send,
                 401,
                 "not_authenticated",
-                "Send an API key as 'Authorization: Bearer <key>'.",
+                "Send an API key as 'Authorization: Bearer <key>'." + NO_OAUTH,
                 [(b"www-authenticate", b'Bearer realm="api"')],
+                request=body,
             )
             return
         actor, wait = await run_django(
@@ -197,18 +242,18 @@ class McpApp:
                 send,
                 401,
                 "not_authenticated",
-                "The API key is not valid: it is unknown, expired or revoked.",
+                "The API key is not valid: it is unknown, expired or revoked." + NO_OAUTH,
                 [(b"www-authenticate", b'Bearer realm="api"')],
+                request=body,
             )
             return
         if wait is not None:
-            await _error(
-                send, 429, "throttled", f"Too many requests; retry in {wait} s.", [(b"retry-after", str(wait).encode())]
-            )
+            retry = [(b"retry-after", str(wait).encode())]
+            await _error(send, 429, "throttled", f"Too many requests; retry in {wait} s.", retry, request=body)
             return
         if actor is not None and not actor.has_role(Role.AGENT):
             # A ci key may only report checks (REST): no sessions, no catalog through MCP.
-            await _error(send, 403, "permission_denied", "This key's role does not allow MCP.", [])
+            await _error(send, 403, "permission_denied", "This key's role does not allow MCP.", request=body)
             return
         await self.start()
         scope[SCOPE_KEY] = actor

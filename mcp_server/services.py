@@ -8,16 +8,22 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
+from access import ratelimit
 from access.actors import Actor
 from audit.services import audit_record
 from core.errors import InvalidContent, NotFound
-from knowledge.render import session_render
+from knowledge import tools as knowledge_tools
+from knowledge.render import render_session, session_render
 from registry import selectors as registry_selectors
 from registry.parsed_content import content_document
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
+from skills import services as skill_services
+from skills.models import SessionSkill, SkillTurn
+from skills.turn_request import turn_cards, turn_text
 
 
 @dataclass(frozen=True)
@@ -40,11 +46,13 @@ class Protocol:
     per_turn: str  # how an agent host takes each turn of this session in one HTTP call
 
 
-# One line for agent hosts that call HTTP too: the turn endpoint answers everything the model
-# sees this turn (prefix, tail, skills, compacted messages, a provider request) in one call.
+# How a host takes each turn: over MCP, the take_turn tool (this turn's text and skills); a host
+# that also calls HTTP with the key may use the turn endpoint, which answers the compacted
+# messages and a provider request too.
 PER_TURN = (
-    "Each later turn in one call: POST /api/v1/sessions/{session_id}/turn/ with messages (invoked, "
-    "variables, format for a provider request ready to send, prefix_sha256 to skip an unchanged prefix)."
+    "Each turn, call take_turn with session_id={session_id} and the user's latest message: it answers "
+    "this turn's text (date, time, notices) and skill cards to show the model with that message. "
+    "Over HTTP with the API key: POST /api/v1/sessions/{session_id}/turn/ does the same in one call."
 )
 
 
@@ -126,3 +134,88 @@ def bundle_bytes(*, actor: Actor, name: str, content_hash: str) -> bytes:
     if version is None:
         raise NotFound(f"Bundle {name!r} has no version with content hash {content_hash}.")
     return bytes(version.canonical)
+
+
+# --- The per-turn tools: this turn's text and skills, and the knowledge file tools ----------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a session for an MCP host: the text to show the model with the user's latest
+    message (the render's tail: date, time, notices; then this turn's skill cards, as the turn
+    call lays them out), and which skills were loaded and why."""
+
+    session_id: str
+    turn: int
+    text: str
+    skills: dict[str, Any]
+    notices: list[dict[str, str]]
+    reported: dict[str, Any] | None
+
+
+MAX_TURN_TEXT = 100_000  # characters of the user's message routed on; more is refused, not cut
+
+
+@transaction.atomic
+def turn_take(*, actor: Actor, session_id: str, text: str, invoked: list[str] | None = None) -> Turn:
+    """Report what the model invoked in the previous turn (when given), route this turn's skills
+    on `text`, render the tail: the same services as POST .../turns/, .../route/ and .../render/
+    (and as the turn call composes them, in that order: routing reads the reported invocations),
+    in one transaction, so a refused report opens no turn."""
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TURN_TEXT:
+        raise InvalidContent(
+            "text must be the user's latest message.",
+            {"text": [f"A non-empty string of at most {MAX_TURN_TEXT} characters."]},
+        )
+    session = session_services.session_use(session_id=_session_uuid(session_id), actor=actor)
+    reported = None
+    if invoked is not None:
+        previous = (
+            SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
+        )
+        if previous is None:
+            if invoked:
+                raise InvalidContent(
+                    "There is no previous turn to report.", {"invoked": ["This session has no turn yet."]}
+                )
+        else:
+            row = skill_services.skill_turn_report(session=session, turn=previous, invoked=invoked)
+            reported = {"turn": row.number, "invoked": row.invoked}
+    route = skill_services.skill_route(session=session, messages=[{"role": "user", "content": text}])
+    rendered = render_session(session=session, actor=actor)
+    content = content_document(version_id=session.version_id, content_hash=rendered.content_hash)
+    own = list(SessionSkill.objects.filter(session=session, name__in=route["session"])) if route["session"] else []
+    return Turn(
+        session_id=str(session.pk),
+        turn=route["turn"],
+        text=turn_text(rendered.tail, turn_cards(content, route, own)),
+        skills={
+            "resident": route["resident"],
+            "routed": [r["name"] for r in route["routed"]],
+            "session": route["session"],
+        },
+        notices=rendered.notices,
+        reported=reported,
+    )
+
+
+def turn_as_dict(turn: Turn) -> dict[str, Any]:
+    return asdict(turn)
+
+
+def file_tool(*, actor: Actor, session_id: str, tool: str, **params: Any) -> str:
+    """One of the model's file tools (ls, glob, grep, read) over the session's knowledge packs:
+    knowledge.tools, as GET .../knowledge/{tool} runs it, under the same per-key concurrency
+    slot. The answer is the text the model reads (cut at 100 KB, its last line then says so)."""
+    run = knowledge_tools.TOOLS[tool]
+    slot = ratelimit.file_tool_slot(actor=actor)
+    if slot is None:
+        raise FileToolsBusy(
+            f"This key already has {settings.FILE_TOOL_CONCURRENCY} file-tool calls running: wait for one to finish."
+        )
+    with slot:
+        return run(session_id=_session_uuid(session_id), actor=actor, **params).output
+
+
+class FileToolsBusy(Exception):
+    """The key's file-tool slots are all taken (REST answers 429 `throttled`)."""

@@ -31,7 +31,7 @@ from tests.live import WebServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MARKER = "OKAPI-PROTOCOL-MARKER-91c3"
-TOOLS = {"list_capabilities", "get_capability_protocol", "end_session"}
+TOOLS = {"list_capabilities", "get_capability_protocol", "end_session", "take_turn", "ls", "glob", "grep", "read"}
 
 
 def _key(role: str = Role.AGENT, *, name: str = "mcp-agent", scopes=None):
@@ -88,7 +88,7 @@ async def call(client: Client, tool: str, **arguments):
     return result.structured_content if result.structured_content is not None else json.loads(text)
 
 
-def test_it_offers_three_tools_and_immutable_bundle_resources(bundles):
+def test_it_offers_its_tools_and_immutable_bundle_resources(bundles):
     actor, _ = _key()
 
     async def scenario():
@@ -165,8 +165,10 @@ def test_a_protocol_pins_a_session_that_continues_by_its_id(bundles):
     assert again["version"] == 1 and again["system_prompt"] == first["system_prompt"] and not again["started"]
     assert fresh["version"] == 2 and fresh["session_id"] != first["session_id"]
     assert ended["status"] == "ended"
-    assert after["error"].startswith("Error executing tool get_capability_protocol: session_ended")
-    assert "not_found" in elsewhere["error"]
+    # Refusals start with the contract's code, as this file's docs promise (not the SDK's
+    # "Error executing tool <name>: ...").
+    assert after["error"].startswith("session_ended: ")
+    assert elsewhere["error"].startswith("not_found: ")
 
 
 def _move(bundle, version, ops):
@@ -194,7 +196,8 @@ def test_a_session_is_the_keys_own(bundles):
         return pinned, stolen, stop, bad
 
     pinned, stolen, stop, bad = asyncio.run(scenario())
-    assert "not_found" in stolen["error"] and "not_found" in stop["error"] and "validation_error" in bad["error"]
+    assert stolen["error"].startswith("not_found: ") and stop["error"].startswith("not_found: ")
+    assert bad["error"].startswith("validation_error: ")
     assert Session.objects.get(pk=pinned["session_id"]).status == "active"  # the other key changed nothing
 
 
@@ -222,7 +225,7 @@ def test_a_revoked_version_answers_version_revoked_with_the_labels(bundles):
             return await call(client, "get_capability_protocol", capability="refunds", session_id=pinned["session_id"])
 
     answer = asyncio.run(again())["error"]
-    assert "version_revoked" in answer and '"labels": {"production": 2}' in answer
+    assert answer.startswith("version_revoked: ") and '"labels": {"production": 2}' in answer
 
 
 def test_bundle_resources_are_the_versions_canonical_bytes_within_the_keys_scope(bundles):
@@ -303,8 +306,14 @@ def _http_client(url: str, secret: str) -> Client:
 def test_mcp_over_http_refuses_requests_without_a_working_key(debug_server):
     ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     answer = httpx.post(f"{debug_server.url}/mcp", json=ping)
-    assert answer.status_code == 401 and answer.json()["error"]["code"] == "not_authenticated"
+    # A JSON-RPC request gets a JSON-RPC error (what an MCP client reads), the contract's code
+    # first, the contract's error object as its data; anything else the contract's shape.
+    error = answer.json()["error"]
+    assert answer.status_code == 401 and answer.json()["id"] == 1 and error["data"]["code"] == "not_authenticated"
+    assert error["message"].startswith("not_authenticated: ") and "no OAuth" in error["message"]
     assert answer.headers["www-authenticate"].startswith("Bearer")
+    answer = httpx.post(f"{debug_server.url}/mcp", content=b"not json")
+    assert answer.status_code == 401 and answer.json()["error"]["code"] == "not_authenticated"
     answer = httpx.post(f"{debug_server.url}/mcp", json=ping, headers={"Authorization": "Bearer pr_" + "x" * 43})
     assert answer.status_code == 401
     answer = httpx.post(f"{debug_server.url}/mcp", json=ping, headers={"Host": "evil.example"})
@@ -318,7 +327,8 @@ def test_mcp_over_http_refuses_a_ci_key(debug_server):
     _, secret = _key(Role.CI, name="mcp-ci")
     ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     answer = httpx.post(f"{debug_server.url}/mcp", json=ping, headers={"Authorization": f"Bearer {secret}"})
-    assert answer.status_code == 403 and answer.json()["error"]["code"] == "permission_denied"
+    assert answer.status_code == 403 and answer.json()["error"]["data"]["code"] == "permission_denied"
+    assert answer.json()["error"]["message"].startswith("permission_denied: ")
 
 
 def test_mcp_over_http_initialises_lists_and_calls_every_tool(debug_server, bundles):

@@ -113,8 +113,11 @@ def test_protocols_and_ends_count_against_the_write_budget(faq):
 
     answers, listed, ended = _run(scenario)
     assert [a[0] for a in answers] == [200, 200, 429], answers
+    # A JSON-RPC request is refused in JSON-RPC's shape (an MCP client reads no other), the
+    # contract's code first in its message and the contract's error object as its data.
     error = json.loads(answers[2][2])["error"]
-    assert error["code"] == "throttled" and int(answers[2][1][b"retry-after"]) > 0
+    assert error["message"].startswith("throttled: ") and error["data"]["code"] == "throttled"
+    assert int(answers[2][1][b"retry-after"]) > 0
     assert listed[0] == 200  # a read: its own budget
     assert ended[0] == 429  # an end is a write, as POST .../end/ is
 

@@ -274,7 +274,7 @@ def test_the_readme_pasted_in_order_into_one_shell_against_make_run(checkout):
         url = argv[5]
         header_name, header_value = argv[argv.index("--header") + 1].split(": ", 1)
         tools, catalog = _mcp(url, {header_name: header_value})
-        assert tools == {"list_capabilities", "get_capability_protocol", "end_session"}
+        assert {"list_capabilities", "get_capability_protocol", "end_session", "take_turn", "read"} <= tools
         assert set(names) <= set(catalog)
         config = json.loads(next(b.code for b in blocks if b.marker == "mcp-json"))["mcpServers"]["prompt-registry"]
         assert config["type"] == "http" and config["url"] == "http://127.0.0.1:8000/mcp"

@@ -1,7 +1,8 @@
 """The TypeScript client (clients/typescript, npm package `promptreg`) against the real
 service: its node tests run on a live server process (tests/live.py) with keys and data made
-here; its request and response types must match the service's OpenAPI document; and the
-packed tarball must install into an empty project and work there."""
+here; its request and response types must match the service's OpenAPI document; the folder of
+a fresh clone and the packed tarball must install into an empty project and work there; and
+the docs' examples compile under `strict` against the installed package and both SDKs."""
 
 import json
 import os
@@ -108,6 +109,87 @@ def test_the_readme_sdk_examples_type_check_against_both_sdks_which_stay_optiona
     _run([NODE, "node_modules/typescript/bin/tsc", "-p", str(check / "tsconfig.json")], cwd=PACKAGE)
 
 
+def test_the_committed_dist_is_what_the_sources_compile_to(built, tmp_path):
+    """dist/ is committed, so that `npm install <checkout>/clients/typescript` works on a fresh
+    clone: npm links a folder dependency and runs no build that could work there (its
+    `prepare` would run without the package's devDependencies, so without tsc). `npm run build`
+    rewrites it; this fails while it is stale."""
+    out = tmp_path / "dist"
+    _run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.dist.json", "--outDir", str(out)], cwd=PACKAGE)
+    fresh = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    committed = {
+        p.relative_to(PACKAGE / "dist").as_posix(): p.read_bytes() for p in (PACKAGE / "dist").rglob("*") if p.is_file()
+    }
+    assert sorted(committed) == sorted(fresh), "dist/ lists other files: run `npm run build` and commit dist/"
+    stale = [name for name in fresh if committed[name] != fresh[name]]
+    assert not stale, f"dist/ is stale ({', '.join(stale)}): run `npm run build` in clients/typescript and commit dist/"
+
+
+def _fresh_clone(into: Path) -> Path:
+    """clients/typescript as a fresh clone of this checkout has it: the files git tracks (no
+    node_modules, no build/), with their contents in the working tree."""
+    listed = _run(["git", "ls-files", "-z", "clients/typescript"], cwd=ROOT).stdout.split("\0")
+    for name in filter(None, listed):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, target)
+    return into / "clients" / "typescript"
+
+
+def _docs_typescript_blocks() -> list[str]:
+    docs = (ROOT / "docs" / "client.md").read_text()
+    section = docs.split("\n## TypeScript\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```ts\n(.*?)^```", section, re.M | re.S)
+
+
+def test_the_folder_of_a_fresh_clone_installs_and_the_docs_examples_compile_under_strict(built, tmp_path):
+    """The documented `npm install <checkout>/clients/typescript` into an empty project on a fresh
+    clone gives an importable `promptreg`; docs/client.md's TypeScript examples compile, as
+    written, under `strict` in that project against the SDKs: `turn.request` is typed per format,
+    so `anthropic.messages.create(turn.request)` (and `chat.completions.create`,
+    `responses.create`) take it with no cast."""
+    package = _fresh_clone(tmp_path / "clone")
+    project = tmp_path / "agent"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps({"name": "agent", "private": True, "type": "module"}))
+    # No runtime dependencies: installing the folder needs no registry.
+    _run([NPM, "install", "--offline", "--no-audit", "--no-fund", str(package)], cwd=project)
+    probe = (
+        "import * as p from 'promptreg'; console.log(typeof p.Registry, typeof p.stepAnthropic, p.TURN_FORMATS.length)"
+    )
+    out = _run([NODE, "--input-type=module", "-e", probe], cwd=project)
+    assert out.stdout.split() == ["function", "function", "5"], out.stdout + out.stderr
+
+    # A reader would `npm install @anthropic-ai/sdk openai @types/node typescript`; offline here,
+    # the project links the copies the package's own lockfile installed (the same versions).
+    for dependency in ("@anthropic-ai/sdk", "openai", "@types/node"):
+        link = project / "node_modules" / dependency
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(PACKAGE / "node_modules" / dependency, target_is_directory=True)
+    blocks = _docs_typescript_blocks()
+    assert len(blocks) >= 3 and all('from "promptreg"' in block for block in blocks)
+    assert not any(re.search(r"\bas any\b|: any\b|@ts-", block) for block in blocks)
+    names = []
+    for i, block in enumerate(blocks):
+        names.append(f"example{i}.ts")
+        (project / names[-1]).write_text(block)
+    config = {
+        "compilerOptions": {
+            "strict": True,
+            "target": "ES2022",
+            "module": "NodeNext",
+            "moduleResolution": "NodeNext",
+            "lib": ["ES2022", "ESNext.Disposable", "DOM"],
+            "types": ["node"],
+            "skipLibCheck": True,
+            "noEmit": True,
+        },
+        "files": names,
+    }
+    (project / "tsconfig.json").write_text(json.dumps(config))
+    _run([NODE, str(PACKAGE / "node_modules" / "typescript" / "bin" / "tsc"), "-p", "tsconfig.json"], cwd=project)
+
+
 @pytest.fixture(scope="module")
 def throttled_server(django_db_setup, django_db_blocker) -> Iterator[WebServer]:
     # A day's window, so the test's three calls and the refused fourth share one. Windows are
@@ -168,7 +250,7 @@ def test_the_packed_tarball_installs_into_an_empty_project_and_works(built, regi
         packed = _run([NPM, "pack", "--json", "--pack-destination", work], cwd=PACKAGE)
         tarball = Path(work) / json.loads(packed.stdout)[0]["filename"]
         files = {entry["path"] for entry in json.loads(packed.stdout)[0]["files"]}
-        assert "build/src/index.d.ts" in files and not any(f.startswith(("test/", "build/test/")) for f in files)
+        assert "dist/index.d.ts" in files and not any(f.startswith(("test/", "build/")) for f in files)
         project = Path(work) / "agent"
         project.mkdir()
         (project / "package.json").write_text(json.dumps({"name": "agent", "private": True, "type": "module"}))

@@ -22,6 +22,7 @@ from promptreg.errors import (
     Unavailable,
     VersionRevoked,
 )
+from promptreg.step import Step, ToolCall
 from promptreg.sync import PinnedSession, Registry
 
 __version__ = "0.1.0"
@@ -42,7 +43,9 @@ __all__ = [
     "RegistryError",
     "Retry",
     "SessionEnded",
+    "Step",
     "Throttled",
+    "ToolCall",
     "Unavailable",
     "VersionRevoked",
 ]

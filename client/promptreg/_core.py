@@ -13,6 +13,7 @@ import threading
 import uuid
 import warnings
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 
 from promptreg.errors import IntegrityError, RegistryError, Throttled, Unavailable
+from promptreg.messages import plain_messages
 
 logger = logging.getLogger("promptreg")
 
@@ -243,7 +245,7 @@ class TurnPrefix:
 
     def body(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Any],
         *,
         invoked: list[str] | None,
         variables: dict[str, Any] | None,
@@ -252,7 +254,7 @@ class TurnPrefix:
     ) -> dict[str, Any]:
         if format is not None and format not in TURN_FORMATS:
             raise ValueError(f"format must be one of {', '.join(TURN_FORMATS)}, or None for the neutral shape.")
-        body: dict[str, Any] = {"messages": messages}
+        body: dict[str, Any] = {"messages": plain_messages(messages)}
         if invoked is not None:
             body["invoked"] = invoked
         if variables is not None:

@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +29,10 @@ from promptreg._core import (
     warn_offline,
 )
 from promptreg.errors import RegistryError, Unavailable, error_from_response
+from promptreg.messages import plain_messages
+from promptreg.step import FILE_TOOLS, Step, checked_extra, client_format
+from promptreg.step import absorb as step_absorb
+from promptreg.step import send as step_send
 from promptreg.sync import _lease_seconds
 
 logger = logging.getLogger("promptreg")
@@ -281,7 +286,7 @@ class AsyncPinnedSession:
 
     async def turn(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Any],
         *,
         invoked: list[str] | None = None,
         variables: dict[str, Any] | None = None,
@@ -294,9 +299,37 @@ class AsyncPinnedSession:
         answer = await self.registry.json("POST", session_path(self.id, "turn/"), json=body)
         return self.turn_prefix.absorb(answer)
 
-    async def route(self, messages: list[dict[str, Any]], *, k: int = 5) -> dict[str, Any]:
+    async def step(
+        self,
+        client: Any,
+        messages: Sequence[Any],
+        *,
+        format: str | None = None,
+        invoked: list[str] | None = None,
+        variables: dict[str, Any] | None = None,
+        **create: Any,
+    ) -> Step:
+        """`PinnedSession.step` with an async SDK client (`AsyncAnthropic`, `AsyncOpenAI`)."""
+        fmt, extra = client_format(client, format), checked_extra(create)
+        turn = await self.turn(messages, invoked=invoked, variables=variables, format=fmt)
+        return step_absorb(fmt, turn, await step_send(client, fmt, {**turn["request"], **extra}))
+
+    async def file_tool(self, tool: str, **params: Any) -> str:
+        """One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+        `read`; params as docs/rendering.md gives them): GET .../knowledge/{tool}. The answer
+        is the text for the model (at most 100 KB; its last line then says how to go on)."""
+        self._online("file_tool")
+        if tool not in FILE_TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(FILE_TOOLS)}.")
+        query = {key: value for key, value in params.items() if value is not None}
+        answer = await self.registry.json("GET", session_path(self.id, f"knowledge/{tool}"), params=query)
+        return str(answer["output"])
+
+    async def route(self, messages: Sequence[Any], *, k: int = 5) -> dict[str, Any]:
         self._online("route")
-        return await self.registry.json("POST", session_path(self.id, "route/"), json={"messages": messages, "k": k})
+        return await self.registry.json(
+            "POST", session_path(self.id, "route/"), json={"messages": plain_messages(messages), "k": k}
+        )
 
     async def report_turn(self, turn: int, invoked: list[str], *, expected: list[str] | None = None) -> dict[str, Any]:
         self._online("report_turn")
@@ -305,7 +338,8 @@ class AsyncPinnedSession:
             body["expected"] = expected
         return await self.registry.json("POST", session_path(self.id, "turns/"), json=body)
 
-    async def compact(self, messages: list[dict[str, Any]], *, local: bool = False) -> dict[str, Any]:
+    async def compact(self, messages: Sequence[Any], *, local: bool = False) -> dict[str, Any]:
+        messages = plain_messages(messages)
         if local or self.offline:
             return compaction.compact(messages, compaction.policy_from_content(self.bundle.content)).as_dict()
         return await self.registry.json("POST", session_path(self.id, "compact/"), json={"messages": messages})

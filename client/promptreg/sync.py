@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -27,6 +28,10 @@ from promptreg._core import (
     warn_offline,
 )
 from promptreg.errors import RegistryError, SessionEnded, Unavailable, VersionRevoked, error_from_response
+from promptreg.messages import plain_messages
+from promptreg.step import FILE_TOOLS, Step, checked_extra, client_format
+from promptreg.step import absorb as step_absorb
+from promptreg.step import send as step_send
 
 logger = logging.getLogger("promptreg")
 
@@ -399,7 +404,7 @@ class PinnedSession:
 
     def turn(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Any],
         *,
         invoked: list[str] | None = None,
         variables: dict[str, Any] | None = None,
@@ -419,10 +424,43 @@ class PinnedSession:
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
         return self.turn_prefix.absorb(self.registry.json("POST", session_path(self.id, "turn/"), json=body))
 
-    def route(self, messages: list[dict[str, Any]], *, k: int = 5) -> dict[str, Any]:
+    def step(
+        self,
+        client: Any,
+        messages: Sequence[Any],
+        *,
+        format: str | None = None,
+        invoked: list[str] | None = None,
+        variables: dict[str, Any] | None = None,
+        **create: Any,
+    ) -> Step:
+        """One step of an agent loop with an official SDK client (`anthropic.Anthropic`, or
+        `openai.OpenAI` with `format="openai-responses"` / `"openai-chat"`): the turn call, the
+        SDK's `create(**turn["request"], **create)`, and the reply appended. `step.messages` is
+        the conversation for the next step (the turn's, compacted, plus the reply);
+        `step.tool_calls` what the model asked for (answer them with
+        `step.with_tool_results({call.id: result})`); `step.done` when it asked for none."""
+        fmt, extra = client_format(client, format), checked_extra(create)
+        turn = self.turn(messages, invoked=invoked, variables=variables, format=fmt)
+        return step_absorb(fmt, turn, step_send(client, fmt, {**turn["request"], **extra}))
+
+    def file_tool(self, tool: str, **params: Any) -> str:
+        """One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+        `read`; params as docs/rendering.md gives them): GET .../knowledge/{tool}. The answer
+        is the text for the model (at most 100 KB; its last line then says how to go on)."""
+        self._online("file_tool")
+        if tool not in FILE_TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(FILE_TOOLS)}.")
+        query = {key: value for key, value in params.items() if value is not None}
+        answer = self.registry.json("GET", session_path(self.id, f"knowledge/{tool}"), params=query)
+        return str(answer["output"])
+
+    def route(self, messages: Sequence[Any], *, k: int = 5) -> dict[str, Any]:
         """The skills to show this turn: resident, routed (with scores and why) and session ones."""
         self._online("route")
-        return self.registry.json("POST", session_path(self.id, "route/"), json={"messages": messages, "k": k})
+        return self.registry.json(
+            "POST", session_path(self.id, "route/"), json={"messages": plain_messages(messages), "k": k}
+        )
 
     def report_turn(self, turn: int, invoked: list[str], *, expected: list[str] | None = None) -> dict[str, Any]:
         """Tell the registry which skills the model actually called in `turn`; `expected`, when
@@ -433,10 +471,11 @@ class PinnedSession:
             body["expected"] = expected
         return self.registry.json("POST", session_path(self.id, "turns/"), json=body)
 
-    def compact(self, messages: list[dict[str, Any]], *, local: bool = False) -> dict[str, Any]:
+    def compact(self, messages: Sequence[Any], *, local: bool = False) -> dict[str, Any]:
         """Tier-1 micro-compaction of old tool results under the pinned policy. By the
         registry, or with `local=True` (and always when offline) by the same pure function
         in-process: the results are identical."""
+        messages = plain_messages(messages)
         if local or self.offline:
             return compaction.compact(messages, compaction.policy_from_content(self.bundle.content)).as_dict()
         return self.registry.json("POST", session_path(self.id, "compact/"), json={"messages": messages})

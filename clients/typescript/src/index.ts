@@ -33,4 +33,21 @@ export type {
 export type { components, paths } from "./openapi.js";
 export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
-export type { AnthropicMessage, AnthropicParams, OpenAIMessage, OpenAIParams, RegistryTool, TextBlock, ToolInputSchema } from "./providers.js";
+export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export type { Step, StepOptions, ToolCall } from "./step.js";
+export type {
+  AnthropicMessage,
+  AnthropicParams,
+  AnthropicTurnRequest,
+  BedrockConverseTurnRequest,
+  GeminiTurnRequest,
+  OpenAIChatTurnRequest,
+  OpenAIMessage,
+  OpenAIParams,
+  OpenAIResponsesItem,
+  OpenAIResponsesTurnRequest,
+  RegistryTool,
+  TextBlock,
+  ToolInputSchema,
+  TurnRequest,
+} from "./providers.js";

@@ -127,3 +127,94 @@ export function openaiRequest<M extends OpenAIMessage>(
   }));
   return { model: options.model, messages: out, ...(tools.length ? { tools } : {}), prompt_cache_key: rendered.prefix_sha256 };
 }
+
+// The provider request bodies the one-call turn answers (`session.turn(messages, {format})`),
+// one type per format, as core/providers.py lays them out. `M` is the caller's message type: the
+// turn answers the conversation in the shape it was given, so with the SDK's own message type
+// (`Anthropic.MessageParam`, `OpenAI.ChatCompletionMessageParam`,
+// `OpenAI.Responses.ResponseInputItem`) the request goes to `create(...)` as it is, no cast.
+// Keys the registry sets only when the pinned model settings have them are optional.
+
+type JsonSchema = Record<string, unknown>;
+
+/** `anthropic`: the body of `anthropic.messages.create(...)`. */
+export interface AnthropicTurnRequest<M extends object = AnthropicMessage> {
+  model: string;
+  max_tokens: number;
+  system: { type: "text"; text: string; cache_control: { type: "ephemeral" } }[];
+  tools?: RegistryTool[];
+  stop_sequences?: string[];
+  output_config?: { format: { type: "json_schema"; schema: JsonSchema } };
+  messages: M[];
+}
+
+/** `openai-chat`: the body of `openai.chat.completions.create(...)`; the system text is the
+ * first message. */
+export interface OpenAIChatTurnRequest<M extends object = OpenAIMessage> {
+  model: string;
+  messages: (M | { role: "system"; content: string })[];
+  tools?: { type: "function"; function: { name: string; description: string; parameters: JsonSchema } }[];
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  stop?: string[];
+  response_format?: { type: "json_schema"; json_schema: { name: string; schema: JsonSchema } };
+  prompt_cache_key: string;
+}
+
+/** A Responses API input item (`OpenAI.Responses.ResponseInputItem`): a message or any other item. */
+export interface OpenAIResponsesItem {
+  type?: string | null;
+  role?: string | null;
+}
+
+/** `openai-responses`: the body of `openai.responses.create(...)`. */
+export interface OpenAIResponsesTurnRequest<M extends object = OpenAIResponsesItem> {
+  model: string;
+  instructions: string;
+  input: M[];
+  tools?: { type: "function"; name: string; description: string; parameters: JsonSchema; strict: boolean }[];
+  max_output_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  text?: { format: { type: "json_schema"; name: string; schema: JsonSchema } };
+  prompt_cache_key: string;
+}
+
+/** `bedrock-converse`: the input of Bedrock's `ConverseCommand` (`@aws-sdk/client-bedrock-runtime`). */
+export interface BedrockConverseTurnRequest<M extends object = Record<string, unknown>> {
+  modelId: string;
+  system: ({ text: string } | { cachePoint: { type: "default" } })[];
+  toolConfig?: { tools: { toolSpec: { name: string; description?: string; inputSchema: { json: JsonSchema } } }[] };
+  inferenceConfig?: { maxTokens?: number; temperature?: number; topP?: number; stopSequences?: string[] };
+  messages: M[];
+}
+
+/** `gemini`: the body of Gemini's `generateContent` (REST field names). */
+export interface GeminiTurnRequest<M extends object = Record<string, unknown>> {
+  model: string;
+  systemInstruction: { parts: { text: string }[] };
+  tools?: { functionDeclarations: { name: string; description: string; parametersJsonSchema: JsonSchema }[] }[];
+  generationConfig?: {
+    maxOutputTokens?: number;
+    temperature?: number;
+    topP?: number;
+    stopSequences?: string[];
+    responseMimeType?: string;
+    responseJsonSchema?: JsonSchema;
+  };
+  contents: M[];
+}
+
+/** The request body `session.turn()` answers for `format` `F`, the conversation typed `M`. */
+export type TurnRequest<F, M extends object> = F extends "anthropic"
+  ? AnthropicTurnRequest<M>
+  : F extends "openai-chat"
+    ? OpenAIChatTurnRequest<M>
+    : F extends "openai-responses"
+      ? OpenAIResponsesTurnRequest<M>
+      : F extends "bedrock-converse"
+        ? BedrockConverseTurnRequest<M>
+        : F extends "gemini"
+          ? GeminiTurnRequest<M>
+          : undefined;

@@ -5,6 +5,7 @@ import type { RetryOptions } from "./core.js";
 import { IntegrityError, RegistryError, Unavailable, errorFromResponse } from "./errors.js";
 import type { components } from "./openapi.js";
 import { Snapshots, warnOffline } from "./snapshots.js";
+import type { TurnRequest } from "./providers.js";
 import { annotate, traceHeaders } from "./tracing.js";
 import type { TraceHeaders } from "./tracing.js";
 
@@ -23,9 +24,8 @@ export interface TurnPrefixBody {
   system: string;
   tools: Record<string, unknown>[];
 }
-/** The one-call turn's answer, its `prefix` always present (the held one when the registry
- * answered `prefix_unchanged`). */
-export interface TurnResult {
+/** What every turn answer carries, whatever its format. */
+interface TurnAnswer {
   turn: number;
   version: number;
   content_hash: string;
@@ -35,10 +35,22 @@ export interface TurnResult {
   tail: string;
   notices: { path: string; change: string }[];
   skills: { resident: string[]; routed: Record<string, unknown>[]; session: string[]; demoted: string[] } & Record<string, unknown>;
-  messages: Message[];
-  request?: Record<string, unknown>;
+  /** What the registry left out of `request` by the pinned model settings, one line each. */
+  request_notes?: string[];
   cache?: Record<string, unknown>;
   [key: string]: unknown;
+}
+/** The one-call turn's answer, its `prefix` always present (the held one when the registry
+ * answered `prefix_unchanged`). `F` is the `format` asked for: `request` is that provider's
+ * body, typed per format (absent without a format); `M` is the type of the messages sent. */
+export interface TurnResult<F extends TurnFormat | undefined = TurnFormat | undefined, M extends object = Message> extends TurnAnswer {
+  messages: M[];
+  request: TurnRequest<F, M>;
+}
+/** A turn's answer as the wire has it, before it is typed for the caller. */
+interface LooseTurn extends TurnAnswer {
+  messages: Message[];
+  request?: Record<string, unknown>;
 }
 /** What a `request` answered with `prefix_unchanged` leaves out (docs/api.md, the turn call). */
 export interface RequestReuse {
@@ -58,13 +70,13 @@ export function wholeRequest(partial: Record<string, unknown>, held: Record<stri
   return whole;
 }
 
-export interface TurnOptions extends CallOptions {
+export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | undefined> extends CallOptions {
   /** The skills the model called in the previous turn. */
   invoked?: string[];
   /** Turn-scoped variables, as render takes them. */
   variables?: Record<string, unknown>;
   /** Answer `request` in this provider's shape, ready to send. */
-  format?: TurnFormat;
+  format?: F;
   k?: number;
 }
 
@@ -411,7 +423,10 @@ export class PinnedSession implements AsyncDisposable {
    * and when the registry answers `prefix_unchanged` the held prefix is put back into the
    * answer, and with `format` the held stable part of `request` too (`request_reuse`), so the
    * answer is always whole. With `format`, `request` is the provider request body, ready to send. */
-  async turn(messages: Message[], options: TurnOptions = {}): Promise<TurnResult> {
+  async turn<M extends object = Message, F extends TurnFormat | undefined = undefined>(
+    messages: readonly M[],
+    options: TurnOptions<F> = {},
+  ): Promise<TurnResult<F, M>> {
     await this.online("turn");
     const { invoked, variables, format, k, ...call } = options;
     if (format !== undefined && !TURN_FORMATS.includes(format)) {
@@ -426,7 +441,8 @@ export class PinnedSession implements AsyncDisposable {
     // Only what can be put back may be left out: a format asked for the first time on this
     // prefix comes whole (a client cannot lay out a provider's request itself).
     if (held !== null && (format === undefined || held.requests.has(format))) json["prefix_sha256"] = held.sha256;
-    const answer = { ...(await this.registry.json<TurnResult>("POST", sessionPath(this.id, "turn/"), { ...call, json })) };
+    // Typed loosely while it is put together; the answer is cast to the caller's types at the end.
+    const answer = { ...(await this.registry.json<LooseTurn>("POST", sessionPath(this.id, "turn/"), { ...call, json })) };
     let current = held;
     if (answer.prefix_unchanged) {
       if (held === null || answer.prefix_sha256 !== held.sha256) {
@@ -453,7 +469,7 @@ export class PinnedSession implements AsyncDisposable {
       }
       current.requests.set(fmt, answer.request);
     }
-    return answer;
+    return answer as unknown as TurnResult<F, M>;
   }
 
   /** The skills to show this turn: resident, routed (with scores and why) and session ones. */

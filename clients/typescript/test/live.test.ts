@@ -22,7 +22,14 @@ import {
   VersionRevoked,
   anthropicRequest,
   openaiRequest,
+  stepAnthropic,
+  stepOpenAIChat,
+  stepOpenAIResponses,
 } from "../src/index.js";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { RecordingSpan, enableContext, inSpan } from "./otel.js";
 
 enableContext(); // as an application with OpenTelemetry set up (see the span test)
@@ -170,8 +177,8 @@ describe("promptreg (TypeScript) against a live registry", () => {
     assert.ok(!first.prefix_unchanged && second.prefix_unchanged === true);
     assert.deepEqual(second.prefix, first.prefix); // the held prefix, put back into the answer
     // ... and the request's stable part: whole, as if sent in full, with nothing left to apply.
-    const [a, b] = [first.request as Record<string, unknown>, second.request as Record<string, unknown>];
-    assert.deepEqual([b["tools"], b["system"]], [a["tools"], a["system"]]);
+    const [a, b] = [first.request, second.request]; // typed: AnthropicTurnRequest
+    assert.deepEqual([b.tools, b.system], [a.tools, a.system]);
     assert.equal(second["request_reuse"], undefined);
     assert.equal(session.prefixReceived, 1);
     assert.equal(sent[0]["prefix_sha256"], undefined);
@@ -229,6 +236,39 @@ describe("promptreg (TypeScript) against a live registry", () => {
     const tool = rendered.prefix.tools[0] as { name: string; input_schema: unknown };
     assert.deepEqual(openai.tools?.[0].function.parameters, tool.input_schema);
     assert.equal(openai.tools?.[0].function.name, tool.name);
+  });
+
+  test("a step sends each turn's request with the SDK and appends the reply (three formats)", async () => {
+    const provider = await receiver();
+    try {
+      const registry = new Registry(URL_, AGENT);
+      await using session = await registry.startSession("refunds");
+      const anthropic = new Anthropic({ baseURL: provider.url, apiKey: "test", maxRetries: 0 });
+      let step = await stepAnthropic(session, (body) => anthropic.messages.create(body), [{ role: "user", content: "Refund order 7." }] as Anthropic.MessageParam[]);
+      assert.deepEqual(step.toolCalls, [{ id: "toolu_01", name: "process_refund", arguments: { order_id: "7" } }]);
+      step = await stepAnthropic(session, (body) => anthropic.messages.create(body), step.withToolResults({ toolu_01: "refunded" }));
+      assert.ok(step.done && step.text === "Refunded.");
+
+      const openai = new OpenAI({ baseURL: `${provider.url}/v1`, apiKey: "test", maxRetries: 0 });
+      const start: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Refund order 7." }];
+      let chat = await stepOpenAIChat(session, (body) => openai.chat.completions.create(body), start);
+      chat = await stepOpenAIChat(session, (body) => openai.chat.completions.create(body), chat.withToolResults({ call_1: "refunded" }));
+      assert.ok(chat.done && chat.text === "Refunded.");
+
+      const input: OpenAI.Responses.ResponseInputItem[] = [{ role: "user", content: "Refund order 7." }];
+      let responses = await stepOpenAIResponses(session, (body) => openai.responses.create(body), input);
+      assert.deepEqual(responses.toolCalls.map((c) => c.id), ["call_1"]);
+      responses = await stepOpenAIResponses(session, (body) => openai.responses.create(body), responses.withToolResults({ call_1: "refunded" }));
+      assert.ok(responses.done && responses.text === "Refunded.");
+
+      assert.deepEqual(provider.refused, []);
+      const paths = provider.seen.map(([path]) => path);
+      assert.deepEqual(paths, ["/v1/messages", "/v1/messages", "/v1/chat/completions", "/v1/chat/completions", "/v1/responses", "/v1/responses"]);
+      const [first, second] = [provider.seen[0][1], provider.seen[1][1]];
+      assert.deepEqual([second["system"], second["tools"], second["model"]], [first["system"], first["tools"], "m-1"]);
+    } finally {
+      provider.close();
+    }
   });
 
   test("a revoked version raises VersionRevoked with the labels to start anew on", async () => {
@@ -347,3 +387,54 @@ describe("the pieces without a server", () => {
     assert.equal(retry.wait(new Throttled("x", { retryAfter: 4 }), 0, 7, () => 0.5), null);
   });
 });
+
+/** A MINIMAL LOCAL RECEIVER for the step test (the provider stand-in with each provider's rules
+ * is devtools/provider_standin.py, another branch): Anthropic's /v1/messages, OpenAI's
+ * /v1/chat/completions and /v1/responses; a tool call first, then text once a result came back;
+ * every result must answer a call of the conversation. */
+async function receiver() {
+  const seen: [string, Record<string, any>][] = [];
+  const refused: string[] = [];
+  const server = createServer((request, response) => {
+    let raw = "";
+    request.on("data", (chunk) => (raw += chunk));
+    request.on("end", () => {
+      const body = JSON.parse(raw) as Record<string, any>;
+      const path = request.url ?? "";
+      seen.push([path, body]);
+      let answer: Record<string, unknown>;
+      const call = { name: "process_refund", arguments: '{"order_id": "7"}' };
+      if (path === "/v1/messages") {
+        const blocks = body.messages.flatMap((m: any) => (Array.isArray(m.content) ? m.content : []));
+        const uses = new Set(blocks.filter((b: any) => b.type === "tool_use").map((b: any) => b.id));
+        const results = blocks.filter((b: any) => b.type === "tool_result");
+        if (results.some((r: any) => !uses.has(r.tool_use_id))) refused.push("a tool_result answers no tool_use");
+        const content = results.length
+          ? [{ type: "text", text: "Refunded." }]
+          : [{ type: "tool_use", id: "toolu_01", name: "process_refund", input: { order_id: "7" } }];
+        answer = { id: "msg_1", type: "message", role: "assistant", model: body.model, content, stop_reason: results.length ? "end_turn" : "tool_use", stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } };
+      } else if (path === "/v1/chat/completions") {
+        const calls = new Set(body.messages.flatMap((m: any) => (m.tool_calls ?? []).map((c: any) => c.id)));
+        const results = body.messages.filter((m: any) => m.role === "tool");
+        if (results.some((r: any) => !calls.has(r.tool_call_id))) refused.push("a tool message answers no call");
+        const message = results.length ? { role: "assistant", content: "Refunded." } : { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: call }] };
+        answer = { id: "c1", object: "chat.completion", created: 0, model: body.model, choices: [{ index: 0, message, finish_reason: results.length ? "stop" : "tool_calls" }] };
+      } else {
+        const calls = new Set(body.input.filter((i: any) => i.type === "function_call").map((i: any) => i.call_id));
+        const results = body.input.filter((i: any) => i.type === "function_call_output");
+        if (results.some((r: any) => !calls.has(r.call_id))) refused.push(`No tool call found for function call output`);
+        const output = results.length
+          ? [{ type: "message", id: "msg_1", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Refunded.", annotations: [] }] }]
+          : [{ type: "function_call", id: "fc_1", call_id: "call_1", status: "completed", ...call }];
+        answer = { id: "resp_1", object: "response", created_at: 0, model: body.model, status: "completed", output, output_text: results.length ? "Refunded." : "", parallel_tool_calls: true, tool_choice: "auto", tools: [] };
+      }
+      if (!body.model) refused.push("model is required");
+      const data = JSON.stringify(answer);
+      response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(data) });
+      response.end(data);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, seen, refused, close: () => server.close() };
+}

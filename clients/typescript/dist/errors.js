@@ -1,0 +1,111 @@
+/**
+ * Typed errors: one class per thing a caller handles differently, as in the Python client.
+ * Every error the registry answers has the shape {"error": {"code", "message", "details"}};
+ * `errorFromResponse` maps it to a class here, keeping status, code, message and details.
+ */
+/** Anything the registry refused or could not do. `status` is null when no answer came. */
+export class RegistryError extends Error {
+    status;
+    code;
+    details;
+    constructor(message, init = {}) {
+        super(message);
+        this.name = new.target.name;
+        this.status = init.status ?? null;
+        this.code = init.code ?? "";
+        this.details = init.details ?? {};
+    }
+}
+/** 400 (also 413, 415): the request breaks the contract; `details` maps each field to its messages. */
+export class InvalidRequest extends RegistryError {
+}
+/** 403: the key's role or scopes do not allow this. */
+export class PermissionDenied extends RegistryError {
+}
+/** 401: no key, or a key that is unknown, expired or revoked. */
+export class NotAuthenticated extends PermissionDenied {
+}
+/** 404: nothing there, or nothing this key may see (the registry does not tell them apart). */
+export class NotFound extends RegistryError {
+}
+/** 409: e.g. a breaking label move without allow_breaking, a drained version. */
+export class Conflict extends RegistryError {
+}
+/** 410 session_ended: the session was ended or its lease expired; start a new one. */
+export class SessionEnded extends RegistryError {
+}
+/** 410 version_revoked: the pinned version was taken out of service. `labels` ({label: version})
+ * says what each label targets now, so the caller can start anew. */
+export class VersionRevoked extends RegistryError {
+    get labels() {
+        const labels = this.details["labels"];
+        return labels && typeof labels === "object" && !Array.isArray(labels) ? { ...labels } : {};
+    }
+}
+/** 429: over the key's rate budget; `retryAfter` in seconds (null when not given). */
+export class Throttled extends RegistryError {
+    retryAfter;
+    constructor(message, init = {}) {
+        super(message, init);
+        this.retryAfter = init.retryAfter ?? null;
+    }
+}
+/** Unreachable, or 502/503/504, still so when the retry deadline ran out. */
+export class Unavailable extends RegistryError {
+    retryAfter;
+    constructor(message, init = {}) {
+        super(message, init);
+        this.retryAfter = init.retryAfter ?? null;
+    }
+}
+/** A pinned bundle whose content does not hash to its content_hash: never used. */
+export class IntegrityError extends RegistryError {
+}
+function retryAfterOf(response) {
+    const value = response.headers.get("Retry-After");
+    if (value === null)
+        return null;
+    const seconds = Number(value);
+    // An HTTP date (or garbage): the backoff schedule applies instead.
+    return value.trim() !== "" && Number.isFinite(seconds) ? Math.max(0, seconds) : null;
+}
+/** The typed error for an answer of 400 or more (reads the body). */
+export async function errorFromResponse(response) {
+    const status = response.status;
+    let code = "";
+    let message = "";
+    let details = {};
+    try {
+        const body = await response.json();
+        const error = body && typeof body === "object" ? body["error"] : undefined;
+        if (error && typeof error === "object") {
+            const e = error;
+            code = String(e["code"] ?? "");
+            message = String(e["message"] ?? "");
+            const found = e["details"];
+            details = found && typeof found === "object" && !Array.isArray(found) ? found : {};
+        }
+    }
+    catch {
+        // Not JSON (a proxy's error page): the status still says what happened.
+    }
+    message = message || `The registry answered ${status} ${response.statusText}.`.replace(" .", ".");
+    const init = { status, code, details };
+    if (status === 410)
+        return code === "version_revoked" ? new VersionRevoked(message, init) : new SessionEnded(message, init);
+    if (status === 429)
+        return new Throttled(message, { ...init, retryAfter: retryAfterOf(response) });
+    if (status === 502 || status === 503 || status === 504) {
+        return new Unavailable(message, { ...init, retryAfter: retryAfterOf(response) });
+    }
+    const byStatus = {
+        400: InvalidRequest,
+        401: NotAuthenticated,
+        403: PermissionDenied,
+        404: NotFound,
+        409: Conflict,
+        413: InvalidRequest,
+        415: InvalidRequest,
+    };
+    return new (byStatus[status] ?? RegistryError)(message, init);
+}

@@ -1,0 +1,5 @@
+export { Bundle, BundleCache, Retry } from "./core.js";
+export { Conflict, IntegrityError, InvalidRequest, NotAuthenticated, NotFound, PermissionDenied, RegistryError, SessionEnded, Throttled, Unavailable, VersionRevoked, } from "./errors.js";
+export { PinnedSession, Registry, TURN_FORMATS, wholeRequest } from "./registry.js";
+export { anthropicRequest, openaiRequest } from "./providers.js";
+export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";

@@ -1,0 +1,51 @@
+/** One step of an agent loop with an official SDK: the turn call, the request sent with the
+ * SDK's `create`, the reply appended in the format's shape (the Python client's `session.step`).
+ *
+ * The SDK's call is passed as a function, `(body) => anthropic.messages.create(body)`, so this
+ * package imports neither SDK (not even its types) and the SDK picks its own overload: the
+ * reply is typed as the SDK types it. */
+import type { AnthropicMessage, AnthropicTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
+import type { CallOptions, PinnedSession, TurnResult } from "./registry.js";
+/** A tool the model asked to run: the call's id (to answer it), the tool's name, its input. */
+export interface ToolCall {
+    id: string;
+    name: string;
+    arguments: Record<string, unknown>;
+}
+export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses", M extends object, R> {
+    turn: TurnResult<F, M>;
+    /** The SDK's reply, as the SDK typed it. */
+    reply: R;
+    /** The conversation for the next step: the turn's (compacted) messages, then the reply. */
+    messages: M[];
+    toolCalls: ToolCall[];
+    /** The model asked for no tool. */
+    done: boolean;
+    text: string;
+    /** `messages` with each call answered by its id, in the format's shape, for the next step. */
+    withToolResults(results: Record<string, string>): M[];
+}
+export interface StepOptions extends CallOptions {
+    invoked?: string[];
+    variables?: Record<string, unknown>;
+}
+/** A step with `@anthropic-ai/sdk`: `stepAnthropic(session, (body) => anthropic.messages.create(body), messages)`. */
+export declare function stepAnthropic<M extends AnthropicMessage, R extends {
+    content: readonly object[];
+}>(session: PinnedSession, create: (body: AnthropicTurnRequest<M>) => PromiseLike<R>, messages: readonly M[], options?: StepOptions): Promise<Step<"anthropic", M, R>>;
+/** A step with `openai`'s Chat Completions: `stepOpenAIChat(session, (body) => openai.chat.completions.create(body), messages)`. */
+export declare function stepOpenAIChat<M extends OpenAIMessage, R extends {
+    choices: readonly {
+        message: {
+            content?: string | null;
+            tool_calls?: readonly object[] | null;
+        };
+    }[];
+}>(session: PinnedSession, create: (body: OpenAIChatTurnRequest<M>) => PromiseLike<R>, messages: readonly M[], options?: StepOptions): Promise<Step<"openai-chat", M, R>>;
+/** A step with `openai`'s Responses API: `stepOpenAIResponses(session, (body) => openai.responses.create(body), input)`.
+ * The reply's messages, reasoning items and calls are kept (a reasoning model needs its
+ * reasoning items back). */
+export declare function stepOpenAIResponses<M extends object, R extends {
+    output: readonly object[];
+    output_text?: string;
+}>(session: PinnedSession, create: (body: OpenAIResponsesTurnRequest<M>) => PromiseLike<R>, input: readonly M[], options?: StepOptions): Promise<Step<"openai-responses", M, R>>;
