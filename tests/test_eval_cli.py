@@ -1,15 +1,15 @@
 """`promptreg eval` end to end: a suite imported from JSONL and from a GitHub Models .prompt.yml,
-run on two versions through real pinned sessions, the turn call and the official Anthropic SDK
-against a local stand-in of the provider, recorded as checks, and compared."""
+run on two versions through real pinned sessions, the turn call and each provider's official
+SDK against the project's provider stand-in (devtools/provider_standin.py, which refuses what
+the provider refuses), recorded as checks, and compared."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from promptreg.cli import main
 
 from access.models import Role
+from devtools.provider_standin import Call, Reply, StandIn
 from tests.conftest import content, make_api
 from tests.live import registry_server  # noqa: F401 (fixture)
 
@@ -29,59 +29,28 @@ ITEMS = [
 ]
 
 
-class Provider:
-    """A stand-in of Anthropic's Messages API on 127.0.0.1 that refuses a request without a model
-    or messages, and answers by the pinned system prompt: under v1's prompt "Refund order 1042"
-    calls process_refund, under v2's it does not; a message saying "explode" gets a 529."""
+def script(fmt: str, body: dict, n: int) -> Reply:
+    """The scripted model: under v1's prompt "Refund order 1042" calls process_refund, under
+    v2's ("Version two.") it answers in words; anything else is asked for its order number."""
+    seen = json.dumps(body)
+    if "1042" not in seen:
+        return Reply(text="What is your order number?")
+    if "Version two" in seen:
+        return Reply(text="Refunded, have a nice day.")
+    return Reply(calls=[Call("process_refund", {"order_id": "1042"})])
 
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        provider = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                provider.requests.append(body)
-                status, answer = provider.answer(body)
-                raw = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def answer(self, body: dict) -> tuple[int, dict]:
-        if not body.get("model") or not body.get("messages"):
-            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": "model: required"}}
-        system = json.dumps(body.get("system", ""))
-        last = json.dumps(body["messages"][-1]["content"])
-        if "explode" in last:
-            return 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-        good = "Version two" not in system
-        if "1042" not in last:
-            block = {"type": "text", "text": "What is your order number?"}
-        elif good:
-            block = {"type": "tool_use", "id": "toolu_1", "name": "process_refund", "input": {"order_id": "1042"}}
-        else:
-            block = {"type": "text", "text": "Refunded, have a nice day."}
-        usage = {"input_tokens": 100, "output_tokens": 20}
-        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": [block]}
-        return 200, {**message, "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
+# --provider and where its SDK reaches the stand-in (the OpenAI SDK's base URL ends in /v1).
+PROVIDERS = {"anthropic": "", "openai": "/v1", "openai-responses": "/v1", "gemini": "", "bedrock": ""}
 
 
 @pytest.fixture
 def provider(monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-local-stand-in")  # read by the SDK, as on a real machine
-    server = Provider()
-    yield server
-    server.server.shutdown()
+    # The keys each SDK reads from the environment, as on a real machine.
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "local-stand-in")
+    with StandIn(script=script) as server:
+        yield server
 
 
 @pytest.fixture
@@ -110,9 +79,9 @@ def test_a_suite_runs_on_two_versions_through_the_sdk_and_each_gets_its_check(cl
     assert "eval:refund-evals success: 4/4" in out
     assert "4 model calls on m-1 (anthropic)" in err
     # What reached the provider is the turn call's request: the pinned model, tools and prompt.
-    assert len(provider.requests) == 4
-    assert {r["model"] for r in provider.requests} == {"m-1"}
-    assert [t["name"] for t in provider.requests[0]["tools"]] == ["process_refund"]
+    assert len(provider.received) == 4 and provider.refused == []
+    assert {r.body["model"] for r in provider.received} == {"m-1"}
+    assert [t["name"] for t in provider.received[0].body["tools"]] == ["process_refund"]
 
     status, out, err = cli("eval", "run", "refunds", "--version", "2", *args, "--threshold", "0.8", "--json")
     assert status == 1
@@ -129,19 +98,33 @@ def test_a_suite_runs_on_two_versions_through_the_sdk_and_each_gets_its_check(cl
     assert status == 0 and out.splitlines()[1].startswith("broken  calls-tool: 100% -> 0%")
 
 
-def test_a_provider_error_marks_the_item_error_and_the_run_goes_on(cli, provider, tmp_path):
-    items = [*ITEMS, {**ITEMS[0], "id": "explodes", "input": {"messages": [{"role": "user", "content": "explode"}]}}]
+@pytest.mark.parametrize("provider_name", sorted(PROVIDERS))
+def test_every_provider_sdk_runs_the_suite_and_the_stand_in_refuses_nothing(cli, provider, tmp_path, provider_name):
     suite = tmp_path / "items.jsonl"
-    suite.write_text("\n".join(json.dumps(item) for item in items))
+    suite.write_text("\n".join(json.dumps(item) for item in ITEMS))
+    cli("eval", "import", "refund-evals", str(suite))
+    url = provider.url + PROVIDERS[provider_name]
+    status, out, err = cli(
+        "--json", "eval", "run", "refunds", "--version", "1", "--suite", "refund-evals", "--provider", provider_name,
+        "--base-url", url,
+    )  # fmt: skip
+    assert status == 0, out + err
+    run = json.loads(out)
+    assert (run["passed"], run["errors"], run["total"]) == (2, 0, 2)
+    assert len(provider.received) == 2 and provider.refused == []
+
+
+def test_a_provider_that_cannot_be_reached_marks_every_item_error_and_the_run_goes_on(cli, provider, tmp_path):
+    suite = tmp_path / "items.jsonl"
+    suite.write_text("\n".join(json.dumps(item) for item in ITEMS))
     cli("eval", "import", "refund-evals", str(suite))
     status, out, _ = cli(
         "--json", "eval", "run", "refunds", "--version", "1", "--suite", "refund-evals", "--provider", "anthropic",
-        "--base-url", provider.url, "--threshold", "0.5",
+        "--base-url", "http://127.0.0.1:9", "--threshold", "0.5",
     )  # fmt: skip
     run = json.loads(out)
-    assert status == 0 and (run["passed"], run["errors"], run["total"]) == (2, 1, 3)
-    exploded = next(r for r in run["results"] if r["item"] == "explodes")
-    assert exploded["passed"] is False and "529" in exploded["reply"]["error"]
+    assert status == 1 and (run["passed"], run["errors"], run["total"], run["status"]) == (0, 2, 2, "failure")
+    assert all(r["passed"] is False and "Connection" in r["reply"]["error"] for r in run["results"])
 
 
 def test_items_the_version_cannot_take_are_all_named_before_any_model_call(cli, provider, tmp_path):
@@ -155,7 +138,7 @@ def test_items_the_version_cannot_take_are_all_named_before_any_model_call(cli, 
     )  # fmt: skip
     assert status == 1
     assert "item asks-order: variables.tier" in err and "item calls-tool: variables.tier" in err
-    assert provider.requests == []
+    assert provider.received == []
 
 
 def test_a_github_models_prompt_file_becomes_a_suite(cli, provider, tmp_path):
