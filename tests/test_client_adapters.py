@@ -1,6 +1,6 @@
 """The Python client with the SDKs and agent frameworks (issue 37), each run as docs/client.md
 shows it (its `client-example` blocks, as written, in a process of their own) against the real
-registry (tests/live.py) and the small provider receiver of tests/test_client_step.py:
+registry (tests/live.py) and the project's provider stand-in (devtools/provider_standin.py):
 `session.step` with the Anthropic SDK, the OpenAI Agents SDK with a pinned session
 (promptreg.openai_agents); and the file tools the adapters serve (`session.file_tool`)."""
 
@@ -37,7 +37,6 @@ def _example(marker: str) -> str:
 def test_the_documented_agents_sdk_example_runs_a_pinned_loop(registry_server, agent, production, provider, tmp_path):  # noqa: F811
     example = _example("openai-agents")
     assert len([line for line in example.splitlines() if line.strip()]) <= 15  # the issue's bound
-    provider.reasoning = False  # the registry's side of reasoning items is another branch's (issue 37 item 2)
     script = tmp_path / "agent.py"
     script.write_text(example)
     env = {
@@ -53,7 +52,7 @@ def test_the_documented_agents_sdk_example_runs_a_pinned_loop(registry_server, a
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip().splitlines()[-1] == "Refunded."
     assert provider.refused == []
-    (_, first), (_, second) = provider.seen
+    first, second = (received.body for received in provider.received)
     # The pinned prefix went out unchanged on both calls: instructions, and the tools as pinned
     # (`strict: false`, the schema as published; not the SDK's strict rewrite).
     assert second["instructions"] == first["instructions"] and second["tools"] == first["tools"]
@@ -64,7 +63,7 @@ def test_the_documented_agents_sdk_example_runs_a_pinned_loop(registry_server, a
     assert second["prompt_cache_key"] == first["prompt_cache_key"]
     # The tool ran (the Runner's output went back), and the call it answers is in the input.
     outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
-    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_1", "done")]
+    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_0_0", "done")]
     # Two model calls, two registry turns; the second reported what the model called in the first.
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, None)]
@@ -84,9 +83,9 @@ def test_the_documented_step_example_runs_an_anthropic_loop(registry_server, age
     env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "ANTHROPIC_BASE_URL": provider.url}
     out = _run_example("anthropic-step", {**env, "ANTHROPIC_API_KEY": "test"}, tmp_path)
     assert out.strip().splitlines()[-1] == "Refunded." and provider.refused == []
-    (_, first), (_, second) = provider.seen
+    first, second = (received.body for received in provider.received)
     result = second["messages"][2]["content"][0]
-    assert (result["type"], result["tool_use_id"], result["content"]) == ("tool_result", "toolu_01", "refunded 7")
+    assert (result["type"], result["tool_use_id"], result["content"]) == ("tool_result", "toolu_0_0", "refunded 7")
 
 
 def test_session_file_tool_reads_the_sessions_knowledge(registry_server, live_world):  # noqa: F811
@@ -120,7 +119,7 @@ class Recording(BaseChatModel):
         if any(isinstance(m, ToolMessage) for m in messages):
             reply = AIMessage("Refunded.")
         else:
-            reply = AIMessage("", tool_calls=[{"id": "call_1", "name": "process_refund", "args": {"order_id": "7"}}])
+            reply = AIMessage("", tool_calls=[{"id": "call_0_0", "name": "process_refund", "args": {"order_id": "7"}}])
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -141,6 +140,6 @@ def test_the_documented_langchain_example_runs_a_pinned_loop(registry_server, ag
     assert second[0].content == first[0].content and model.bound[0] == model.bound[1]
     assert model.bound[0][0]["function"]["parameters"] == CONTENT_V1["tools"][0]["input_schema"]
     assert [type(m).__name__ for m in second][:4] == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage"]
-    assert second[3].content == "refunded 7" and second[2].tool_calls[0]["id"] == "call_1"
+    assert second[3].content == "refunded 7" and second[2].tool_calls[0]["id"] == "call_0_0"
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, None)]
