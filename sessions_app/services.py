@@ -29,7 +29,14 @@ from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app import hooks
 from sessions_app.models import Session, SessionStatus
-from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch, session_noted
+from sessions_app.selectors import (
+    PINNED_COLUMNS,
+    lease_due,
+    pinned_row,
+    require_session_role,
+    session_for_fetch,
+    session_noted,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +72,9 @@ def session_start(
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
     external_id from the same key returns the session it started before (created=False).
-    The bundle must be within the key's scope."""
+    The bundle must be within the key's scope, and the key's role one that holds sessions
+    (403 for a `ci` key)."""
+    require_session_role(actor)
     require_bundle_scope(actor, bundle.name)
     if label is not None and version is not None:
         raise InvalidContent("Give label or version, not both.", {"label": ["Not allowed together with version."]})
@@ -145,6 +154,7 @@ def sessions_start_on_label(
     the sessions in one statement, the same locking argument as one start. An error (no such
     label, a required session variable) is every start's answer alike."""
     for actor, _, _ in starts:
+        require_session_role(actor)
         require_bundle_scope(actor, bundle.name)
     ids = [uuid7() for _ in starts]
     with transaction.atomic():
@@ -344,6 +354,7 @@ def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
 
 
 def _check_owner(*, session: Session, actor: Actor) -> None:
+    require_session_role(actor)
     # Ownership needs a key on both sides: two keyless actors (people in the admin) share nothing.
     owns = actor.owns(session.api_key_id)
     if not owns and not actor.has_role(Role.OPS):
