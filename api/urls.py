@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from api import (
     change_views,
     knowledge,
+    pin_views,
     release_views,
     routes,
     shell,
@@ -18,6 +19,7 @@ urlpatterns = [
     path("bundles/<str:name>/", views.BundleDetailApi.as_view()),
     path("bundles/<str:name>/versions/", views.VersionListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/", views.VersionDetailApi.as_view()),
+    path("bundles/<str:name>/pin-policy/", pin_views.BundlePinPolicyApi.as_view()),
     path("bundles/<str:name>/dependents/", views_composition.BundleDependentsApi.as_view()),
     path("bundles/<str:name>/export/", transfer_views.BundleExportApi.as_view()),
     path("bundles/<str:name>/import/", transfer_views.BundleImportApi.as_view()),
