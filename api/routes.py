@@ -24,15 +24,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.urls.resolvers import RoutePattern
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import Throttled
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from access import ratelimit
 from access.actors import Actor
 from access.permissions import ROLE_REFUSED
 from access.roles import ROLE_RANK, Role
@@ -181,8 +184,17 @@ def _render(call: TurnCall) -> Answer:
 
 
 def _turn(call: TurnCall) -> Answer:
-    answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
-    return Answer(200, [JSON], JSONRenderer().render(answer))
+    # One of the key's TURN_CONCURRENCY slots for the whole call, the checks of the body
+    # included (they are work too); 429 in the contract's shape when all are held.
+    slot = ratelimit.turn_slot(actor=call.actor)
+    if slot is None:
+        raise Throttled(
+            wait=1,
+            detail=f"This key already has {settings.TURN_CONCURRENCY} turn calls running: wait for one to finish.",
+        )
+    with slot:
+        answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
+        return Answer(200, [JSON], JSONRenderer().render(answer))
 
 
 ROUTES: list[TurnRoute] = [

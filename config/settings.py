@@ -365,6 +365,12 @@ AUTH_FAILURE_RATE = env_str("AUTH_FAILURE_RATE", "60/m")
 # lapses after FILE_TOOL_SLOT_SECONDS.
 FILE_TOOL_CONCURRENCY = env_int("FILE_TOOL_CONCURRENCY", 4)
 FILE_TOOL_SLOT_SECONDS = env_int("FILE_TOOL_SLOT_SECONDS", 30)
+# Turn calls (POST /sessions/{id}/turn/) one key may have running at once, across every web
+# process, counted as the file tools are. A turn costs a few tens of milliseconds, so at the
+# default write budget (10/s) a key averages well under one running turn; 4 leaves a burst
+# room and keeps one key from holding more than 4 of the web threads with costly turns.
+TURN_CONCURRENCY = env_int("TURN_CONCURRENCY", 4)
+TURN_SLOT_SECONDS = env_int("TURN_SLOT_SECONDS", 30)
 
 
 SPECTACULAR_SETTINGS = {
