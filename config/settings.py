@@ -371,6 +371,10 @@ FILE_TOOL_SLOT_SECONDS = env_int("FILE_TOOL_SLOT_SECONDS", 30)
 # room and keeps one key from holding more than 4 of the web threads with costly turns.
 TURN_CONCURRENCY = env_int("TURN_CONCURRENCY", 4)
 TURN_SLOT_SECONDS = env_int("TURN_SLOT_SECONDS", 30)
+# The routing indexes one web process keeps (skills.router.index_for), by their estimated size
+# (skills.router.index_bytes), least recently used first out. An index of the evaluation set's
+# 62 cards is about 1.5 MB, one of 100 cards of 300 Chinese characters each about 17 MB.
+SKILL_INDEX_CACHE_BYTES = env_int("SKILL_INDEX_CACHE_BYTES", 256 * 1024 * 1024)
 
 
 SPECTACULAR_SETTINGS = {
