@@ -5,6 +5,10 @@ call the same functions earlier, so that a refusal still comes before a validati
 from access.actors import Actor
 from core.errors import Forbidden, NotFound
 
+# What every refusal for the key's role says, in both HTTP lanes (api.permissions.RolePermission
+# for the DRF views, the domain's Forbidden elsewhere), so the two answers are the same bytes.
+ROLE_REFUSED = "Your key's role does not allow this."
+
 
 def require_role(actor: Actor, role: str, doing: str) -> None:
     """Forbidden unless `actor` has `role` or a higher one; `doing` names the action."""

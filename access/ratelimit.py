@@ -260,3 +260,15 @@ def file_tool_slot(*, actor: Any) -> Slot | None:
         limit=settings.FILE_TOOL_CONCURRENCY,
         hold=settings.FILE_TOOL_SLOT_SECONDS,
     )
+
+
+def turn_slot(*, actor: Any) -> Slot | None:
+    """A slot for one turn call under TURN_CONCURRENCY per key: a turn of a long conversation
+    costs up to a fraction of a second of CPU on a web thread, and one key must not hold them
+    all (issue 36)."""
+    return concurrency_slot(
+        group="turn",
+        key=str(actor.api_key_id or actor.name),
+        limit=settings.TURN_CONCURRENCY,
+        hold=settings.TURN_SLOT_SECONDS,
+    )

@@ -196,6 +196,7 @@ def serve(
         wait = None if counted else api_throttle_wait(actor=actor, method=route.method)
         if wait is not None:
             return error_answer(Throttled(wait))
+        route.admit(actor)  # the role first, as the Django lane's view does: 403 before the body
         if malformed is not None:
             raise malformed
         row = next(row for row in rows if row[0] == actor.api_key_id)
@@ -315,6 +316,8 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
             continue  # no such key, a last_used_at write due, or no such session
         owner, status, expires_at, last_seen_at, ttl, version_id, number, content_hash, state, name = key[KEY_N:]
         actor = key_actor(key)
+        if not BY_NAME[call.kind].admits(actor):
+            continue  # a role the route does not declare: serve refuses it (403)
         if call.kind == "end":
             passes = end_is_plain(actor=actor, owner_key_id=owner, bundle_name=name, status=status)
         else:
@@ -368,7 +371,7 @@ def _plain_starts(calls: list[Call], indexes: list[int]) -> list[tuple[int, Acto
         if key is None or key_use_due(key, now) or key[KEY_N] is None:
             continue  # no such key, a last_used_at write due, or no such bundle
         actor = key_actor(key)
-        if actor.may_see_bundle(bodies[n]["bundle"]):
+        if BY_NAME["start"].admits(actor) and actor.may_see_bundle(bodies[n]["bundle"]):
             plain.append((n, actor, (key[KEY_N], bodies[n]["bundle"], bodies[n])))
     return plain
 

@@ -4,6 +4,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from access.models import Role
+from access.permissions import ROLE_REFUSED
 from api.authentication import request_actor
 
 if TYPE_CHECKING:  # DRF loads this module while rest_framework.views is still importing
@@ -13,7 +14,7 @@ if TYPE_CHECKING:  # DRF loads this module while rest_framework.views is still i
 class RolePermission(BasePermission):
     """Needs a key whose role is at least the view's `roles[method]` (agent when unlisted)."""
 
-    message = "Your key's role does not allow this."
+    message = ROLE_REFUSED
 
     def has_permission(self, request: Request, view: "APIView") -> bool:
         actor = request_actor(request)

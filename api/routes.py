@@ -24,16 +24,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.urls.resolvers import RoutePattern
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import Throttled
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from access import ratelimit
 from access.actors import Actor
+from access.permissions import ROLE_REFUSED
+from access.roles import ROLE_RANK, Role
 from api.answers import JSON, Answer, bundle_answer, django_response, session_answer
 from api.authentication import actor_of
 from api.knowledge import RenderOut
@@ -41,9 +46,11 @@ from api.serializers import RenderIn, SessionIn, SessionOut, session_in
 from api.serializers_skills import TurnCallIn, TurnCallOut
 from api.turn_call import session_turn
 from api.views import BaseApi
+from core.errors import Forbidden
 from knowledge.render import session_render
 from registry.models import Bundle
 from sessions_app import turns
+from sessions_app.selectors import SESSION_ROLES
 
 PREFIX = "api/v1/"  # where config/urls.py includes api/urls.py
 
@@ -69,6 +76,10 @@ class TurnRoute:
     schema_in: type[serializers.Serializer] | None  # the body's schema (None: the body is not read)
     schema_out: Any  # what a 200/201 carries, for the OpenAPI document
     doc: str
+    # Who may call it: required, so no route exists without a declaration. access_table()
+    # below is generated from these; tests/test_access_lanes.py sends every role's key to
+    # every route on both lanes of a live server and compares with it.
+    roles: frozenset[str]
     openapi: dict[str, Any] = field(default_factory=dict)  # extend_schema's further arguments
     batched: bool = False  # the fast lane batches it (api.fastlane.serve_calls has its group)
 
@@ -81,6 +92,18 @@ class TurnRoute:
     def on_session(self) -> bool:
         return "<uuid:session_id>" in self.path
 
+    def admits(self, actor: Actor) -> bool:
+        return actor.role in self.roles
+
+    def admit(self, actor: Actor) -> None:
+        """403 (the contract's `permission_denied`, the same bytes as RolePermission's) for a
+        key whose role this route does not declare. Both lanes call it before anything else
+        about the call (its body, its session); the domain functions the answer calls refuse
+        the same roles again (sessions_app.selectors.require_session_role), for every other
+        entry point."""
+        if not self.admits(actor):
+            raise Forbidden(ROLE_REFUSED)
+
     @cached_property
     def view(self) -> type[APIView]:
         """The DRF view Django routes this path to: authentication, role, throttle and body
@@ -88,8 +111,10 @@ class TurnRoute:
         route = self
 
         def handle(view: APIView, request: Request, session_id: Any = None) -> HttpResponse:
+            actor = actor_of(request)
+            route.admit(actor)  # before the body is parsed, as the fast lane does
             call = TurnCall(
-                actor=actor_of(request),
+                actor=actor,
                 session_id=session_id,
                 data=request.data if route.schema_in is not None else None,
                 if_none_match=request.headers.get("If-None-Match"),
@@ -100,9 +125,16 @@ class TurnRoute:
         method = self.method.lower()
         handle.__name__ = handle.__qualname__ = method
         name = "".join(part.capitalize() for part in ("session", self.name)) + "Api"
-        return type(
-            name, (BaseApi,), {method: extend_schema(**schema)(handle), "__doc__": self.doc, "__module__": __name__}
-        )
+        # RolePermission lets through the lowest declared role and above; `admit` then refuses
+        # any role between them that the route does not declare.
+        lowest = min(self.roles, key=lambda role: ROLE_RANK[Role(role)])
+        attributes = {
+            method: extend_schema(**schema)(handle),
+            "roles": {self.method: lowest},
+            "__doc__": self.doc,
+            "__module__": __name__,
+        }
+        return type(name, (BaseApi,), attributes)
 
     @cached_property
     def allow(self) -> bytes:
@@ -152,8 +184,17 @@ def _render(call: TurnCall) -> Answer:
 
 
 def _turn(call: TurnCall) -> Answer:
-    answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
-    return Answer(200, [JSON], JSONRenderer().render(answer))
+    # One of the key's TURN_CONCURRENCY slots for the whole call, the checks of the body
+    # included (they are work too); 429 in the contract's shape when all are held.
+    slot = ratelimit.turn_slot(actor=call.actor)
+    if slot is None:
+        raise Throttled(
+            wait=1,
+            detail=f"This key already has {settings.TURN_CONCURRENCY} turn calls running: wait for one to finish.",
+        )
+    with slot:
+        answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
+        return Answer(200, [JSON], JSONRenderer().render(answer))
 
 
 ROUTES: list[TurnRoute] = [
@@ -165,6 +206,7 @@ ROUTES: list[TurnRoute] = [
         schema_in=SessionIn,
         schema_out={201: SessionOut, 200: SessionOut},
         doc="POST: start a session pinned to a version.",
+        roles=SESSION_ROLES,
         openapi={
             "summary": "Start a session",
             "description": (
@@ -187,6 +229,7 @@ ROUTES: list[TurnRoute] = [
             304: OpenApiResponse(description="Not modified"),
         },
         doc="GET the pinned bundle: the hot path, served from cached canonical bytes.",
+        roles=SESSION_ROLES,
         openapi={
             "summary": "Fetch the pinned bundle",
             "description": (
@@ -207,6 +250,7 @@ ROUTES: list[TurnRoute] = [
         schema_in=None,
         schema_out=SessionOut,
         doc="POST: renew the session's lease.",
+        roles=SESSION_ROLES,
         openapi={
             "summary": "Renew a session's lease",
             "description": (
@@ -224,6 +268,7 @@ ROUTES: list[TurnRoute] = [
         schema_in=None,
         schema_out=SessionOut,
         doc="POST: end the session.",
+        roles=SESSION_ROLES,
         openapi={
             "summary": "End a session",
             "description": (
@@ -241,6 +286,7 @@ ROUTES: list[TurnRoute] = [
         schema_in=RenderIn,
         schema_out={200: RenderOut},
         doc="POST: the per-turn render (cache-stable prefix, volatile tail, change notices).",
+        roles=SESSION_ROLES,
         openapi={"operation_id": "session_render"},
     ),
     TurnRoute(
@@ -251,6 +297,7 @@ ROUTES: list[TurnRoute] = [
         schema_in=TurnCallIn,
         schema_out={200: TurnCallOut},
         doc="POST: one call per turn (report, route, render, compact, and the provider request).",
+        roles=SESSION_ROLES,
         openapi={
             "operation_id": "session_turn",
             "summary": "One call per turn",
@@ -265,6 +312,13 @@ ROUTES: list[TurnRoute] = [
 ]
 
 BY_NAME: dict[str, TurnRoute] = {route.name: route for route in ROUTES}
+
+
+def access_table() -> dict[tuple[str, str], frozenset[str]]:
+    """Who may call what, generated from ROUTES: {(method, Django route): roles}. The one
+    table the access tests compare both lanes with (tests/test_access_lanes.py,
+    tests/test_access_matrix.py); docs/api.md's Roles section states it in words."""
+    return {(route.method, route.route): route.roles for route in ROUTES}
 
 
 def urlpatterns() -> list[URLPattern]:

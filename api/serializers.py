@@ -11,6 +11,7 @@ from rest_framework import serializers
 from core import limits
 from registry.changes import change_state_now
 from registry.contracts import LEVELS
+from registry.lifecycle import pin_policy
 from registry.models import BundleVersion, CheckStatus, Compatibility
 from registry.selectors import bundle_label_map, label_targets_out
 from sessions_app.models import SessionStatus
@@ -113,6 +114,20 @@ class LabelIn(StrictInput):
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
+
+
+class PinPolicyIn(StrictInput):
+    """PUT of a bundle's pin policy: who may pin any version by number, and a reason."""
+
+    pin_any_version = serializers.ListField(
+        child=StrictCharField(max_length=210), max_length=pin_policy.PIN_GRANTS_MAX, allow_empty=True
+    )
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+
+
+class PinPolicyOut(serializers.Serializer):
+    bundle = serializers.CharField(source="name")
+    pin_any_version = serializers.ListField(child=serializers.CharField())
 
 
 class LabelPolicyIn(StrictInput):

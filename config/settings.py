@@ -366,6 +366,16 @@ AUTH_FAILURE_RATE = env_str("AUTH_FAILURE_RATE", "60/m")
 # lapses after FILE_TOOL_SLOT_SECONDS.
 FILE_TOOL_CONCURRENCY = env_int("FILE_TOOL_CONCURRENCY", 4)
 FILE_TOOL_SLOT_SECONDS = env_int("FILE_TOOL_SLOT_SECONDS", 30)
+# Turn calls (POST /sessions/{id}/turn/) one key may have running at once, across every web
+# process, counted as the file tools are. A turn costs a few tens of milliseconds, so at the
+# default write budget (10/s) a key averages well under one running turn; 4 leaves a burst
+# room and keeps one key from holding more than 4 of the web threads with costly turns.
+TURN_CONCURRENCY = env_int("TURN_CONCURRENCY", 4)
+TURN_SLOT_SECONDS = env_int("TURN_SLOT_SECONDS", 30)
+# The routing indexes one web process keeps (skills.router.index_for), by their estimated size
+# (skills.router.index_bytes), least recently used first out. An index of the evaluation set's
+# 62 cards is about 1.5 MB, one of 100 cards of 300 Chinese characters each about 17 MB.
+SKILL_INDEX_CACHE_BYTES = env_int("SKILL_INDEX_CACHE_BYTES", 256 * 1024 * 1024)
 
 
 SPECTACULAR_SETTINGS = {

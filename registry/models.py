@@ -19,6 +19,10 @@ class Bundle(models.Model):
     when_to_use = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
+    # Who may pin any version by number, even one that has not passed the bundle's labels'
+    # required checks and approvals (registry.lifecycle.pin_policy): "role:ROLE" or "key:NAME"
+    # grants, set by ops only (bundle_pin_policy_set, audited). Empty: nobody.
+    pin_any_version = models.JSONField(default=list, blank=True, db_default=[])
 
     class Meta:
         ordering = ["name"]

@@ -31,6 +31,7 @@ from core.limits import (
 from core.newlines import lf
 from registry import approvals, composition, includes, lifecycle
 from registry.canonical import canonicalise
+from registry.lifecycle import pin_policy
 from registry.models import (
     Bundle,
     BundleVersion,
@@ -90,6 +91,32 @@ def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use
     bundle.save(update_fields=["description", "when_to_use"])
     audit_record(actor=actor, action="bundle.updated", target_type="bundle", target=bundle.name)
     return bundle
+
+
+@transaction.atomic
+def bundle_pin_policy_set(*, bundle: Bundle, pin_any_version: object, actor: Actor, reason: str) -> Bundle:
+    """Who may pin any version of the bundle by number, even one that has not passed its
+    labels' required checks and approvals (registry.lifecycle.pin_policy): ops only, with a
+    reason, audited with the grants before and after. Setting what is set changes nothing."""
+    reason = lifecycle.require_text("reason", reason)
+    require_role(actor, Role.OPS, "Granting pins of any version")
+    require_bundle_scope(actor, bundle.name)
+    grants = pin_policy.grants_valid(pin_any_version)
+    locked = Bundle.objects.select_for_update().get(pk=bundle.pk)
+    before = list(locked.pin_any_version or [])
+    if before == grants:
+        return locked
+    locked.pin_any_version = grants
+    locked.save(update_fields=["pin_any_version"])
+    audit_record(
+        actor=actor,
+        action="bundle.pin_policy_changed",
+        target_type="bundle",
+        target=bundle.name,
+        reason=reason,
+        data={"before": before, "after": grants},
+    )
+    return locked
 
 
 @transaction.atomic

@@ -36,6 +36,12 @@ MAX_TRIGGER_CHARS = 200  # patterns.TRIGGER.max_chars
 # to 4,000 characters, about 3 ns per instruction and character at worst (RE2's NFA), so the
 # worst turn costs about 20,000 x 4,000 x 3 ns = 0.24 s, spent with the GIL released.
 MAX_TRIGGER_PROGRAM_TOTAL = 20_000
+# All the cards' text together (name, summary, description, keywords, examples, category), in
+# characters. A process builds a version's routing index from it at its first route or turn,
+# on the request's thread, and segmenting Chinese text costs about 25 us of CPU a character:
+# 500 cards of 400 random ideographs took 5.0 s (bench/index_build.py), 500 cards of the
+# evaluation set's size (about 200 characters each) are 100,000 characters. Issue 36.
+MAX_CARD_TEXT_TOTAL = 200_000
 MAX_L1 = 8
 MAX_L1_TOKENS = 1500
 LEVELS = ("L1", "L2")
@@ -160,7 +166,27 @@ def content_errors(content: dict[str, Any]) -> list[tuple[str, str]]:
     _cards_errors(skills, errors)
     if errors:
         return errors
-    return _budget_errors(skills)
+    return _text_total_errors(skills) or _budget_errors(skills)
+
+
+def card_text_chars(card: dict[str, Any]) -> int:
+    """The characters of a (valid) card's text, as MAX_CARD_TEXT_TOTAL counts them."""
+    texts = [card["name"], card["summary"], card["description"], card["category"], *card["keywords"]]
+    return sum(len(t) for t in [*texts, *card["examples"]])
+
+
+def _text_total_errors(skills: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    total = sum(card_text_chars(card) for card in skills)
+    if total <= MAX_CARD_TEXT_TOTAL:
+        return []
+    return [
+        (
+            "skills",
+            f"The cards' text is {total} characters in all: at most {MAX_CARD_TEXT_TOTAL} (name, summary, "
+            "description, keywords, examples and category of every card; shorten the descriptions or split the "
+            "skills over bundles).",
+        )
+    ]
 
 
 def _cards_errors(skills: list[Any], errors: list[tuple[str, str]]) -> None:

@@ -13,9 +13,10 @@ from django.db.models import Expression
 
 from access.actors import Actor
 from access.models import Role
+from access.permissions import ROLE_REFUSED
 from access.selectors import KEY_COLUMNS, KEY_WHERE, KEY_WORKING
 from core import observe
-from core.errors import NotFound, SessionEnded, VersionRevoked
+from core.errors import Forbidden, NotFound, SessionEnded, VersionRevoked
 from registry import bundle_cache
 from registry.canonical import canonical_bytes
 from registry.models import Bundle, BundleVersion, VersionState
@@ -67,6 +68,23 @@ def pinned_row(values: Sequence[Any]) -> PinnedRow | None:
     return PinnedRow(session, number, content_hash, state, bundle_name)
 
 
+# The roles that may hold sessions: agent and every role above it. Not `ci`, whose key may only
+# report and read checks (docs/api.md, Roles), in every lane and entry point: the per-turn route
+# table (api/routes.py) declares the same set for each of its routes.
+SESSION_ROLES: frozenset[str] = frozenset({Role.AGENT, Role.PUBLISHER, Role.OPS, Role.ADMIN})
+
+
+def may_hold_sessions(actor: Actor) -> bool:
+    return actor.role in SESSION_ROLES
+
+
+def require_session_role(actor: Actor) -> None:
+    """403 for a key whose role may not start, read or end sessions (a `ci` key). It comes
+    before every other check, so such a key learns nothing of whether a session exists."""
+    if not may_hold_sessions(actor):
+        raise Forbidden(ROLE_REFUSED)
+
+
 def _visible_to(owner_key_id: int | None, bundle_name: str, actor: Actor) -> bool:
     """The key that started a session sees it, and ops and above, within their key's bundle
     scope; to anyone else it does not exist (404), so session ids cannot be probed."""
@@ -98,7 +116,8 @@ def session_passes(
     no lease renewal is due either: lease_due) and hand every other call to the one-by-one
     path, which calls those two functions and answers whatever they say."""
     return (
-        _visible_to(owner_key_id, bundle_name, actor)
+        may_hold_sessions(actor)
+        and _visible_to(owner_key_id, bundle_name, actor)
         and version_state != VersionState.REVOKED
         and status == SessionStatus.ACTIVE
         and expires_at > now
@@ -110,7 +129,7 @@ def end_is_plain(*, actor: Actor, owner_key_id: int | None, bundle_name: str, st
     record: the key that started it, within its scope, and the session still active. The fast
     lane's batched ends (sessions_app.services.sessions_end_owned) take only these."""
     owns = actor.owns(owner_key_id)
-    return owns and actor.may_see_bundle(bundle_name) and status == SessionStatus.ACTIVE
+    return may_hold_sessions(actor) and owns and actor.may_see_bundle(bundle_name) and status == SessionStatus.ACTIVE
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:
@@ -121,7 +140,9 @@ def session_get(*, session_id: Any, actor: Actor) -> Session:
 
 
 def session_visible(*, session: Session | None, session_id: Any, actor: Actor) -> Session:
-    """`session` (loaded with its bundle), or 404 when there is none or `actor` may not see it."""
+    """`session` (loaded with its bundle), or 404 when there is none or `actor` may not see it
+    (403 first for a role that may hold no session)."""
+    require_session_role(actor)
     if session is None or not _visible_to(session.api_key_id, session.bundle.name, actor):
         raise NotFound(f"No session {session_id}.")
     session_noted(session)

@@ -25,11 +25,19 @@ from core.ids import uuid7
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
 from registry import lifecycle
 from registry import variables as content_variables
+from registry.lifecycle import pin_policy
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app import hooks
 from sessions_app.models import Session, SessionStatus
-from sessions_app.selectors import PINNED_COLUMNS, lease_due, pinned_row, session_for_fetch, session_noted
+from sessions_app.selectors import (
+    PINNED_COLUMNS,
+    lease_due,
+    pinned_row,
+    require_session_role,
+    session_for_fetch,
+    session_noted,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,21 +73,12 @@ def session_start(
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
     external_id from the same key returns the session it started before (created=False).
-    The bundle must be within the key's scope."""
-    require_bundle_scope(actor, bundle.name)
-    if label is not None and version is not None:
-        raise InvalidContent("Give label or version, not both.", {"label": ["Not allowed together with version."]})
-    if version is not None and version.bundle_id != bundle.pk:
-        raise NotFound("That version does not belong to this bundle.")
-    if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= EXTERNAL_ID_MAX):
-        raise InvalidContent(
-            "external_id is not valid.", {"external_id": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
-        )
+    The bundle must be within the key's scope, and the key's role one that holds sessions
+    (403 for a `ci` key)."""
+    pin = _start_checked(
+        bundle=bundle, actor=actor, label=label, version=version, external_id=external_id, routing_key=routing_key
+    )
     ttl = _validate_ttl(ttl_seconds)
-    if routing_key is not None and (not isinstance(routing_key, str) or not 1 <= len(routing_key) <= EXTERNAL_ID_MAX):
-        raise InvalidContent(
-            "routing_key is not valid.", {"routing_key": [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]}
-        )
     session_id = uuid7()
 
     if external_id is not None and actor.api_key_id is not None:
@@ -105,6 +104,8 @@ def session_start(
                 variables=session_variables,
             )
             _insert(session)
+            if pin is not None:  # every pin by number, in the transaction that makes it
+                _pin_audited(session=session, pin=pin, actor=actor)
     except IntegrityError:
         # The same external_id raced in from the same key: the other insert won; return it.
         if external_id is None:
@@ -117,6 +118,47 @@ def session_start(
     instruments.sessions_started([session.version_id])
     session_noted(session)
     return session, True
+
+
+def _start_checked(
+    *,
+    bundle: Bundle,
+    actor: Actor,
+    label: str | None,
+    version: BundleVersion | None,
+    external_id: str | None,
+    routing_key: str | None,
+) -> pin_policy.PinVerdict | None:
+    """session_start's checks before anything is read or written, in the order a refusal must
+    come: the role (403), the scope (404), the fields (400), then the pin by number (403
+    pin_not_allowed), whose verdict is returned for the audit record (None: a start on a label)."""
+    require_session_role(actor)
+    require_bundle_scope(actor, bundle.name)
+    if label is not None and version is not None:
+        raise InvalidContent("Give label or version, not both.", {"label": ["Not allowed together with version."]})
+    if version is not None and version.bundle_id != bundle.pk:
+        raise NotFound("That version does not belong to this bundle.")
+    for name, value in (("external_id", external_id), ("routing_key", routing_key)):
+        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= EXTERNAL_ID_MAX):
+            raise InvalidContent(f"{name} is not valid.", {name: [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]})
+    # Governance protects what agents run: a pin by number must pass what the bundle's labels
+    # require, unless ops granted this role or key "pin any version" (403 pin_not_allowed).
+    return pin_policy.require_pinnable(bundle=bundle, version=version, actor=actor) if version is not None else None
+
+
+def _pin_audited(*, session: Session, pin: pin_policy.PinVerdict, actor: Actor) -> None:
+    audit_record(
+        actor=actor,
+        action="session.pinned_by_number",
+        target_type="session",
+        target=str(session.pk),
+        data={
+            "bundle_id": session.bundle_id,
+            "version": pin.version,
+            "content_hash": pin.content_hash,
+            "allowed": pin.reason,
+        },
+    )
 
 
 _PLAIN_START = frozenset({"bundle", "label", "ttl_seconds", "routing_key"})
@@ -145,6 +187,7 @@ def sessions_start_on_label(
     the sessions in one statement, the same locking argument as one start. An error (no such
     label, a required session variable) is every start's answer alike."""
     for actor, _, _ in starts:
+        require_session_role(actor)
         require_bundle_scope(actor, bundle.name)
     ids = [uuid7() for _ in starts]
     with transaction.atomic():
@@ -344,6 +387,7 @@ def sessions_end_owned(*, session_ids: list[str]) -> dict[str, Session]:
 
 
 def _check_owner(*, session: Session, actor: Actor) -> None:
+    require_session_role(actor)
     # Ownership needs a key on both sides: two keyless actors (people in the admin) share nothing.
     owns = actor.owns(session.api_key_id)
     if not owns and not actor.has_role(Role.OPS):

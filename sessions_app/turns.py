@@ -17,7 +17,7 @@ from registry import bundle_cache
 from registry import selectors as registry_selectors
 from registry.models import Bundle
 from sessions_app.models import Session
-from sessions_app.selectors import session_checked, session_get, session_visible
+from sessions_app.selectors import require_session_role, session_checked, session_get, session_visible
 from sessions_app.services import session_end, session_start, session_touch, session_use
 
 
@@ -32,7 +32,9 @@ Loaded = Session | None | _Unread
 def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None = None) -> tuple[Session, bool]:
     """Start a session from a validated SessionIn: the bundle (404 outside the key's scope;
     `bundle` when the caller read it already), the version when one is named, then
-    sessions_app.services.session_start. (session, created)."""
+    sessions_app.services.session_start. (session, created). 403 first for a key whose role
+    holds no sessions, before anything about the bundle is looked up."""
+    require_session_role(actor)
     if bundle is None or bundle.name != data["bundle"] or not actor.may_see_bundle(bundle.name):
         bundle = registry_selectors.bundle_for_start(name=data["bundle"], actor=actor)
     version = None

@@ -34,13 +34,14 @@ import functools
 import logging
 import math
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
+from django.conf import settings
 
 from core import patterns
 from core.text import STOP, content_words, warm_up
@@ -527,27 +528,54 @@ def _split(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, float]]
     return _text_of(messages[last_user]), context
 
 
-_INDEXES: "OrderedDict[str, Index]" = OrderedDict()
-_INDEXES_MAX = 64
+def index_bytes(index: Index) -> int:
+    """About the memory an index holds, for the cache's byte budget (SKILL_INDEX_CACHE_BYTES):
+    the card vectors as they are (numpy), and per posting, vocabulary word, card and card text
+    what CPython spends on such an entry (measured with tracemalloc on the evaluation cards,
+    rounded up). An estimate: it need not be exact, only grow with what an index holds."""
+    postings = sum(len(entries) for entries in index.postings.values())
+    size = 150 * postings + 250 * len(index.idf) + 6000 * len(index.cards)
+    semantic = index.semantic
+    if semantic is not None:
+        for matrix in (semantic.local, semantic.pieces, semantic.remote_matrix):
+            size += int(getattr(matrix, "nbytes", 0))
+        size += sum(100 + 4 * len(text) for texts in semantic.raw_per_card for text in texts)
+    return size
+
+
+def _index_cache() -> "LRUCache[str, Index]":
+    # Sized by bytes, not by count: 64 small indexes and 64 of 500 long cards differ a hundredfold.
+    return LRUCache(maxsize=settings.SKILL_INDEX_CACHE_BYTES, getsizeof=index_bytes)
+
+
+_INDEXES: "LRUCache[str, Index] | None" = None
 _lock = Lock()
 
 
 def index_for(content_hash: str, skills: list[dict[str, Any]], embedder: Embedder | None = None) -> Index:
     """The index of a version's skills (card vectors included), built once per content hash
     and embedding model per process."""
+    global _INDEXES
     key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
-    content_hash = key
     with _lock:
-        index = _INDEXES.get(content_hash)
+        if _INDEXES is None or _INDEXES.maxsize != settings.SKILL_INDEX_CACHE_BYTES:
+            _INDEXES = _index_cache()
+        index: Index | None = _INDEXES.get(key)  # marks it recently used
         if index is not None:
-            _INDEXES.move_to_end(content_hash)
             return index
     # Building an index is the once-per-process moment: load the segmenter here too, so that
     # neither its dictionary nor the index build lands inside a turn's routing time.
     warm_up()
     index = Index(skills, embedder)
     with _lock:
-        _INDEXES[content_hash] = index
-        while len(_INDEXES) > _INDEXES_MAX:
-            _INDEXES.popitem(last=False)
+        try:
+            _INDEXES[key] = index  # evicts the least recently used until the bytes fit
+        except ValueError:
+            pass  # larger than the whole budget alone: used for this call, not kept
     return index
+
+
+def indexes_cached() -> tuple[int, int]:
+    """(indexes, bytes) in this process's cache."""
+    with _lock:
+        return (len(_INDEXES), int(_INDEXES.currsize)) if _INDEXES is not None else (0, 0)

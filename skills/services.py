@@ -25,6 +25,16 @@ from skills.selectors import session_content
 MAX_SESSION_SKILLS = 20
 MAX_K = 20
 MAX_MESSAGES = 500
+# Content parts (list items of a message's content: text, image, tool_use, tool_result blocks)
+# and tool calls (an assistant message's `tool_calls`) per request and per message. The work of
+# a turn (the compaction, the conversion to a provider's shape, the answer's bytes) grows with
+# them, not with the messages: 120 assistant messages of 100 tool calls each (inside 2 MiB and
+# 500 messages) took 0.9 s of CPU and answered 2.9 MB. An agent's long conversation stays far
+# inside these: 500 messages of a few parts and a few parallel tool calls each; 128 per message
+# is the most tool definitions OpenAI accepts in one request, so no model asks for more at once.
+MAX_PARTS = 2000
+MAX_TOOL_CALLS = 1000
+MAX_PER_MESSAGE = 128
 MAX_SOURCE = 200
 MAX_TURN = 2**31 - 1  # the column is a PostgreSQL integer
 ROLES = {"user", "assistant", "system", "tool", "developer"}
@@ -43,6 +53,7 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
                 ]
             },
         )
+    parts = tool_calls = 0
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise InvalidContent(
@@ -51,6 +62,24 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
         content = message.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise InvalidContent("Message content must be text.", {f"messages[{i}].content": ["Must be a string."]})
+        calls = message.get("tool_calls")
+        for field, items in (("content", content), ("tool_calls", calls)):
+            if isinstance(items, list) and len(items) > MAX_PER_MESSAGE:
+                raise InvalidContent(
+                    f"A message holds over {MAX_PER_MESSAGE} {field.replace('_', ' ')}.",
+                    {f"messages[{i}].{field}": [f"At most {MAX_PER_MESSAGE} per message."]},
+                )
+        parts += len(content) if isinstance(content, list) else 0
+        tool_calls += len(calls) if isinstance(calls, list) else 0
+    if parts > MAX_PARTS:
+        raise InvalidContent(
+            "Too many content parts.",
+            {"messages": [f"At most {MAX_PARTS} content parts in all; send the recent ones."]},
+        )
+    if tool_calls > MAX_TOOL_CALLS:
+        raise InvalidContent(
+            "Too many tool calls.", {"messages": [f"At most {MAX_TOOL_CALLS} tool calls in all; send the recent ones."]}
+        )
     if not any(m["role"] == "user" for m in messages):
         raise InvalidContent("Nothing to route.", {"messages": ["The conversation has no user message."]})
     return messages

@@ -35,8 +35,11 @@ def current_database_url() -> str:
 
 
 @contextmanager
-def web_server(*, workers: int = 1, env: dict[str, str] | None = None, timeout: float = 60) -> Iterator[str]:
-    """Start one server (its own worker processes), yield its base URL, stop it after."""
+def web_server(
+    *, workers: int = 1, env: dict[str, str] | None = None, timeout: float = 60, app: str | None = None
+) -> Iterator[str]:
+    """Start one server (its own worker processes), yield its base URL, stop it after. `app`:
+    another ASGI application than config.asgi's (tests.django_lane_asgi: Django alone)."""
     port = free_port()
     environment = {
         **os.environ,
@@ -45,7 +48,8 @@ def web_server(*, workers: int = 1, env: dict[str, str] | None = None, timeout: 
         **(env or {}),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "edge.serve", "--port", str(port), "--workers", str(workers)],
+        [sys.executable, "-m", "edge.serve", "--port", str(port), "--workers", str(workers)]
+        + (["--app", app] if app else []),
         cwd=ROOT,
         env=environment,
         stdout=subprocess.DEVNULL,

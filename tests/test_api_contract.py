@@ -795,6 +795,7 @@ CONTRACT_PATHS = {
     "/api/v1/bundles/{name}/versions/{number}/": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/revoke/": {"post"},
     "/api/v1/bundles/{name}/dependents/": {"get"},
+    "/api/v1/bundles/{name}/pin-policy/": {"get", "put"},
     "/api/v1/bundles/{name}/labels/": {"get"},
     "/api/v1/bundles/{name}/labels/{label}/": {"put"},
     "/api/v1/bundles/{name}/labels/{label}/history/": {"get"},
