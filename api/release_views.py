@@ -58,7 +58,11 @@ class ReleaseListApi(BaseApi):
             impact = releases.release_preview(moves=moves, actor=actor_of(request))
             return Response({"dry_run": True, "moves": impact})
         outcome = changes.release_apply_or_request(
-            moves=moves, actor=actor_of(request), reason=data["reason"], allow_breaking=data["allow_breaking"]
+            moves=moves,
+            actor=actor_of(request),
+            reason=data["reason"],
+            allow_breaking=data["allow_breaking"],
+            allow_retiring=data["allow_retiring"],
         )
         if outcome.change is not None:
             return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)

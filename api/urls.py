@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from api import (
     change_views,
     knowledge,
+    model_views,
     release_views,
     routes,
     shell,
@@ -32,7 +33,11 @@ urlpatterns = [
     path("bundles/<str:name>/labels/<str:label>/", views.LabelDetailApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/rollback/", views.LabelRollbackApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/derive/", model_views.VersionDeriveApi.as_view()),
     path("catalog/", views.CatalogApi.as_view()),
+    path("models/", model_views.ModelListApi.as_view()),
+    path("models/retiring/", model_views.ModelRetiringApi.as_view()),
+    path("models/<str:provider>/<str:name>/", model_views.ModelDetailApi.as_view()),
     path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
     # The per-turn calls (start, fetch, heartbeat, end, render): one table, both lanes.

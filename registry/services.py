@@ -27,6 +27,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
+from modelcatalog.selectors import content_model
 from registry import approvals, composition, includes, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
@@ -38,7 +39,7 @@ from registry.models import (
     Label,
     VersionCheck,
 )
-from registry.selectors import label_targets_out
+from registry.selectors import label_targets_out, version_model_info
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class PublishResult:
     version: BundleVersion
     created: bool  # False when identical canonical content already existed: publishing is idempotent
     warnings: list[dict[str, str]] = field(default_factory=list)
+    # The content's model matched to the model catalog (lifecycle.publish_model_check).
+    model: dict[str, Any] | None = None
 
 
 def _text_field(field: str, value: object) -> str:
@@ -113,22 +116,24 @@ def version_publish(
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))
+    # Before the idempotent answer too: a retired model is refused whenever it is published.
+    model, model_warnings = lifecycle.publish_model_check(doc)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False)  # already published (and checked) once
+        return PublishResult(existing, False, model=model)  # already published (and checked) once
     # The contract checks run before the lock below: they can take a while on large schemas.
     # "Previous" is the latest version when we read it; a publish racing in between can only
     # change which stale tool names are warned about.
     check = lifecycle.contract_check(doc, previous=lifecycle.latest_content(bundle))
     check.raise_errors()
-    warnings = check.warnings
+    warnings = check.warnings + model_warnings
     # The bundle row lock serialises publishers of one bundle: numbers stay gapless and two
     # identical publishes cannot both insert. NO KEY: session and label inserts, whose foreign
     # keys take KEY SHARE on the bundle, need not wait for a publish.
     Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False)
+        return PublishResult(existing, False, model=model)
     last = BundleVersion.objects.filter(bundle=bundle).order_by("-number").values_list("number", flat=True).first()
     version = BundleVersion.objects.create(
         bundle=bundle,
@@ -148,7 +153,7 @@ def version_publish(
         data={"number": version.number, "content_hash": digest, "warnings": len(warnings)},
     )
     events.emit("version.published", bundle=bundle.name, version=version.number, content_hash=digest, by=actor.name)
-    return PublishResult(version, True, warnings)
+    return PublishResult(version, True, warnings, model)
 
 
 def _include_edges_write(*, version: BundleVersion, doc: dict[str, Any]) -> None:
@@ -202,6 +207,7 @@ def label_move(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     expected_revision: int | None = None,
+    allow_retiring: bool = False,
 ) -> tuple[Label, bool]:
     """Point label `name` at `version`, or split it over `targets` (a percentage rollout),
     creating the label if needed; returns (label, created).
@@ -211,7 +217,9 @@ def label_move(
     weight 0 stays a target. A label that requires compatibility refuses a `major` target
     unless allow_breaking (lifecycle.compatibility_note); `compatibility` sets the label's
     policy ("none" or "backward"). `expected_revision` is If-Match: PreconditionFailed unless
-    the label is still at that revision."""
+    the label is still at that revision. A target whose model retires within
+    MODEL_RETIREMENT_WARNING needs `allow_retiring` (409 model_retiring otherwise;
+    lifecycle.retiring_notes)."""
     if compatibility is not None and compatibility not in Compatibility.values:
         raise InvalidContent(
             "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
@@ -237,6 +245,7 @@ def label_move(
                         actor=actor,
                         reason=reason,
                         compatibility=compatibility,
+                        allow_retiring=allow_retiring,
                     )
                     return created, True
                 moved = label_move_locked(
@@ -246,6 +255,7 @@ def label_move(
                     reason=reason,
                     allow_breaking=allow_breaking,
                     compatibility=compatibility,
+                    allow_retiring=allow_retiring,
                 )
                 return moved, False
         except IntegrityError:
@@ -264,6 +274,7 @@ def label_move_locked(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     approved_by: list[str] | None = None,
+    allow_retiring: bool = False,
 ) -> Label:
     """The move of an existing label whose row the caller's transaction holds: label_move's, and
     an approved change request's (registry.changes, with its `approved_by`)."""
@@ -278,6 +289,7 @@ def label_move_locked(
             reason=reason,
             allow_breaking=allow_breaking,
             approved_by=approved_by,
+            allow_retiring=allow_retiring,
         )
     if compatibility is not None and compatibility != label.compatibility:
         _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
@@ -403,13 +415,22 @@ def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason
 
 
 def _label_create(
-    *, bundle: Bundle, name: str, targets: Targets, actor: Actor, reason: str, compatibility: str | None
+    *,
+    bundle: Bundle,
+    name: str,
+    targets: Targets,
+    actor: Actor,
+    reason: str,
+    compatibility: str | None,
+    allow_retiring: bool = False,
 ) -> Label:
     policy = lifecycle.new_label_policy(name, compatibility=compatibility)
     lifecycle.check_may_move(label_name=name, protected=policy.protected, actor=actor)
     locked = lifecycle.versions_lock(*(v.pk for v, _ in targets))
-    for version, _ in targets:
-        lifecycle.version_make_live(version=lifecycle.check_targetable(locked[version.pk]))
+    joining = [lifecycle.check_targetable(locked[version.pk]) for version, _ in targets]
+    notes = lifecycle.retiring_notes(label=Label(name=name), joining=joining, allow_retiring=allow_retiring)
+    for version in joining:
+        lifecycle.version_make_live(version=version)
     label = Label(
         bundle=bundle,
         name=name,
@@ -417,6 +438,7 @@ def _label_create(
         targets=lifecycle.targets_out(targets),
         protected=policy.protected,
         compatibility=policy.compatibility,
+        move_note="; ".join(notes),
         updated_at=timezone.now(),
         updated_by=actor.name,
     )
@@ -443,12 +465,14 @@ def label_rollback(
     reason: str,
     allow_breaking: bool = False,
     expected_revision: int | None = None,
+    allow_retiring: bool = False,
 ) -> Label:
     """Move a label to `to_version` alone, or by default to the version it targeted before its
     current state (409 when there is none). A split label rolls back to its primary target
     before the split, so rolling back a ramp sends every new session to the old version.
     Ops only. Going back to a version this label targeted before is exempt from its
-    compatibility policy; any other `to_version` is judged like a move."""
+    compatibility policy; any other `to_version` is judged like a move. A version whose model
+    retires soon gets the same question as a move (`allow_retiring`)."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.OPS, "Rolling back")
     require_bundle_scope(actor, bundle.name)
@@ -476,6 +500,7 @@ def label_rollback(
             reason=reason,
             action="label.rolled_back",
             allow_breaking=allow_breaking,
+            allow_retiring=allow_retiring,
         )
 
 
@@ -555,3 +580,62 @@ approval_withdraw = approvals.approval_withdraw
 
 # Revoking is a state transition of a version: it lives with the others in registry.lifecycle.
 version_revoke = lifecycle.version_revoke
+
+
+# --- derive: the same version on another model -------------------------------------------------
+
+# Model settings one provider's API takes and the others' do not (Anthropic Messages, OpenAI
+# Chat Completions / Responses, Gemini generateContent): what a derive to another provider's
+# model drops, with a note, unless the new settings give them again.
+PROVIDER_ONLY_SETTINGS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"top_k", "thinking", "stop_sequences"}),
+    "openai": frozenset({"frequency_penalty", "presence_penalty", "logit_bias", "seed", "reasoning_effort", "n"}),
+    "google": frozenset({"top_k", "candidate_count", "response_mime_type"}),
+}
+DERIVE_MODEL_KEYS_MAX = 50
+
+
+@dataclass(frozen=True)
+class DeriveResult:
+    published: PublishResult
+    source: BundleVersion
+    notes: list[str]
+
+
+def version_derive(*, bundle: Bundle, number: int, model: Any, message: Any, actor: Actor) -> DeriveResult:
+    """Publish a version equal to version `number` except its `model` settings: the given
+    settings laid over the old ones (a key set to null is removed), and the settings only the
+    old model's provider takes dropped when the provider changes (each drop noted). Published
+    with version_publish, so it is checked (a retired target model is 400 model_retired) and
+    classified by the contract diff like any version; identical content is the existing version."""
+    require_role(actor, Role.PUBLISHER, "Deriving a version")
+    require_bundle_scope(actor, bundle.name)
+    if not isinstance(model, dict) or not model or len(model) > DERIVE_MODEL_KEYS_MAX:
+        raise InvalidContent(
+            "model must be an object of settings.", {"model": [f"1 to {DERIVE_MODEL_KEYS_MAX} settings, e.g. name."]}
+        )
+    source = BundleVersion.objects.filter(bundle=bundle, number=number).first()
+    if source is None:
+        raise NotFound(f"Bundle {bundle.name!r} has no version {number}.")
+    doc = lifecycle.content_of(source)
+    found = doc.get("model")
+    old: dict[str, Any] = found if isinstance(found, dict) else {}
+    new = {**old, **model}
+    new = {key: value for key, value in new.items() if value is not None}
+    notes = []
+    _, old_info = version_model_info(source)
+    new_info = content_model(new)
+    if old_info is not None and new_info is not None and old_info.provider != new_info.provider:
+        for key in sorted(PROVIDER_ONLY_SETTINGS.get(old_info.provider, frozenset()) - set(model)):
+            if key in new:
+                del new[key]
+                notes.append(f"Dropped model.{key}: {new_info.provider} models do not take it.")
+    limit = new_info.output_limit if new_info is not None else None
+    max_tokens = new.get("max_tokens")
+    if isinstance(max_tokens, int) and limit is not None and max_tokens > limit:
+        notes.append(
+            f"model.max_tokens {max_tokens} is above {new_info.name if new_info else ''}'s output limit {limit}."
+        )
+    doc["model"] = new
+    published = version_publish(bundle=bundle, content=doc, message=message, actor=actor)
+    return DeriveResult(published=published, source=source, notes=notes)
