@@ -17,8 +17,8 @@ from core import limits
 from core.errors import InvalidContent, NotFound
 from modelcatalog import selectors as catalog
 from modelcatalog import services as catalog_services
+from registry import derive
 from registry import selectors as registry_selectors
-from registry import services as registry_services
 
 
 class ModelListOut(serializers.Serializer):
@@ -69,7 +69,11 @@ class ModelListApi(BaseApi):
 class ModelDetailApi(BaseApi):
     roles = {"PUT": Role.OPS}
 
-    @extend_schema(summary="One model of the catalog", responses=OpenApiResponse(description="The model"))
+    @extend_schema(
+        summary="One model of the catalog",
+        description="One model by its catalog provider and name (not an alias), with each fact's source.",
+        responses=OpenApiResponse(description="The model"),
+    )
     def get(self, request: Request, provider: str, name: str) -> Response:
         found = catalog.model_exact(provider=provider, name=name)
         if found is None:
@@ -143,7 +147,7 @@ class VersionDeriveApi(BaseApi):
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(DeriveIn, request)
-        result = registry_services.version_derive(
+        result = derive.version_derive(
             bundle=bundle, number=number, model=data["model"], message=data["message"], actor=actor_of(request)
         )
         published = result.published

@@ -151,17 +151,24 @@ def import_entries(data: Any, *, provider: str | None) -> list[dict[str, Any]]:
     if not isinstance(data, dict):
         raise InvalidContent("Not a model list.", {"file": ["A JSON object."]})
     if isinstance(data.get("models"), list):
-        rows = data["models"]
-        entries = []
-        for row in rows:
-            if not isinstance(row, dict):
-                raise InvalidContent("Not a model list.", {"models": ["Each entry is an object."]})
-            given = {k: v for k, v in row.items() if k in FACTS}
-            entries.append({"provider": row.get("provider") or provider, "name": row.get("name"), "facts": given})
-        return entries
+        return _team_entries(data["models"], provider=provider)
     rows = data.get("data")
     if not isinstance(rows, list):
         raise InvalidContent("Not a model list.", {"file": ['{"data": [...]} or {"models": [...]}.']})
+    return _provider_entries(data, rows, provider=provider)
+
+
+def _team_entries(rows: list[Any], *, provider: str | None) -> list[dict[str, Any]]:
+    entries = []
+    for row in rows:
+        if not isinstance(row, dict):
+            raise InvalidContent("Not a model list.", {"models": ["Each entry is an object."]})
+        given = {k: v for k, v in row.items() if k in FACTS}
+        entries.append({"provider": row.get("provider") or provider, "name": row.get("name"), "facts": given})
+    return entries
+
+
+def _provider_entries(data: dict[str, Any], rows: list[Any], *, provider: str | None) -> list[dict[str, Any]]:
     is_openai = data.get("object") == "list" or any(isinstance(r, dict) and "owned_by" in r for r in rows)
     entries = []
     for row in rows:
@@ -173,9 +180,8 @@ def import_entries(data: Any, *, provider: str | None) -> list[dict[str, Any]]:
         for fact in ("retires_at", "deprecated_at", "replacement"):
             if row.get(fact):
                 facts[fact] = row[fact]
-        entries.append(
-            {"provider": provider or ("openai" if is_openai else "anthropic"), "name": row["id"], "facts": facts}
-        )
+        name = provider or ("openai" if is_openai else "anthropic")
+        entries.append({"provider": name, "name": row["id"], "facts": facts})
     return entries
 
 

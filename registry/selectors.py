@@ -310,7 +310,13 @@ def dependents_first(
 
 def version_model_info(version: BundleVersion) -> tuple[str | None, ModelInfo | None]:
     """(the model name a version's content gives, its model-catalog entry or None)."""
-    model = version_model(version_id=version.pk, content_hash=version.content_hash)
+    # A row read whole (a locked version) carries its bytes: no read for them then.
+    canonical = version.__dict__.get("canonical")
+    model = version_model(
+        version_id=version.pk,
+        content_hash=version.content_hash,
+        canonical=bytes(canonical) if canonical is not None else None,
+    )
     name = content_model_name(model)
     return name, (model_get(provider=None, name=name) if name else None)
 
@@ -347,25 +353,8 @@ def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dic
     if not wanted:
         return []
     bundles = bundles_visible(actor)
-    versions = list(
-        BundleVersion.objects.filter(state__in=[VersionState.LIVE, VersionState.DRAINING], bundle__in=bundles)
-        .select_related("bundle")
-        .only("id", "number", "content_hash", "state", "bundle__name")
-        .annotate(active_sessions=pins.active_annotation())
-        .order_by("bundle__name", "number")
-    )
-    by_model: dict[tuple[str, str], list[BundleVersion]] = {}
-    for version in versions:
-        _, info = version_model_info(version)
-        if info is not None and (info.provider, info.name) in wanted:
-            by_model.setdefault((info.provider, info.name), []).append(version)
-    pinned_ids = [v.pk for found in by_model.values() for v in found]
-    labels_of: dict[int, list[dict[str, Any]]] = {}
-    for label in Label.objects.filter(bundle__in=bundles).select_related("bundle").order_by("bundle__name", "name"):
-        weights = {t["version_id"]: t["weight"] for t in label.targets} if label.targets else {label.version_id: 100}
-        for version_id, weight in weights.items():
-            if version_id in pinned_ids:
-                labels_of.setdefault(version_id, []).append({"label": label.name, "weight": weight})
+    by_model = _versions_by_model(bundles, set(wanted))
+    labels_of = _labels_by_version(bundles, {v.pk for found in by_model.values() for v in found})
     out: list[dict[str, Any]] = []
     for key, info in wanted.items():
         found = by_model.get(key, [])
@@ -393,3 +382,32 @@ def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dic
         )
     out.sort(key=lambda m: (m["model"]["retires_at"] or "", m["model"]["provider"], m["model"]["name"]))
     return out
+
+
+def _versions_by_model(bundles: QuerySet[Bundle], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[Any]]:
+    """The live and draining versions of `bundles` naming a model in `wanted`, by model, each
+    with `active_sessions`."""
+    versions = (
+        BundleVersion.objects.filter(state__in=[VersionState.LIVE, VersionState.DRAINING], bundle__in=bundles)
+        .select_related("bundle")
+        .only("id", "number", "content_hash", "state", "bundle__name")
+        .annotate(active_sessions=pins.active_annotation())
+        .order_by("bundle__name", "number")
+    )
+    by_model: dict[tuple[str, str], list[Any]] = {}
+    for version in versions:
+        _, info = version_model_info(version)
+        if info is not None and (info.provider, info.name) in wanted:
+            by_model.setdefault((info.provider, info.name), []).append(version)
+    return by_model
+
+
+def _labels_by_version(bundles: QuerySet[Bundle], version_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """{version id: [{label, weight}]} for the labels of `bundles` that target those versions."""
+    labels_of: dict[int, list[dict[str, Any]]] = {}
+    for label in Label.objects.filter(bundle__in=bundles).select_related("bundle").order_by("bundle__name", "name"):
+        weights = {t["version_id"]: t["weight"] for t in label.targets} if label.targets else {label.version_id: 100}
+        for version_id, weight in weights.items():
+            if version_id in version_ids:
+                labels_of.setdefault(version_id, []).append({"label": label.name, "weight": weight})
+    return labels_of

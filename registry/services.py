@@ -27,7 +27,6 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from modelcatalog.selectors import content_model
 from registry import approvals, composition, includes, lifecycle
 from registry.canonical import canonicalise
 from registry.models import (
@@ -39,7 +38,7 @@ from registry.models import (
     Label,
     VersionCheck,
 )
-from registry.selectors import label_targets_out, version_model_info
+from registry.selectors import label_targets_out
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def version_publish(
     model, model_warnings = lifecycle.publish_model_check(doc)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False, model=model)  # already published (and checked) once
+        return PublishResult(existing, False, model_warnings, model)  # already published (and checked) once
     # The contract checks run before the lock below: they can take a while on large schemas.
     # "Previous" is the latest version when we read it; a publish racing in between can only
     # change which stale tool names are warned about.
@@ -133,7 +132,7 @@ def version_publish(
     Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False, model=model)
+        return PublishResult(existing, False, model_warnings, model)
     last = BundleVersion.objects.filter(bundle=bundle).order_by("-number").values_list("number", flat=True).first()
     version = BundleVersion.objects.create(
         bundle=bundle,
@@ -580,62 +579,3 @@ approval_withdraw = approvals.approval_withdraw
 
 # Revoking is a state transition of a version: it lives with the others in registry.lifecycle.
 version_revoke = lifecycle.version_revoke
-
-
-# --- derive: the same version on another model -------------------------------------------------
-
-# Model settings one provider's API takes and the others' do not (Anthropic Messages, OpenAI
-# Chat Completions / Responses, Gemini generateContent): what a derive to another provider's
-# model drops, with a note, unless the new settings give them again.
-PROVIDER_ONLY_SETTINGS: dict[str, frozenset[str]] = {
-    "anthropic": frozenset({"top_k", "thinking", "stop_sequences"}),
-    "openai": frozenset({"frequency_penalty", "presence_penalty", "logit_bias", "seed", "reasoning_effort", "n"}),
-    "google": frozenset({"top_k", "candidate_count", "response_mime_type"}),
-}
-DERIVE_MODEL_KEYS_MAX = 50
-
-
-@dataclass(frozen=True)
-class DeriveResult:
-    published: PublishResult
-    source: BundleVersion
-    notes: list[str]
-
-
-def version_derive(*, bundle: Bundle, number: int, model: Any, message: Any, actor: Actor) -> DeriveResult:
-    """Publish a version equal to version `number` except its `model` settings: the given
-    settings laid over the old ones (a key set to null is removed), and the settings only the
-    old model's provider takes dropped when the provider changes (each drop noted). Published
-    with version_publish, so it is checked (a retired target model is 400 model_retired) and
-    classified by the contract diff like any version; identical content is the existing version."""
-    require_role(actor, Role.PUBLISHER, "Deriving a version")
-    require_bundle_scope(actor, bundle.name)
-    if not isinstance(model, dict) or not model or len(model) > DERIVE_MODEL_KEYS_MAX:
-        raise InvalidContent(
-            "model must be an object of settings.", {"model": [f"1 to {DERIVE_MODEL_KEYS_MAX} settings, e.g. name."]}
-        )
-    source = BundleVersion.objects.filter(bundle=bundle, number=number).first()
-    if source is None:
-        raise NotFound(f"Bundle {bundle.name!r} has no version {number}.")
-    doc = lifecycle.content_of(source)
-    found = doc.get("model")
-    old: dict[str, Any] = found if isinstance(found, dict) else {}
-    new = {**old, **model}
-    new = {key: value for key, value in new.items() if value is not None}
-    notes = []
-    _, old_info = version_model_info(source)
-    new_info = content_model(new)
-    if old_info is not None and new_info is not None and old_info.provider != new_info.provider:
-        for key in sorted(PROVIDER_ONLY_SETTINGS.get(old_info.provider, frozenset()) - set(model)):
-            if key in new:
-                del new[key]
-                notes.append(f"Dropped model.{key}: {new_info.provider} models do not take it.")
-    limit = new_info.output_limit if new_info is not None else None
-    max_tokens = new.get("max_tokens")
-    if isinstance(max_tokens, int) and limit is not None and max_tokens > limit:
-        notes.append(
-            f"model.max_tokens {max_tokens} is above {new_info.name if new_info else ''}'s output limit {limit}."
-        )
-    doc["model"] = new
-    published = version_publish(bundle=bundle, content=doc, message=message, actor=actor)
-    return DeriveResult(published=published, source=source, notes=notes)

@@ -445,3 +445,27 @@ def test_both_lanes_answer_a_session_on_a_retired_model_alike(settings):
     fast, slow = both("POST", "/api/v1/sessions/", agent.secret, start, **{"Content-Type": "application/json"})
     _same(fast, slow)
     assert fast[0] == 409 and json.loads(fast[2])["error"]["details"]["labels"] == {"production": 1}
+
+
+# --- the admin ------------------------------------------------------------------------------------
+
+
+def test_the_admin_shows_the_retiring_models_and_migrates_a_version_to_the_replacement(settings, ops, bundle, gpt5):
+    from adminui.groups import PROMPT_ENGINEERS
+    from tests.test_adminui_views import client_for, make_user
+
+    settings.MODEL_CLOCK_NOW = WITHIN
+    session_start(bundle=bundle, actor=ops.actor)
+    engineer = client_for(make_user("pat", PROMPT_ENGINEERS))
+    home = engineer.get("/admin/").content.decode()
+    assert "1 label pins models that retire within 30 days" in home
+    page = engineer.get("/admin/registry/bundle/models/retiring/").content.decode()
+    assert "openai/gpt-5: retires on 2026-12-11 (20 days left), replacement gpt-6.1-sol" in page
+    assert 'data-bundle="refunds" data-version="1"' in page and "Migrate to gpt-6.1-sol" in page
+    assert engineer.get("/admin/registry/bundle/models/retiring/?within=forever").status_code == 400
+    # gpt-6.1-sol is in the catalog with no facts: the migration publishes v2 on it
+    response = engineer.post("/admin/registry/bundle/refunds/versions/1/migrate/")
+    assert response.status_code == 302 and response["Location"].endswith("/refunds/versions/2/")
+    v2 = bundle.versions.get(number=2)
+    assert json.loads(bytes(v2.canonical))["model"] == {"name": "gpt-6.1-sol"}
+    assert v2.message.startswith("Migrate v1 from gpt-5 (retires 2026-12-11) to gpt-6.1-sol")
