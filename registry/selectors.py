@@ -310,12 +310,14 @@ def dependents_first(
 
 def version_model_info(version: BundleVersion) -> tuple[str | None, ModelInfo | None]:
     """(the model name a version's content gives, its model-catalog entry or None)."""
-    # A row read whole (a locked version) carries its bytes: no read for them then.
+    # A row read whole (a locked version) carries its bytes: no read for them then. A stand-in
+    # built from a few columns (BundleVersion(id=..., content_hash=...)) has the field's
+    # default, b"", which no version's content is.
     canonical = version.__dict__.get("canonical")
     model = version_model(
         version_id=version.pk,
         content_hash=version.content_hash,
-        canonical=bytes(canonical) if canonical is not None else None,
+        canonical=bytes(canonical) if canonical else None,
     )
     name = content_model_name(model)
     return name, (model_get(provider=None, name=name) if name else None)

@@ -15,6 +15,7 @@ from audit.models import AuditEvent
 from modelcatalog import selectors as catalog
 from modelcatalog.models import RetirementNotice
 from modelcatalog.services import retirement_notices_send
+from registry import parsed_content
 from registry.models import Label
 from registry.services import bundle_create, label_move, version_publish
 from sessions_app.models import Session
@@ -210,6 +211,21 @@ def test_a_pinned_session_hears_of_the_date_then_gets_410(settings, ops, agent, 
         error = response.json()["error"]
         assert error["code"] == "model_retired" and error["details"]["labels"] == {"production": 1}
     assert agent.post(f"/api/v1/sessions/{session}/end/").status_code == 200  # ending still works
+
+
+def test_a_process_that_never_read_the_version_finds_its_model(settings, ops, agent, bundle, gpt5):
+    # A fresh web process: neither the model cache nor the documents hold the version yet, and
+    # the session start and the fetch read it from stand-ins of a few columns.
+    parsed_content._MODELS.clear()
+    parsed_content._load.cache_clear()
+    settings.MODEL_CLOCK_NOW = WITHIN
+    session = agent.post("/api/v1/sessions/", {"bundle": "refunds"})
+    assert session.status_code == 201, session.content
+    parsed_content._MODELS.clear()
+    parsed_content._load.cache_clear()
+    settings.MODEL_CLOCK_NOW = AFTER
+    fetched = agent.get(f"/api/v1/sessions/{session.json()['id']}/bundle/")
+    assert fetched.status_code == 410 and fetched.json()["error"]["code"] == "model_retired"
 
 
 def test_a_model_unknown_to_the_catalog_never_blocks_anything(settings, ops, agent, bundle, v1, production):
