@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -69,13 +70,13 @@ class ModelInfo:
     replacement: str | None = None
     sources: dict[str, Source] = field(default_factory=dict)
     overridden: bool = False  # ops changed or added it (modelcatalog.models.ModelOverride)
+    # The instant it retires, 00:00 UTC on `retires_at` (computed once: every pinned call asks).
+    retirement: datetime | None = field(init=False, default=None, compare=False, repr=False)
 
-    @property
-    def retirement(self) -> datetime | None:
-        """The instant it retires: 00:00 UTC on `retires_at`."""
-        if self.retires_at is None:
-            return None
-        return datetime(self.retires_at.year, self.retires_at.month, self.retires_at.day, tzinfo=UTC)
+    def __post_init__(self) -> None:
+        if self.retires_at is not None:
+            day = self.retires_at
+            object.__setattr__(self, "retirement", datetime(day.year, day.month, day.day, tzinfo=UTC))
 
     def retired(self, at: datetime | None = None) -> bool:
         instant = self.retirement
@@ -116,8 +117,9 @@ _PREFIX = re.compile(r"^(?:models/|[a-z]+/)?(?:(?:us|eu|apac|global)\.)?(?:anthr
 _BEDROCK_SUFFIX = re.compile(r"-v\d+(?::\d+)?$")
 
 
+@lru_cache(maxsize=4096)
 def normalise(name: str) -> str:
-    """The bare, lower-case model id a pinned name refers to."""
+    """The bare, lower-case model id a pinned name refers to (kept: every pinned call asks)."""
     bare = _PREFIX.sub("", name.strip().lower())
     return _BEDROCK_SUFFIX.sub("", bare)
 
@@ -168,6 +170,7 @@ class _Catalog:
     models: tuple[ModelInfo, ...]
     by_name: dict[str, ModelInfo]
     built: float
+    ttl: float  # MODEL_CATALOG_CACHE_SECONDS when it was built
 
 
 _lock = threading.Lock()
@@ -203,17 +206,17 @@ def _build() -> _Catalog:
             by_name.setdefault(normalise(alias), info)
     for info in models:
         by_name[normalise(info.name)] = info
-    return _Catalog(models=models, by_name=by_name, built=time.monotonic())
+    return _Catalog(models=models, by_name=by_name, built=time.monotonic(), ttl=settings.MODEL_CATALOG_CACHE_SECONDS)
 
 
 def _catalog() -> _Catalog:
     global _cached
     current = _cached
-    if current is not None and time.monotonic() - current.built < settings.MODEL_CATALOG_CACHE_SECONDS:
+    if current is not None and time.monotonic() - current.built < current.ttl:
         return current
     with _lock:
         current = _cached
-        if current is None or time.monotonic() - current.built >= settings.MODEL_CATALOG_CACHE_SECONDS:
+        if current is None or time.monotonic() - current.built >= current.ttl:
             current = _build()
             _cached = current
     return current

@@ -27,6 +27,20 @@ def content_document(*, version_id: int, content_hash: str) -> dict[str, Any]:
 _MODELS: OrderedDict[str, tuple[tuple[str, Any], ...]] = OrderedDict()
 _MODELS_MAX = 8192
 _models_lock = threading.Lock()
+# content hash -> model name (or None); cleared with _MODELS when that is full.
+_NAMES: dict[str, object] = {}
+_MISSING = object()
+
+
+def version_model_name(*, version_id: int, content_hash: str, canonical: bytes | None = None) -> str | None:
+    """The model name a version's settings give (`name`, or `model`, `id`), or None; a dict
+    lookup once the version's model is kept (version_model)."""
+    found = _NAMES.get(content_hash, _MISSING)
+    if found is _MISSING:
+        model = version_model(version_id=version_id, content_hash=content_hash, canonical=canonical)
+        found = next((v for k in ("name", "model", "id") if isinstance(v := model.get(k), str) and v), None)
+        _NAMES[content_hash] = found
+    return found if isinstance(found, str) else None
 
 
 def version_model(*, version_id: int, content_hash: str, canonical: bytes | None = None) -> dict[str, Any]:
@@ -46,4 +60,5 @@ def version_model(*, version_id: int, content_hash: str, canonical: bytes | None
             _MODELS[content_hash] = found
             if len(_MODELS) > _MODELS_MAX:
                 _MODELS.popitem(last=False)
+                _NAMES.clear()
     return dict(found)

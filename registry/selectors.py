@@ -13,7 +13,7 @@ from core import limits
 from core.errors import ModelRetired, NotFound
 from modelcatalog import clock
 from modelcatalog import selectors as catalog_selectors
-from modelcatalog.selectors import ModelInfo, content_model_name, model_get
+from modelcatalog.selectors import ModelInfo, model_get
 from registry import pins
 from registry.contracts import Diff, diff_contents
 from registry.models import (
@@ -26,7 +26,7 @@ from registry.models import (
     VersionCheck,
     VersionState,
 )
-from registry.parsed_content import version_model
+from registry.parsed_content import version_model_name
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -314,12 +314,11 @@ def version_model_info(version: BundleVersion) -> tuple[str | None, ModelInfo | 
     # built from a few columns (BundleVersion(id=..., content_hash=...)) has the field's
     # default, b"", which no version's content is.
     canonical = version.__dict__.get("canonical")
-    model = version_model(
+    name = version_model_name(
         version_id=version.pk,
         content_hash=version.content_hash,
         canonical=bytes(canonical) if canonical else None,
     )
-    name = content_model_name(model)
     return name, (model_get(provider=None, name=name) if name else None)
 
 

@@ -217,11 +217,13 @@ def test_a_process_that_never_read_the_version_finds_its_model(settings, ops, ag
     # A fresh web process: neither the model cache nor the documents hold the version yet, and
     # the session start and the fetch read it from stand-ins of a few columns.
     parsed_content._MODELS.clear()
+    parsed_content._NAMES.clear()
     parsed_content._load.cache_clear()
     settings.MODEL_CLOCK_NOW = WITHIN
     session = agent.post("/api/v1/sessions/", {"bundle": "refunds"})
     assert session.status_code == 201, session.content
     parsed_content._MODELS.clear()
+    parsed_content._NAMES.clear()
     parsed_content._load.cache_clear()
     settings.MODEL_CLOCK_NOW = AFTER
     fetched = agent.get(f"/api/v1/sessions/{session.json()['id']}/bundle/")
