@@ -487,3 +487,17 @@ def test_the_admin_shows_the_retiring_models_and_migrates_a_version_to_the_repla
     v2 = bundle.versions.get(number=2)
     assert json.loads(bytes(v2.canonical))["model"] == {"name": "gpt-6.1-sol"}
     assert v2.message.startswith("Migrate v1 from gpt-5 (retires 2026-12-11) to gpt-6.1-sol")
+
+
+def test_the_python_client_raises_model_retired_which_is_a_version_revoked():
+    import httpx
+    from promptreg.errors import ModelRetired, SessionEnded, VersionRevoked, error_from_response
+
+    details = {"labels": {"production": 2}, "model": "gpt-5", "retires_at": "2026-12-11", "replacement": "gpt-6.1-sol"}
+    body = {"error": {"code": "model_retired", "message": "gpt-5 retired", "details": details}}
+    error = error_from_response(httpx.Response(410, json=body))
+    assert isinstance(error, ModelRetired) and isinstance(error, VersionRevoked)  # code written for revokes restarts
+    assert error.labels == {"production": 2} and error.replacement == "gpt-6.1-sol"
+    assert error.model == "gpt-5" and error.retires_at == "2026-12-11"
+    ended = {"error": {"code": "session_ended", "message": "ended", "details": {}}}
+    assert type(error_from_response(httpx.Response(410, json=ended))) is SessionEnded
