@@ -95,5 +95,7 @@ class ReleaseRollbackApi(BaseApi):
     def post(self, request: Request, release_id: Any) -> Response:
         release = registry_selectors.release_get(release_id=release_id, actor=actor_of(request))
         data = _valid(ReleaseRollbackIn, request)
-        back = releases.release_rollback(release=release, actor=actor_of(request), reason=data["reason"])
+        back = releases.release_rollback(
+            release=release, actor=actor_of(request), reason=data["reason"], allow_retiring=data["allow_retiring"]
+        )
         return Response(ReleaseOut(back).data, status=201)

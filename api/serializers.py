@@ -520,6 +520,7 @@ class ReleaseIn(StrictInput):
 
 class ReleaseRollbackIn(StrictInput):
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+    allow_retiring = StrictBooleanField(required=False, default=False, help_text=RETIRING_HELP)
 
 
 class ReleaseOut(serializers.Serializer):

@@ -214,10 +214,11 @@ def _announce(release: Release, *, actor: Actor, action: str) -> None:
     )
 
 
-def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
+def release_rollback(*, release: Release, actor: Actor, reason: Any, allow_retiring: bool = False) -> Release:
     """Put every label of `release` back where it was before it, as one new release (ops).
     Refused (409) when any of its labels changed since, or when it was rolled back already:
-    undoing someone else's later move silently is what this must never do."""
+    undoing someone else's later move silently is what this must never do. Back to a version
+    whose model retires soon: `allow_retiring`, as for a move."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.OPS, "Rolling back a release")
     bundles = {b.name: b for b in Bundle.objects.filter(name__in={i["bundle"] for i in release.items})}
@@ -243,6 +244,13 @@ def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
             ]
             if changed:
                 raise Conflict("These labels changed after the release; move them yourself.", {"labels": changed})
-            return _apply(labels=labels, moves=moves, actor=actor, reason=reason, rollback_of=release)
+            return _apply(
+                labels=labels,
+                moves=moves,
+                actor=actor,
+                reason=reason,
+                rollback_of=release,
+                allow_retiring=allow_retiring,
+            )
     except IntegrityError:
         raise Conflict("This release was rolled back already.") from None

@@ -501,3 +501,18 @@ def test_the_python_client_raises_model_retired_which_is_a_version_revoked():
     assert error.model == "gpt-5" and error.retires_at == "2026-12-11"
     ended = {"error": {"code": "session_ended", "message": "ended", "details": {}}}
     assert type(error_from_response(httpx.Response(410, json=ended))) is SessionEnded
+
+
+def test_a_release_and_its_rollback_ask_the_same_question(settings, ops, bundle, gpt5):
+    v2 = version_publish(
+        bundle=bundle, content=content("Two.", model={"name": "gpt-4o"}), message="v2", actor=ops.actor
+    )
+    body = {"moves": [{"bundle": "refunds", "label": "production", "version": 2}], "reason": "to 4o"}
+    release = ops.post("/api/v1/releases/", body)
+    assert release.status_code == 201, release.content  # gpt-4o retires 2027-01-14: 74 days out
+    settings.MODEL_CLOCK_NOW = WITHIN
+    path = f"/api/v1/releases/{release.json()['id']}/rollback/"
+    refused = ops.post(path, {"reason": "back to gpt-5"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "model_retiring"
+    assert ops.post(path, {"reason": "back to gpt-5", "allow_retiring": True}).status_code == 201
+    assert Label.objects.get(name="production").version_id == gpt5.pk != v2.version.pk
