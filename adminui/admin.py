@@ -38,6 +38,7 @@ class BundleAdmin(registry_admin.BundleAdmin):
             _page(self, views.drain_json, "drain.json", "adminui_drain_json"),
             _page(self, views.change_list, "changes/", "adminui_changes"),
             _page(self, views.models_retiring, "models/retiring/", "adminui_models_retiring"),
+            _page(self, views.model_catalog, "models/", "adminui_models"),
             _page(self, views.model_migrate, "<str:name>/versions/<int:number>/migrate/", "adminui_model_migrate"),
             _page(self, views.change_decide, "changes/<uuid:change_id>/<str:verb>/", "adminui_change_decide"),
             _page(self, views.bundle_overview, "<str:name>/versions/", "adminui_bundle"),

@@ -77,8 +77,16 @@ def _check_source(value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or set(value) - {"url", "read"}:
         raise InvalidContent("source is not valid.", {"source": ['{"url": ..., "read": "YYYY-MM-DD"}.']})
     url, read = value.get("url"), value.get("read")
-    if not isinstance(url, str) or not 1 <= len(url) <= URL_MAX or not url.isprintable():
-        raise InvalidContent("source.url is not valid.", {"source": [f"url: 1 to {URL_MAX} printable characters."]})
+    if (
+        not isinstance(url, str)
+        or not 1 <= len(url) <= URL_MAX
+        or not url.isprintable()
+        or not url.startswith(("https://", "http://", "file:"))
+    ):
+        raise InvalidContent(
+            "source.url is not valid.",
+            {"source": [f"url: an http(s) address or file:NAME, at most {URL_MAX} printable characters."]},
+        )
     try:
         read = date.fromisoformat(read).isoformat() if isinstance(read, str) and len(read) == 10 else None
     except ValueError:

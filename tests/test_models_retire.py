@@ -272,6 +272,7 @@ def test_ops_correct_the_catalog_audited_and_the_checks_follow_at_once(settings,
         {"facts": {"aliases": ["x"] * 51}, "source": {"url": "https://x.example", "read": "2026-10-30"}},
         {"facts": {"retires_at": "2026-12-01"}, "source": {"url": "https://x.example"}},
         {"facts": {"retires_at": "2026-12-01"}, "source": {"url": "x" * 3000, "read": "2026-10-30"}},
+        {"facts": {"retires_at": "2026-12-01"}, "source": {"url": "javascript:alert(1)", "read": "2026-10-30"}},
         {"facts": {}, "source": {"url": "https://x.example", "read": "2026-10-30"}},
         {"facts": {"replacement": "m"}, "source": {"url": "https://x.example", "read": "2026-10-30"}},
         {
@@ -516,3 +517,27 @@ def test_a_release_and_its_rollback_ask_the_same_question(settings, ops, bundle,
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "model_retiring"
     assert ops.post(path, {"reason": "back to gpt-5", "allow_retiring": True}).status_code == 201
     assert Label.objects.get(name="production").version_id == gpt5.pk != v2.version.pk
+
+
+def test_ops_correct_the_catalog_from_the_admin(settings, db):
+    from adminui.groups import OPS, PROMPT_ENGINEERS
+    from tests.test_adminui_views import client_for, make_user
+
+    settings.MODEL_CLOCK_NOW = BEFORE
+    page = client_for(make_user("pat", PROMPT_ENGINEERS)).get("/admin/registry/bundle/models/")
+    assert page.status_code == 200 and 'data-model="gpt-5"' in page.content.decode()
+    assert 'id="model-form"' not in page.content.decode()  # not ops: the table only
+    ops = client_for(make_user("sam", OPS))
+    form = {
+        "provider": "openai",
+        "name": "gpt-5",
+        "retires_at": "2026-12-18",
+        "source_url": "https://developers.openai.com/api/docs/deprecations",
+        "source_read": "2026-11-01",
+        "reason": "the page moved the date",
+    }
+    assert ops.post("/admin/registry/bundle/models/", {**form, "source_url": "javascript:x"}).status_code == 400
+    response = ops.post("/admin/registry/bundle/models/", form)
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert catalog.model_get(provider=None, name="gpt-5").retires_at == date(2026, 12, 18)
+    assert AuditEvent.objects.get(action="model.updated").actor == "user:sam"

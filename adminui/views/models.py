@@ -10,10 +10,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_POST
 
 from access.models import Role
+from adminui.forms import ModelFactsForm, add_domain_error
 from adminui.views.base import bundle_of, need_role, need_view, render, url
 from core.errors import DomainError
 from modelcatalog import clock
-from modelcatalog.selectors import model_get, parse_window, retirement_warning
+from modelcatalog import services as catalog_services
+from modelcatalog.selectors import model_exact, model_get, model_list, parse_window, retirement_warning
 from registry import derive
 from registry import selectors as registry_selectors
 
@@ -69,3 +71,45 @@ def model_migrate(request: HttpRequest, model_admin: ModelAdmin, name: str, numb
         "approvals, then a guarded rollout (a split move) from the move page.",
     )
     return HttpResponseRedirect(url("adminui_version", name, new.number))
+
+
+def model_catalog(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
+    """The catalog with its dates and sources, and (ops) the form that corrects or extends it:
+    modelcatalog.services.model_put, the same service as PUT /api/v1/models/{provider}/{name}/."""
+    actor = need_view(request, model_admin)
+    may_edit = actor.has_role(Role.OPS)
+    status = 200
+    if request.method == "POST":
+        form = ModelFactsForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                catalog_services.model_put(
+                    provider=data["provider"],
+                    name=data["name"],
+                    facts=form.facts(),
+                    source={"url": data["source_url"], "read": data["source_read"].isoformat()},
+                    reason=data["reason"],
+                    actor=actor,
+                )
+            except DomainError as exc:
+                add_domain_error(form, exc)
+                status = exc.status
+            else:
+                messages.success(request, f"Updated {data['provider']}/{data['name']} in the model catalog.")
+                return HttpResponseRedirect(url("adminui_models"))
+        else:
+            status = 400
+    else:
+        wanted = model_exact(provider=request.GET.get("provider", ""), name=request.GET.get("name", ""))
+        initial = {"provider": wanted.provider, "name": wanted.name} if wanted else {}
+        form = ModelFactsForm(initial=initial)
+    return render(
+        request,
+        model_admin,
+        "adminui/models.html",
+        "Model catalog",
+        status=status,
+        models=[m.as_dict() for m in model_list()],
+        form=form if may_edit else None,
+    )
