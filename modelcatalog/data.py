@@ -20,7 +20,10 @@ from typing import Any
 READ = "2026-12-07"  # when the pages below were read for this table, unless a source says otherwise
 
 # --- sources ----------------------------------------------------------------------------------
-ANTHROPIC_CACHING = ("https://platform.claude.com/docs/en/build-with-claude/prompt-caching", "2026-03-01")
+# The four caching pages were read for core/providers.py's FLOORS table (commit 4998520,
+# 2026-12-01), whose floors this table keeps; that commit's date stands for when.
+FLOORS_READ = "2026-12-01"
+ANTHROPIC_CACHING = ("https://platform.claude.com/docs/en/build-with-claude/prompt-caching", FLOORS_READ)
 ANTHROPIC_PRICING = ("https://platform.claude.com/docs/en/about-claude/pricing", READ)
 ANTHROPIC_DEPRECATIONS = ("https://platform.claude.com/docs/en/about-claude/model-deprecations", READ)
 ANTHROPIC_SONNET_45 = ("https://platform.claude.com/docs/en/models/sonnet-4-5/overview", READ)
@@ -28,14 +31,33 @@ ANTHROPIC_SONNET_46 = ("https://platform.claude.com/docs/en/models/sonnet-4-6/ov
 ANTHROPIC_SONNET_55 = ("https://platform.claude.com/docs/en/models/sonnet-5-5/overview", READ)
 ANTHROPIC_OPUS_46 = ("https://platform.claude.com/docs/en/models/opus-4-6/overview", READ)
 ANTHROPIC_OPUS_5 = ("https://platform.claude.com/docs/about-claude/models/whats-new-opus-5", READ)
-ANTHROPIC_RELEASE_NOTES = ("https://platform.claude.com/docs/en/release-notes/overview", "2026-06-17")
+# Anthropic's release notes of 2026-06-15, as a provider-watch record quotes them (third party).
+ANTHROPIC_RELEASE_NOTES = (
+    "https://raw.githubusercontent.com/ottto-ai/ai-provider-watch/main/data/events/"
+    "2026-06-15-anthropic-sonnet-4-opus-4-retirement.json",
+    READ,
+)
 # Dated Anthropic model ids, as a gateway's prompt-caching page lists them (third party).
 ANTHROPIC_IDS = ("https://docs.nano-gpt.com/api-reference/miscellaneous/prompt-caching", READ)
 OPENAI_DEPRECATIONS = ("https://developers.openai.com/api/docs/deprecations", READ)
-OPENAI_CACHING = ("https://platform.openai.com/docs/guides/prompt-caching", "2026-03-01")
-GEMINI_DEPRECATIONS = ("https://ai.google.dev/gemini-api/docs/deprecations", "2026-11-10")
-GEMINI_CACHING = ("https://ai.google.dev/gemini-api/docs/caching", "2026-10-31")
-BEDROCK_CACHING = ("https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html", "2026-03-01")
+# Where the official page's excerpt read here was cut off, articles quoting it (third party).
+OPENAI_GPT5_QUOTED = (
+    "https://dev.to/sunnatulla_dev/gpt-5-and-o3-shut-down-december-11-a-find-and-replace-would-rewrite-274-table-rows-mkk",
+    READ,
+)
+OPENAI_4O_QUOTED = (
+    "https://dev.to/importstatic/every-openai-model-shutdown-date-until-january-2027-and-what-replaces-it-1dfk",
+    READ,
+)
+OPENAI_CACHING = ("https://platform.openai.com/docs/guides/prompt-caching", FLOORS_READ)
+GEMINI_DEPRECATIONS = ("https://ai.google.dev/gemini-api/docs/deprecations.md", READ)
+# Gemini 2.5 Pro and Flash's shutdown, as an article quotes the deprecations page (third party).
+GEMINI_25_QUOTED = (
+    "https://dev.to/aideprecations/what-to-do-before-gemini-25-pro-and-25-flash-are-retired-on-december-1-2026-5gg9",
+    READ,
+)
+GEMINI_CACHING = ("https://ai.google.dev/gemini-api/docs/caching", FLOORS_READ)  # the page: updated 2026-10
+BEDROCK_CACHING = ("https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html", FLOORS_READ)
 
 _NONE: dict[str, Any] = {
     "aliases": [],
@@ -196,20 +218,21 @@ MODELS: list[dict[str, Any]] = [
         _m(
             "openai",
             name,
-            {"*": OPENAI_DEPRECATIONS, "cache_floor_tokens": OPENAI_CACHING},
+            {"*": source, "cache_floor_tokens": OPENAI_CACHING},
             aliases=aliases,
             cache_floor_tokens=1024,
             deprecated_at="2026-06-11",
             retires_at="2026-12-11",
             replacement=replacement,
         )
-        for name, aliases, replacement in [
-            ("gpt-5", ["gpt-5-2025-08-07"], "gpt-6.1-sol"),
-            ("gpt-5-mini", ["gpt-5-mini-2025-08-07"], "gpt-6.1-terra"),
-            ("gpt-5-nano", ["gpt-5-nano-2025-08-07"], None),  # the page's replacement cell was not legible
-            ("gpt-5-pro", ["gpt-5-pro-2025-10-06"], "gpt-6.1-sol"),
-            ("o3", ["o3-2025-04-16"], "gpt-6.1-sol"),
-            ("o3-pro", ["o3-pro-2025-06-10"], "gpt-6.1-sol"),
+        for name, aliases, replacement, source in [
+            ("gpt-5", ["gpt-5-2025-08-07"], "gpt-6.1-sol", OPENAI_DEPRECATIONS),
+            ("gpt-5-mini", ["gpt-5-mini-2025-08-07"], "gpt-6.1-terra", OPENAI_DEPRECATIONS),
+            # the page's replacement cell was cut off in what was read; articles disagree
+            ("gpt-5-nano", ["gpt-5-nano-2025-08-07"], None, OPENAI_DEPRECATIONS),
+            ("gpt-5-pro", ["gpt-5-pro-2025-10-06"], "gpt-6.1-sol", OPENAI_GPT5_QUOTED),  # with reasoning.mode: pro
+            ("o3", ["o3-2025-04-16"], "gpt-6.1-sol", OPENAI_GPT5_QUOTED),
+            ("o3-pro", ["o3-pro-2025-06-10"], "gpt-6.1-sol", OPENAI_GPT5_QUOTED),  # with reasoning.mode: pro
         ]
     ],
     # GPT-4o, 4o mini, 4.1 and 4.1 mini: deprecated 2026-10-14, shut down 2027-01-14.
@@ -217,7 +240,7 @@ MODELS: list[dict[str, Any]] = [
         _m(
             "openai",
             name,
-            {"*": OPENAI_DEPRECATIONS, "cache_floor_tokens": OPENAI_CACHING},
+            {"*": OPENAI_4O_QUOTED, "cache_floor_tokens": OPENAI_CACHING},
             cache_floor_tokens=1024,
             deprecated_at="2026-10-14",
             retires_at="2027-01-14",
@@ -231,11 +254,12 @@ MODELS: list[dict[str, Any]] = [
     _m("openai", "gpt-6.1-terra", {}),
     _m("openai", "gpt-6-luna", {}),
     # --- Google Gemini --------------------------------------------------------------------------
-    # 2.5 Pro and 2.5 Flash: shut down 2026-12-01 (deprecations page, read 2026-11-10).
+    # 2.5 Pro and 2.5 Flash: shut down 2026-12-01 (the deprecations page as read 2026-11-10 by
+    # the article quoting it).
     _m(
         "google",
         "gemini-2.5-pro",
-        {"*": GEMINI_DEPRECATIONS, "cache_floor_tokens": GEMINI_CACHING},
+        {"*": GEMINI_25_QUOTED, "cache_floor_tokens": GEMINI_CACHING},
         cache_floor_tokens=2048,
         retires_at="2026-12-01",
         replacement="gemini-3.8-flash",
@@ -243,7 +267,7 @@ MODELS: list[dict[str, Any]] = [
     _m(
         "google",
         "gemini-2.5-flash",
-        {"*": GEMINI_DEPRECATIONS, "cache_floor_tokens": GEMINI_CACHING},
+        {"*": GEMINI_25_QUOTED, "cache_floor_tokens": GEMINI_CACHING},
         cache_floor_tokens=2048,
         retires_at="2026-12-01",
         replacement="gemini-3.5-flash-lite",
