@@ -541,3 +541,23 @@ def test_ops_correct_the_catalog_from_the_admin(settings, db):
     assert response.status_code == 302, response.content.decode()[-2000:]
     assert catalog.model_get(provider=None, name="gpt-5").retires_at == date(2026, 12, 18)
     assert AuditEvent.objects.get(action="model.updated").actor == "user:sam"
+
+
+def test_derive_keeps_the_includes_pinned_as_version_n_had_them(settings, ops, publisher):
+    # An include resolved at N's publish is not resolved again: the derived prompt is N's,
+    # byte for byte, though the included label moved since.
+    settings.MODEL_CLOCK_NOW = BEFORE
+    tone = bundle_create(name="tone", actor=ops.actor)
+    t1 = version_publish(bundle=tone, content=content("Be kind."), message="t1", actor=ops.actor).version
+    label_move(bundle=tone, name="production", version=t1, actor=ops.actor, reason="first")
+    support = bundle_create(name="support", actor=ops.actor)
+    doc = content("Support. {{> tone@production}}", model={"name": "gpt-5"})
+    v1 = version_publish(bundle=support, content=doc, message="v1", actor=ops.actor).version
+    t2 = version_publish(bundle=tone, content=content("Be brief."), message="t2", actor=ops.actor).version
+    label_move(bundle=tone, name="production", version=t2, actor=ops.actor, reason="newer tone")
+    body = {"model": {"name": "claude-sonnet-4-6"}, "message": "off gpt-5"}
+    derived = publisher.post("/api/v1/bundles/support/versions/1/derive/", body)
+    assert derived.status_code == 201, derived.content
+    old, new = json.loads(bytes(v1.canonical)), derived.json()["content"]
+    assert "Be kind." in new["system_prompt"] and new["includes"] == old["includes"]
+    assert {k: v for k, v in new.items() if k != "model"} == {k: v for k, v in old.items() if k != "model"}
