@@ -396,3 +396,30 @@ class ApprovalForm(forms.Form):
         help_text="What you checked. Recorded with the approval and in the audit log.",
         error_messages={"required": "Say why: a reason is required to approve a version."},
     )
+
+
+class ModelFactsForm(forms.Form):
+    """The admin's correction of one model of the catalog: the facts filled in are set
+    (modelcatalog.services.model_put, audited); a blank field leaves the fact as it is."""
+
+    provider = forms.CharField(max_length=50, help_text="anthropic, openai, google, amazon, or your own.")
+    name = forms.CharField(max_length=200, help_text="The catalog's name (a new name adds a model).")
+    retires_at = forms.DateField(required=False, help_text="YYYY-MM-DD: requests naming it fail from this day.")
+    deprecated_at = forms.DateField(required=False)
+    replacement = forms.CharField(max_length=200, required=False)
+    cache_floor_tokens = forms.IntegerField(required=False, min_value=1, max_value=100_000_000)
+    source_url = forms.CharField(max_length=2000, help_text="Where you read these facts.")
+    source_read = forms.DateField(help_text="YYYY-MM-DD: when you read it.")
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), help_text="Recorded in the audit log.")
+
+    FACTS = ("retires_at", "deprecated_at", "replacement", "cache_floor_tokens")
+
+    def facts(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        out: dict[str, Any] = {}
+        for fact in self.FACTS:
+            value = data.get(fact)
+            if value in (None, ""):
+                continue
+            out[fact] = value.isoformat() if hasattr(value, "isoformat") else value
+        return out

@@ -13,6 +13,8 @@ from django.db.models import CharField, Count, Max, Q, QuerySet, Value
 from django.utils import timezone
 
 from audit.models import AuditEvent
+from modelcatalog.selectors import retirement_warning
+from registry import selectors as registry_selectors
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import versions_of
 from sessions_app.models import Session, active_sessions_annotation
@@ -116,7 +118,12 @@ def dashboard() -> dict[str, Any]:
     endpoints = list(
         Endpoint.objects.filter(Q(pk__in=list(retrying)) | Q(disabled_at__isnull=False)).order_by("id")[:LISTED_MAX]
     )
+    # "3 labels pin models that retire within 30 days" (the retiring-models dashboard has them).
+    warning = retirement_warning()
+    retiring = registry_selectors.models_retiring_usage(within=warning, actor=None)
+    pinning = {(v["bundle"], lb["label"]) for m in retiring for v in m["versions"] for lb in v["labels"]}
     return {
+        "retiring": {"labels": len(pinning), "models": len(retiring), "days": warning.days},
         "bundles": list(bundles.values()),
         "changes": list(AuditEvent.objects.order_by("-id")[:RECENT_CHANGES]),
         "webhooks": [{"endpoint": e, "retrying": retrying.get(e.pk, 0)} for e in endpoints],

@@ -52,6 +52,8 @@ MAIN_PAGES = (
     ("Labels", "admin:registry_label_changelist"),
     ("Changes", "admin:adminui_changes"),
     ("Drain dashboard", "admin:adminui_drain"),
+    ("Models", "admin:adminui_models"),
+    ("Retiring models", "admin:adminui_models_retiring"),
     ("Sessions", "admin:sessions_app_session_changelist"),
     ("Knowledge packs", "admin:knowledge_pack_changelist"),
 )

@@ -329,6 +329,8 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
                 status=status,
                 expires_at=expires_at,
                 now=now,
+                version_id=version_id,
+                content_hash=content_hash,
             )
         if not passes or (call.kind == "bundle" and lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)):
             continue

@@ -58,7 +58,11 @@ class ReleaseListApi(BaseApi):
             impact = releases.release_preview(moves=moves, actor=actor_of(request))
             return Response({"dry_run": True, "moves": impact})
         outcome = changes.release_apply_or_request(
-            moves=moves, actor=actor_of(request), reason=data["reason"], allow_breaking=data["allow_breaking"]
+            moves=moves,
+            actor=actor_of(request),
+            reason=data["reason"],
+            allow_breaking=data["allow_breaking"],
+            allow_retiring=data["allow_retiring"],
         )
         if outcome.change is not None:
             return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)
@@ -91,5 +95,7 @@ class ReleaseRollbackApi(BaseApi):
     def post(self, request: Request, release_id: Any) -> Response:
         release = registry_selectors.release_get(release_id=release_id, actor=actor_of(request))
         data = _valid(ReleaseRollbackIn, request)
-        back = releases.release_rollback(release=release, actor=actor_of(request), reason=data["reason"])
+        back = releases.release_rollback(
+            release=release, actor=actor_of(request), reason=data["reason"], allow_retiring=data["allow_retiring"]
+        )
         return Response(ReleaseOut(back).data, status=201)

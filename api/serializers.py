@@ -107,12 +107,20 @@ class TargetIn(StrictInput):
     weight = StrictIntegerField(min_value=0, max_value=100)
 
 
+RETIRING_HELP = "Move to a version whose model retires within MODEL_RETIREMENT_WARNING anyway (else 409)."
+
+
 class LabelIn(StrictInput):
     version = StrictIntegerField(min_value=1, required=False)
     # A percentage rollout instead of one version: weights are integers summing to 100.
     targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
+    allow_retiring = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text=RETIRING_HELP,
+    )
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
 
 
@@ -206,6 +214,11 @@ class RollbackIn(StrictInput):
     to_version = StrictIntegerField(min_value=1, required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
+    allow_retiring = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text=RETIRING_HELP,
+    )
 
 
 class RevokeIn(StrictInput):
@@ -328,6 +341,12 @@ class PublishOut(VersionOut):
     include this one."""
 
     warnings = serializers.SerializerMethodField()
+    model = serializers.SerializerMethodField(
+        help_text=(
+            "The content's model as written (`name`) and its model-catalog entry (`catalog`: provider, name with "
+            "aliases resolved, retires_at, replacement; null for a model the catalog does not know)."
+        )
+    )
     dependents = serializers.SerializerMethodField(help_text=DEPENDENTS_HELP)
     dependents_total = serializers.SerializerMethodField(help_text=DEPENDENTS_TOTAL_HELP)
 
@@ -335,6 +354,11 @@ class PublishOut(VersionOut):
     def get_warnings(self, version: BundleVersion) -> list[dict[str, str]]:
         # What version_publish returned, handed over by the view (not a field of the version).
         return list(self.context.get("warnings", []))
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_model(self, version: BundleVersion) -> dict[str, Any] | None:
+        model: dict[str, Any] | None = self.context.get("model")
+        return model
 
     @extend_schema_field(DependentOut(many=True))
     def get_dependents(self, version: BundleVersion) -> list[dict[str, Any]]:
@@ -512,11 +536,17 @@ class ReleaseIn(StrictInput):
     moves = ReleaseMoveIn(many=True, allow_empty=False, max_length=limits.RELEASE_MAX_MOVES)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
     allow_breaking = StrictBooleanField(required=False, default=False)
+    allow_retiring = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text=RETIRING_HELP,
+    )
     dry_run = StrictBooleanField(required=False, default=False)
 
 
 class ReleaseRollbackIn(StrictInput):
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+    allow_retiring = StrictBooleanField(required=False, default=False, help_text=RETIRING_HELP)
 
 
 class ReleaseOut(serializers.Serializer):

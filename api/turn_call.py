@@ -27,6 +27,7 @@ from core import provider_input, provider_messages, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from knowledge.render import render_session
+from modelcatalog import selectors as catalog
 from registry import variables as content_variables
 from registry.parsed_content import content_document
 from sessions_app.models import Session
@@ -279,7 +280,9 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     else:
         answer["prefix"] = {"system": prefix.system, "tools": prefix.tools}
     answer["tail"] = rendered.tail
-    answer["notices"] = rendered.notices
+    model = content.get("model") or {}
+    retiring = catalog.retirement_notice(model)
+    answer["notices"] = [*rendered.notices, retiring] if retiring else rendered.notices
     answer["skills"] = {
         "resident": route["resident"],
         "routed": route["routed"],
@@ -310,7 +313,8 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         answer["request"] = built.without_stable() if unchanged else built.body
         if built.notes:
             answer["request_notes"] = built.notes
+    floor, source = catalog.cache_floor(model)
     answer["cache"] = providers.cache_report(
-        system=prefix.system, tools=prefix.tools, model=model, prefix_sha256=prefix.sha256
+        system=prefix.system, tools=prefix.tools, floor=floor, source=source, prefix_sha256=prefix.sha256
     )
     return answer

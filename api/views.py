@@ -177,7 +177,12 @@ class VersionListApi(BaseApi):
         )
         version = registry_selectors.version_get(bundle=bundle, number=result.version.number)
         dependents, total = registry_selectors.dependents_first(bundle_name=bundle.name, actor=actor_of(request))
-        context = {"warnings": result.warnings, "dependents": dependents, "dependents_total": total}
+        context = {
+            "warnings": result.warnings,
+            "model": result.model,
+            "dependents": dependents,
+            "dependents_total": total,
+        }
         answer = PublishOut(version, context=context).data
         response = Response(answer, status=201 if result.created else 200)
         response["ETag"] = f'"{version.content_hash}"'
@@ -445,6 +450,7 @@ class LabelDetailApi(BaseApi):
             actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
+            allow_retiring=data["allow_retiring"],
             compatibility=data.get("compatibility"),
             expected_revision=_if_match(request),
         )
@@ -528,6 +534,7 @@ class LabelRollbackApi(BaseApi):
             actor=actor_of(request),
             reason=data["reason"],
             allow_breaking=data["allow_breaking"],
+            allow_retiring=data["allow_retiring"],
             expected_revision=_if_match(request),
         )
         return _label_answer(moved)

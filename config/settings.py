@@ -5,6 +5,7 @@ start embedded PostgreSQL and Redis and set them when they are not given.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -89,6 +90,7 @@ INSTALLED_APPS = [
     "access",
     "audit",
     "registry",
+    "modelcatalog",
     "sessions_app",
     "skills",
     "knowledge",
@@ -470,6 +472,13 @@ SESSION_SWEEP_INTERVAL = env_int("SESSION_SWEEP_INTERVAL", 60)
 SESSION_COUNT_EXACT_LIMIT = env_int("SESSION_COUNT_EXACT_LIMIT", 1000)
 if not 10 <= SESSION_COUNT_EXACT_LIMIT <= 1_000_000:
     raise ImproperlyConfigured("SESSION_COUNT_EXACT_LIMIT must be between 10 and 1000000.")
+# The model catalog (modelcatalog, docs/operations.md#when-a-model-retires): a model counts as
+# retiring this many days before its date (moves to it need allow_retiring; the turn call says
+# so); each process keeps the merged catalog this many seconds; MODEL_CLOCK_NOW (ISO 8601) fixes
+# the catalog's clock, for tests and rehearsals (modelcatalog.clock).
+MODEL_RETIREMENT_WARNING = timedelta(days=env_int("MODEL_RETIREMENT_WARNING_DAYS", 30))
+MODEL_CATALOG_CACHE_SECONDS = env_int("MODEL_CATALOG_CACHE_SECONDS", 30)
+MODEL_CLOCK_NOW = env_str("MODEL_CLOCK_NOW", "") or None
 # How long a change request (a move or release waiting for required approvals) stays pending.
 CHANGE_TTL_HOURS = env_int("CHANGE_TTL_HOURS", 24)
 CELERY_BEAT_SCHEDULE = {
@@ -485,6 +494,11 @@ CELERY_BEAT_SCHEDULE = {
     "changes-expire-sweep": {
         "task": "registry.tasks.change_expire_sweep_task",
         "schedule": 300.0,
+    },
+    # Model retirement notices (modelcatalog.services.retirement_notices_send): hourly.
+    "models-retirement-sweep": {
+        "task": "modelcatalog.tasks.model_retirement_sweep_task",
+        "schedule": float(env_int("MODEL_RETIREMENT_SWEEP_INTERVAL", 3600)),
     },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {

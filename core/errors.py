@@ -79,3 +79,23 @@ class PreconditionFailed(DomainError):
 
     status = 412
     code = "precondition_failed"
+
+
+class ModelRetired(DomainError):
+    """The model a version names has retired (modelcatalog): 400 at publish, 409 at a session
+    start, 410 on a call of a session already pinned to it. details: `model`, `retires_at`,
+    `replacement`, and where it helps the labels' current targets."""
+
+    code = "model_retired"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, status: int = 400) -> None:
+        super().__init__(message, details)
+        self.status = status
+
+
+class ModelRetiring(Conflict):
+    """A label move would send new sessions to a version whose model retires within
+    MODEL_RETIREMENT_WARNING; repeat with allow_retiring (the reason is kept in the history).
+    details: `versions` ([{version, model, retires_at, replacement}])."""
+
+    code = "model_retiring"

@@ -38,12 +38,11 @@ Input messages are in the neutral shape or hold Anthropic content blocks;
 
 The cache report (`cache_report`): the prefix's estimated tokens (`core.tokens`, the same
 offline estimate as every token limit here), the smallest prefix the provider caches for the
-pinned model (`FLOORS`, with sources; None for a model this table does not know) and whether
-the prefix reaches it.
+pinned model (the caller's, from the model catalog: `modelcatalog.selectors.cache_floor`, with
+its source; None for a model the catalog does not know) and whether the prefix reaches it.
 """
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,14 +50,12 @@ from core.provider_messages import append_turn, breakpoint_problems, mark_conver
 from core.tokens import estimate_tokens
 
 __all__ = [
-    "FLOORS",
     "FORMATS",
     "STABLE",
     "ProviderRequest",
     "TurnParts",
     "breakpoint_problems",
     "build_request",
-    "cache_floor",
     "cache_report",
     "prefix_tokens",
     "stable_part",
@@ -78,32 +75,6 @@ STABLE: dict[str, tuple[list[str], str, int]] = {
 # Anthropic's Messages API requires max_tokens; used when the pinned model settings give none.
 DEFAULT_MAX_TOKENS = 4096
 OUTPUT_SCHEMA_NAME = "output"
-
-# The smallest prefix each provider caches, in tokens, by model family: (format family, model
-# name pattern, floor, source). First match wins; patterns are matched against the pinned
-# model name, lower-cased, with a provider prefix ("anthropic.", "us.", "models/") removed.
-# Below its floor a prefix is processed at the full price and nothing says so.
-_ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching (2026)"
-_OPENAI_DOC = "https://platform.openai.com/docs/guides/prompt-caching: prompts of 1,024 tokens or more"
-_GEMINI_DOC = "https://ai.google.dev/gemini-api/docs/caching (implicit caching, updated 2026-10)"
-_BEDROCK_DOC = "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html"
-FLOORS: list[tuple[str, str, int, str]] = [
-    # Anthropic (and the same models on Bedrock): 4,096 for Opus 4.5/4.6 and Haiku 4.5;
-    # 2,048 for Haiku 3/3.5; 1,024 for Sonnet 3.7/4/4.5/4.6 and Opus 4/4.1.
-    ("claude", r"claude-(opus-4-[56]|haiku-4-5)", 4096, _ANTHROPIC_DOC),
-    ("claude", r"claude-(3-5-haiku|3-haiku|haiku-3)", 2048, _ANTHROPIC_DOC),
-    ("claude", r"claude-(sonnet-4|opus-4|3-7-sonnet|opus-4-1)", 1024, _ANTHROPIC_DOC),
-    ("claude", r"claude-3-opus", 1024, _ANTHROPIC_DOC),
-    # Amazon Nova on Bedrock: 1,000 tokens per cache checkpoint.
-    ("nova", r"nova-(micro|lite|pro|premier)", 1000, _BEDROCK_DOC),
-    # OpenAI: every model with prompt caching (gpt-4o and newer, o-series), 1,024 tokens.
-    ("openai", r"(gpt-4o|gpt-4\.1|gpt-5|o1|o3|o4)", 1024, _OPENAI_DOC),
-    # Gemini implicit caching: 2,048 for 2.5 Flash and Pro, 4,096 for 3.x.
-    ("gemini", r"gemini-2\.5-(flash|pro)", 2048, _GEMINI_DOC),
-    ("gemini", r"gemini-3", 4096, _GEMINI_DOC),
-]
-_FLOORS = [(family, re.compile(pattern), floor, source) for family, pattern, floor, source in FLOORS]
-_MODEL_PREFIX = re.compile(r"^(?:models/|(?:us|eu|apac|global)\.)?(?:anthropic\.|amazon\.)?")
 
 
 @dataclass(frozen=True)
@@ -159,17 +130,6 @@ def model_name(model: dict[str, Any]) -> str | None:
     return None
 
 
-def cache_floor(model: str | None) -> tuple[int | None, str]:
-    """(floor in tokens, source) for a model name; (None, why) when the table does not know it."""
-    if not model:
-        return None, "The pinned version names no model (content.model.name)."
-    name = _MODEL_PREFIX.sub("", model.lower())
-    for _family, pattern, floor, source in _FLOORS:
-        if pattern.search(name):
-            return floor, source
-    return None, f"Model {model!r} is not in the registry's cache-floor table (core/providers.py FLOORS)."
-
-
 def prefix_tokens(system: str, tools: list[dict[str, Any]]) -> int:
     """Estimated tokens of the prefix: its system text plus the tools as canonical JSON."""
     tools_text = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if tools else ""
@@ -183,10 +143,16 @@ _TOKENS_CACHE_SIZE = 4096
 
 
 def cache_report(
-    *, system: str, tools: list[dict[str, Any]], model: dict[str, Any], prefix_sha256: str | None = None
+    *,
+    system: str,
+    tools: list[dict[str, Any]],
+    floor: int | None,
+    source: str,
+    prefix_sha256: str | None = None,
 ) -> dict[str, Any]:
-    """`{"prefix_tokens", "floor", "cacheable", "reason"}`; cacheable is None when the floor
-    is unknown (the reason says so). With `prefix_sha256`, the estimate is remembered for it."""
+    """`{"prefix_tokens", "floor", "cacheable", "reason"}` for a model whose cache floor is
+    `floor` (read from `source`); cacheable is None when the floor is unknown (then `source`
+    says why, and is the reason). With `prefix_sha256`, the estimate is remembered for it."""
     tokens = _TOKENS_BY_PREFIX.get(prefix_sha256) if prefix_sha256 else None
     if tokens is None:
         tokens = prefix_tokens(system, tools)
@@ -194,7 +160,6 @@ def cache_report(
             if len(_TOKENS_BY_PREFIX) >= _TOKENS_CACHE_SIZE:
                 _TOKENS_BY_PREFIX.clear()
             _TOKENS_BY_PREFIX[prefix_sha256] = tokens
-    floor, source = cache_floor(model_name(model))
     if floor is None:
         return {"prefix_tokens": tokens, "floor": None, "cacheable": None, "reason": source}
     if tokens >= floor:

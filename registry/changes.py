@@ -114,6 +114,7 @@ def label_move_or_request(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     expected_revision: int | None = None,
+    allow_retiring: bool = False,
 ) -> MoveOutcome:
     """registry.services.label_move, or, when the label's required approvals alone refuse it, a
     pending change request carrying the same move (what the label PUT calls)."""
@@ -128,6 +129,7 @@ def label_move_or_request(
             allow_breaking=allow_breaking,
             compatibility=compatibility,
             expected_revision=expected_revision,
+            allow_retiring=allow_retiring,
         )
         return MoveOutcome(label, created, None)
     except ApprovalsRequired:
@@ -147,6 +149,7 @@ def label_move_or_request(
             "label": name,
             "targets": _targets_data(wanted),
             "allow_breaking": allow_breaking,
+            "allow_retiring": allow_retiring,
             "compatibility": compatibility,
         }
         change = _create(kind="move", request=request, labels=[label], actor=actor, reason=reason)
@@ -154,13 +157,21 @@ def label_move_or_request(
 
 
 def release_apply_or_request(
-    *, moves: list[releases.ReleaseMove], actor: Actor, reason: Any, allow_breaking: bool = False
+    *,
+    moves: list[releases.ReleaseMove],
+    actor: Actor,
+    reason: Any,
+    allow_breaking: bool = False,
+    allow_retiring: bool = False,
 ) -> ReleaseOutcome:
     """registry.releases.release_apply, or, when required approvals alone refuse it, a pending
     change request carrying the whole release."""
     try:
         return ReleaseOutcome(
-            releases.release_apply(moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking), None
+            releases.release_apply(
+                moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking, allow_retiring=allow_retiring
+            ),
+            None,
         )
     except ApprovalsRequired:
         pass
@@ -179,6 +190,7 @@ def release_apply_or_request(
                 {"bundle": m.bundle.name, "label": m.label, "targets": _targets_data(m.targets)} for m in checked
             ],
             "allow_breaking": allow_breaking,
+            "allow_retiring": allow_retiring,
         }
         change = _create(kind="release", request=request, labels=touched, actor=actor, reason=reason)
     return ReleaseOutcome(None, change)
@@ -243,6 +255,7 @@ def _apply(
     # lifecycle.labels._judge_new_targets); the audit entry and change.approved name both.
     reason = change.reason
     allow_breaking = bool(change.request.get("allow_breaking"))
+    allow_retiring = bool(change.request.get("allow_retiring"))
     if change.kind == "move":
         move = moves[0]
         label = services.label_move_locked(
@@ -253,6 +266,7 @@ def _apply(
             allow_breaking=allow_breaking,
             compatibility=change.request.get("compatibility"),
             approved_by=approvers,
+            allow_retiring=allow_retiring,
         )
         return {"label": lifecycle.label_state(label)}
     by_id = {(lb.bundle_id, lb.name): lb for lb in labels.values()}
@@ -266,6 +280,7 @@ def _apply(
         reason=reason,
         allow_breaking=allow_breaking,
         approved_by=approvers,
+        allow_retiring=allow_retiring,
     )
     return {"release": str(release.pk)}
 

@@ -93,15 +93,24 @@ def release_preview(*, moves: list[ReleaseMove], actor: Actor) -> list[dict[str,
     return impact
 
 
-def release_apply(*, moves: list[ReleaseMove], actor: Actor, reason: Any, allow_breaking: bool = False) -> Release:
+def release_apply(
+    *, moves: list[ReleaseMove], actor: Actor, reason: Any, allow_breaking: bool = False, allow_retiring: bool = False
+) -> Release:
     """Apply every move or none: one transaction, locks in the documented order. Each label's
-    history row and audit entry name the release."""
+    history row and audit entry name the release. `allow_retiring`: as for a move."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.PUBLISHER, "Applying a release")
     moves = _checked(moves, actor)
     with transaction.atomic():
         labels = _existing_labels(moves, lock=True)
-        return _apply(labels=labels, moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking)
+        return _apply(
+            labels=labels,
+            moves=moves,
+            actor=actor,
+            reason=reason,
+            allow_breaking=allow_breaking,
+            allow_retiring=allow_retiring,
+        )
 
 
 def _apply(
@@ -113,6 +122,7 @@ def _apply(
     allow_breaking: bool = False,
     rollback_of: Release | None = None,
     approved_by: list[str] | None = None,
+    allow_retiring: bool = False,
 ) -> Release:
     """The moves of a release, its record and its announcement; the caller holds the label rows
     (FOR UPDATE, ascending id) in its transaction. Versions are locked here, before any move."""
@@ -143,6 +153,7 @@ def _apply(
                 allow_breaking=allow_breaking,
                 release_id=release.pk,
                 approved_by=approved_by,
+                allow_retiring=allow_retiring,
             )
         items.append({"bundle": move.bundle.name, "label": label.name, "before": before, "after": label_state(label)})
     release.items = items
@@ -165,11 +176,18 @@ def release_apply_locked(
     reason: str,
     allow_breaking: bool,
     approved_by: list[str],
+    allow_retiring: bool = False,
 ) -> Release:
     """A release whose label rows the caller holds (release_labels_lock): an approved change
     request's, applied as its requester's with its approvers satisfying the approvals gate."""
     return _apply(
-        labels=labels, moves=moves, actor=actor, reason=reason, allow_breaking=allow_breaking, approved_by=approved_by
+        labels=labels,
+        moves=moves,
+        actor=actor,
+        reason=reason,
+        allow_breaking=allow_breaking,
+        approved_by=approved_by,
+        allow_retiring=allow_retiring,
     )
 
 
@@ -196,10 +214,11 @@ def _announce(release: Release, *, actor: Actor, action: str) -> None:
     )
 
 
-def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
+def release_rollback(*, release: Release, actor: Actor, reason: Any, allow_retiring: bool = False) -> Release:
     """Put every label of `release` back where it was before it, as one new release (ops).
     Refused (409) when any of its labels changed since, or when it was rolled back already:
-    undoing someone else's later move silently is what this must never do."""
+    undoing someone else's later move silently is what this must never do. Back to a version
+    whose model retires soon: `allow_retiring`, as for a move."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.OPS, "Rolling back a release")
     bundles = {b.name: b for b in Bundle.objects.filter(name__in={i["bundle"] for i in release.items})}
@@ -225,6 +244,13 @@ def release_rollback(*, release: Release, actor: Actor, reason: Any) -> Release:
             ]
             if changed:
                 raise Conflict("These labels changed after the release; move them yourself.", {"labels": changed})
-            return _apply(labels=labels, moves=moves, actor=actor, reason=reason, rollback_of=release)
+            return _apply(
+                labels=labels,
+                moves=moves,
+                actor=actor,
+                reason=reason,
+                rollback_of=release,
+                allow_retiring=allow_retiring,
+            )
     except IntegrityError:
         raise Conflict("This release was rolled back already.") from None

@@ -49,6 +49,8 @@ class PublishResult:
     version: BundleVersion
     created: bool  # False when identical canonical content already existed: publishing is idempotent
     warnings: list[dict[str, str]] = field(default_factory=list)
+    # The content's model matched to the model catalog (lifecycle.publish_model_check).
+    model: dict[str, Any] | None = None
 
 
 def _text_field(field: str, value: object) -> str:
@@ -142,22 +144,24 @@ def version_publish(
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))
+    # Before the idempotent answer too: a retired model is refused whenever it is published.
+    model, model_warnings = lifecycle.publish_model_check(doc)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False)  # already published (and checked) once
+        return PublishResult(existing, False, model_warnings, model)  # already published (and checked) once
     # The contract checks run before the lock below: they can take a while on large schemas.
     # "Previous" is the latest version when we read it; a publish racing in between can only
     # change which stale tool names are warned about.
     check = lifecycle.contract_check(doc, previous=lifecycle.latest_content(bundle))
     check.raise_errors()
-    warnings = check.warnings
+    warnings = check.warnings + model_warnings
     # The bundle row lock serialises publishers of one bundle: numbers stay gapless and two
     # identical publishes cannot both insert. NO KEY: session and label inserts, whose foreign
     # keys take KEY SHARE on the bundle, need not wait for a publish.
     Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
     existing = BundleVersion.objects.filter(bundle=bundle, content_hash=digest).first()
     if existing is not None:
-        return PublishResult(existing, False)
+        return PublishResult(existing, False, model_warnings, model)
     last = BundleVersion.objects.filter(bundle=bundle).order_by("-number").values_list("number", flat=True).first()
     version = BundleVersion.objects.create(
         bundle=bundle,
@@ -177,7 +181,7 @@ def version_publish(
         data={"number": version.number, "content_hash": digest, "warnings": len(warnings)},
     )
     events.emit("version.published", bundle=bundle.name, version=version.number, content_hash=digest, by=actor.name)
-    return PublishResult(version, True, warnings)
+    return PublishResult(version, True, warnings, model)
 
 
 def _include_edges_write(*, version: BundleVersion, doc: dict[str, Any]) -> None:
@@ -231,6 +235,7 @@ def label_move(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     expected_revision: int | None = None,
+    allow_retiring: bool = False,
 ) -> tuple[Label, bool]:
     """Point label `name` at `version`, or split it over `targets` (a percentage rollout),
     creating the label if needed; returns (label, created).
@@ -240,7 +245,9 @@ def label_move(
     weight 0 stays a target. A label that requires compatibility refuses a `major` target
     unless allow_breaking (lifecycle.compatibility_note); `compatibility` sets the label's
     policy ("none" or "backward"). `expected_revision` is If-Match: PreconditionFailed unless
-    the label is still at that revision."""
+    the label is still at that revision. A target whose model retires within
+    MODEL_RETIREMENT_WARNING needs `allow_retiring` (409 model_retiring otherwise;
+    lifecycle.retiring_notes)."""
     if compatibility is not None and compatibility not in Compatibility.values:
         raise InvalidContent(
             "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
@@ -266,6 +273,7 @@ def label_move(
                         actor=actor,
                         reason=reason,
                         compatibility=compatibility,
+                        allow_retiring=allow_retiring,
                     )
                     return created, True
                 moved = label_move_locked(
@@ -275,6 +283,7 @@ def label_move(
                     reason=reason,
                     allow_breaking=allow_breaking,
                     compatibility=compatibility,
+                    allow_retiring=allow_retiring,
                 )
                 return moved, False
         except IntegrityError:
@@ -293,6 +302,7 @@ def label_move_locked(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     approved_by: list[str] | None = None,
+    allow_retiring: bool = False,
 ) -> Label:
     """The move of an existing label whose row the caller's transaction holds: label_move's, and
     an approved change request's (registry.changes, with its `approved_by`)."""
@@ -307,6 +317,7 @@ def label_move_locked(
             reason=reason,
             allow_breaking=allow_breaking,
             approved_by=approved_by,
+            allow_retiring=allow_retiring,
         )
     if compatibility is not None and compatibility != label.compatibility:
         _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
@@ -432,13 +443,22 @@ def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason
 
 
 def _label_create(
-    *, bundle: Bundle, name: str, targets: Targets, actor: Actor, reason: str, compatibility: str | None
+    *,
+    bundle: Bundle,
+    name: str,
+    targets: Targets,
+    actor: Actor,
+    reason: str,
+    compatibility: str | None,
+    allow_retiring: bool = False,
 ) -> Label:
     policy = lifecycle.new_label_policy(name, compatibility=compatibility)
     lifecycle.check_may_move(label_name=name, protected=policy.protected, actor=actor)
     locked = lifecycle.versions_lock(*(v.pk for v, _ in targets))
-    for version, _ in targets:
-        lifecycle.version_make_live(version=lifecycle.check_targetable(locked[version.pk]))
+    joining = [lifecycle.check_targetable(locked[version.pk]) for version, _ in targets]
+    notes = lifecycle.retiring_notes(label=Label(name=name), joining=joining, allow_retiring=allow_retiring)
+    for version in joining:
+        lifecycle.version_make_live(version=version)
     label = Label(
         bundle=bundle,
         name=name,
@@ -446,6 +466,7 @@ def _label_create(
         targets=lifecycle.targets_out(targets),
         protected=policy.protected,
         compatibility=policy.compatibility,
+        move_note="; ".join(notes),
         updated_at=timezone.now(),
         updated_by=actor.name,
     )
@@ -472,12 +493,14 @@ def label_rollback(
     reason: str,
     allow_breaking: bool = False,
     expected_revision: int | None = None,
+    allow_retiring: bool = False,
 ) -> Label:
     """Move a label to `to_version` alone, or by default to the version it targeted before its
     current state (409 when there is none). A split label rolls back to its primary target
     before the split, so rolling back a ramp sends every new session to the old version.
     Ops only. Going back to a version this label targeted before is exempt from its
-    compatibility policy; any other `to_version` is judged like a move."""
+    compatibility policy; any other `to_version` is judged like a move. A version whose model
+    retires soon gets the same question as a move (`allow_retiring`)."""
     reason = lifecycle.require_text("reason", reason)
     require_role(actor, Role.OPS, "Rolling back")
     require_bundle_scope(actor, bundle.name)
@@ -505,6 +528,7 @@ def label_rollback(
             reason=reason,
             action="label.rolled_back",
             allow_breaking=allow_breaking,
+            allow_retiring=allow_retiring,
         )
 
 

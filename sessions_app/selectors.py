@@ -20,7 +20,7 @@ from core.errors import Forbidden, NotFound, SessionEnded, VersionRevoked
 from registry import bundle_cache
 from registry.canonical import canonical_bytes
 from registry.models import Bundle, BundleVersion, VersionState
-from registry.selectors import label_targets
+from registry.selectors import label_targets, model_retired_error, retired_model
 from sessions_app.models import Session, SessionStatus, active_sessions_annotation
 
 # The hot path reads session, version and bundle in one statement, as raw SQL: Django's query
@@ -109,9 +109,12 @@ def session_passes(
     status: str,
     expires_at: datetime,
     now: datetime,
+    version_id: int,
+    content_hash: str,
 ) -> bool:
     """True when session_checked and then session_touch pass this session without refusing
-    anything: visible to `actor`, version not revoked, active, lease still running. The fast
+    anything: visible to `actor`, version not revoked, its model not retired, active, lease
+    still running. The fast
     lane's batched calls (api.fastlane) answer only such sessions themselves (a fetch only when
     no lease renewal is due either: lease_due) and hand every other call to the one-by-one
     path, which calls those two functions and answers whatever they say."""
@@ -121,6 +124,7 @@ def session_passes(
         and version_state != VersionState.REVOKED
         and status == SessionStatus.ACTIVE
         and expires_at > now
+        and retired_model(BundleVersion(id=version_id, content_hash=content_hash)) is None
     )
 
 
@@ -173,7 +177,8 @@ def session_for_fetch(*, session_id: Any, actor: Actor) -> Session:
 def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -> Session:
     """The read-only rules of every per-turn call on a loaded session (with `bundle` and
     `version` set, or None when there is none): 404 unless `actor` may see it, 410 when its
-    version was revoked or the session ended. session_for_fetch and the fast lane
+    version was revoked, the session ended or its model retired (model_retired, with the
+    labels' current targets). session_for_fetch and the fast lane
     (api.fastlane), which loads the session joined with the key, both call this, and then the
     service sessions_app.services.session_touch (the lease: 410 when it ran out, else renewed)."""
     session = session_visible(session=session, session_id=session_id, actor=actor)
@@ -185,6 +190,17 @@ def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -
         )
     if session.status != SessionStatus.ACTIVE:
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
+    retired = retired_model(version)
+    if retired is not None:
+        raise model_retired_error(
+            info=retired,
+            message=(
+                f"Version {version.number} of {session.bundle.name!r} uses {retired.name}, which retired on "
+                f"{retired.retires_at}; start a new session."
+            ),
+            status=410,
+            labels=label_targets(session.bundle_id),
+        )
     return session
 
 

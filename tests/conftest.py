@@ -128,3 +128,14 @@ def production(bundle, ops, v1):
     """`production` -> v1."""
     label, _ = label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="first release")
     return label
+
+
+@pytest.fixture(autouse=True)
+def _model_catalog_fresh():
+    """Each process keeps the merged model catalog for a while (modelcatalog.selectors); the
+    tables are emptied between tests, so a test's overrides must not outlive it."""
+    from modelcatalog.selectors import catalog_invalidate
+
+    catalog_invalidate()
+    yield
+    catalog_invalidate()

@@ -167,9 +167,11 @@ def test_it_publishes_a_version_with_201_and_every_field(publisher, bundle):
     response = publisher.post("/api/v1/bundles/refunds/versions/", {"content": doc, "message": "first"})
     assert response.status_code == 201
     data = body(response)
-    assert set(data) == VERSION_FIELDS | {"warnings", "dependents", "dependents_total"}
+    assert set(data) == VERSION_FIELDS | {"warnings", "model", "dependents", "dependents_total"}
+    unknown = "The model 'm-1' is not in the model catalog: no retirement date or cache floor is known for it."
     assert data == {
-        "warnings": [],
+        "warnings": [{"path": "content.model.name", "message": unknown}],  # m-1: not a provider's model
+        "model": {"name": "m-1", "catalog": None},
         "dependents": [],
         "dependents_total": 0,
         "number": 1,
@@ -807,6 +809,11 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/end/": {"post"},
     # Beyond the contract page (issue 4): the capability catalog and the audit log.
     "/api/v1/catalog/": {"get"},
+    # The model catalog (issue 41).
+    "/api/v1/models/": {"get"},
+    "/api/v1/models/retiring/": {"get"},
+    "/api/v1/models/{provider}/{name}/": {"get", "put"},
+    "/api/v1/bundles/{name}/versions/{number}/derive/": {"post"},
     "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     # Issue 20: content-addressed export and import.

@@ -16,6 +16,7 @@ import pytest
 from access.models import Role
 from core import providers
 from knowledge import render
+from modelcatalog import selectors as catalog
 from sessions_app.models import Session
 from skills.models import SkillTurn
 from tests.conftest import content, make_api
@@ -36,7 +37,7 @@ def turn_content(prompt: str = "You help the support team of {{customer}}.") -> 
             "timezone": {"type": "string", "default": "UTC"},
             "ticket": {"type": "string", "scope": "turn", "default": "none"},
         },
-        model={"name": "claude-sonnet-4-5", "max_tokens": 1024, "temperature": 0.2},
+        model={"name": "claude-sonnet-4-6", "max_tokens": 1024, "temperature": 0.2},
         output_schema=None,
     )
 
@@ -142,7 +143,7 @@ def test_one_call_answers_the_turn_with_an_anthropic_request_and_two_breakpoints
     assert answer["skills"]["resident"] == ["greet_customer"] and answer["skills"]["routed"]
     assert answer["messages"] == messages and answer["compaction"]["elided"] == 0
     request = answer["request"]
-    assert request["model"] == "claude-sonnet-4-5" and request["max_tokens"] == 1024
+    assert request["model"] == "claude-sonnet-4-6" and request["max_tokens"] == 1024
     assert request["tools"] == answer["prefix"]["tools"]
     assert request["system"] == [
         {"type": "text", "text": answer["prefix"]["system"], "cache_control": {"type": "ephemeral"}}
@@ -569,7 +570,8 @@ def test_a_warm_turn_is_a_bounded_number_of_statements(world):
         ("claude-opus-4-5-20251101", 4096),
         ("claude-haiku-4-5", 4096),
         ("claude-3-5-haiku-20241022", 2048),
-        ("claude-sonnet-4-5", 1024),
+        ("claude-sonnet-4-6", 1024),
+        ("claude-sonnet-4-5", 1024),  # retired, but its floor is still a fact
         ("anthropic.claude-sonnet-4-20250514-v1:0", 1024),  # a Bedrock model id
         ("us.amazon.nova-pro-v1:0", 1000),
         ("gpt-4o-mini", 1024),
@@ -580,15 +582,15 @@ def test_a_warm_turn_is_a_bounded_number_of_statements(world):
         (None, None),
     ],
 )
-def test_the_cache_floor_table(model, floor):
-    found, source = providers.cache_floor(model)
+def test_the_cache_floor_comes_from_the_model_catalog(db, model, floor):
+    found, source = catalog.cache_floor({"name": model} if model else {})
     assert found == floor and source
-    short = providers.cache_report(system="You help.", tools=[], model={"name": model} if model else {})
+    short = providers.cache_report(system="You help.", tools=[], floor=found, source=source)
     assert short["floor"] == floor and short["cacheable"] is (None if floor is None else False)
-    assert ("not in the registry's cache-floor table" in short["reason"] or "names no model" in short["reason"]) is (
+    assert ("not in the registry's model catalog" in short["reason"] or "names no model" in short["reason"]) is (
         floor is None
     )
-    long = providers.cache_report(system="word " * 5000, tools=[], model={"name": model} if model else {})
+    long = providers.cache_report(system="word " * 5000, tools=[], floor=found, source=source)
     assert long["cacheable"] is (None if floor is None else True) and long["prefix_tokens"] >= 5000
 
 

@@ -19,6 +19,10 @@ class Event(models.TextChoices):
     CHANGE_REQUESTED = "change.requested"
     CHANGE_APPROVED = "change.approved"
     CHANGE_REJECTED = "change.rejected"
+    # A model a version may name enters its retirement window, then 7 days and 1 day before;
+    # and the day it retires (modelcatalog.services.retirement_notices_send).
+    MODEL_RETIRING = "model.retiring"
+    MODEL_RETIRED = "model.retired"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

@@ -1,7 +1,7 @@
 """The admin pages for prompt engineers and ops, mounted by the ModelAdmins' get_urls()
 (adminui/admin.py), one module per subject: bundles, versions, labels (moves and rollbacks,
 with their confirmation step in moves), governance (a label's policy, approving a version),
-sessions (and the drain dashboard); base holds what every page shares.
+sessions (and the drain dashboard), models (the retiring-models dashboard); base holds what every page shares.
 
 The pages are an entry point like the API, and hold no rule of their own. Every read is an
 adminui.selectors function (or a registry/metrics/skills selector); every write calls the
@@ -16,11 +16,15 @@ from adminui.views.bundles import bundle_add, bundle_edit, bundle_history, bundl
 from adminui.views.changes import change_decide, change_list
 from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
+from adminui.views.models import model_catalog, model_migrate, models_retiring
 from adminui.views.sessions import drain_dashboard, drain_json, session_detail, session_end, session_list
 from adminui.views.versions import version_detail, version_diff, version_list, version_new, version_revoke
 
 __all__ = [
     "change_decide",
+    "model_catalog",
+    "model_migrate",
+    "models_retiring",
     "change_list",
     "View",
     "bundle_add",

@@ -61,6 +61,27 @@ class VersionRevoked(RegistryError):
         return dict(labels) if isinstance(labels, dict) else {}
 
 
+class ModelRetired(VersionRevoked):
+    """410 model_retired: the model the pinned version names has retired at its provider, so
+    every request the session would make fails. A VersionRevoked (start anew on a label:
+    `labels` says what each targets now); `model`, `retires_at` and `replacement` say why."""
+
+    @property
+    def model(self) -> str | None:
+        value = self.details.get("model")
+        return value if isinstance(value, str) else None
+
+    @property
+    def retires_at(self) -> str | None:
+        value = self.details.get("retires_at")
+        return value if isinstance(value, str) else None
+
+    @property
+    def replacement(self) -> str | None:
+        value = self.details.get("replacement")
+        return value if isinstance(value, str) else None
+
+
 class Throttled(RegistryError):
     """429: over the key's rate budget; `retry_after` is in seconds (None when not given)."""
 
@@ -110,7 +131,8 @@ def error_from_response(response: httpx.Response) -> RegistryError:
     message = message or f"The registry answered {status} {response.reason_phrase}."
     kwargs: dict[str, Any] = {"status": status, "code": code, "details": details}
     if status == 410:
-        return (VersionRevoked if code == "version_revoked" else SessionEnded)(message, **kwargs)
+        gone = {"version_revoked": VersionRevoked, "model_retired": ModelRetired}.get(code, SessionEnded)
+        return gone(message, **kwargs)
     if status == 429:
         return Throttled(message, retry_after=_retry_after(response), **kwargs)
     if status in (502, 503, 504):

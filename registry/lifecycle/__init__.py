@@ -16,7 +16,7 @@ here is an entry point of its own except the transitions that are whole services
 and never import a tasks module (a drain is enqueued by task name, see core.enqueue). Callers
 use the names below (`from registry import lifecycle; lifecycle.label_lock(...)`)."""
 
-from registry.lifecycle.common import content_of, require_text
+from registry.lifecycle.common import content_of, publish_model_check, require_text
 from registry.lifecycle.labels import (
     COMPATIBLE_ON_CREATE,
     PROTECTED_ON_CREATE,
@@ -43,6 +43,7 @@ from registry.lifecycle.labels import (
     primary_of,
     require_approvals,
     require_checks,
+    retiring_notes,
     revision_check,
     same_targets,
     targets_out,
@@ -75,18 +76,18 @@ from registry.lifecycle.versions import (
 )
 
 __all__ = [
+    "ApprovalsVerdict",
     "COMPATIBLE_ON_CREATE",
-    "PROTECTED_ON_CREATE",
-    "VERSION_DRAIN_TASK",
     "ChecksVerdict",
     "CompatibilityCheck",
-    "ApprovalsVerdict",
     "LabelPolicy",
     "MoveConsequence",
     "MovePreview",
+    "PROTECTED_ON_CREATE",
     "PublishCheck",
     "RevokePreview",
     "Targets",
+    "VERSION_DRAIN_TASK",
     "approvals_verdict",
     "check_may_move",
     "check_targetable",
@@ -110,9 +111,11 @@ __all__ = [
     "move_refusal",
     "new_label_policy",
     "primary_of",
+    "publish_model_check",
     "require_approvals",
     "require_checks",
     "require_text",
+    "retiring_notes",
     "revision_check",
     "routing_bucket",
     "same_targets",

@@ -1,5 +1,5 @@
-"""The two helpers every part of the lifecycle uses: a required free-text field, and the
-content document a version stores."""
+"""The helpers every part of the lifecycle uses: a required free-text field, the content
+document a version stores, and the model-catalog entry of the model it names."""
 
 import json
 from typing import Any
@@ -7,7 +7,9 @@ from typing import Any
 from core.errors import InvalidContent
 from core.limits import TEXT_MAX_CHARS
 from core.newlines import lf
+from modelcatalog.selectors import content_model_name, model_get, retirement_warning
 from registry.models import BundleVersion
+from registry.selectors import model_retired_error
 
 
 def require_text(field: str, value: object, *, max_chars: int = TEXT_MAX_CHARS) -> str:
@@ -24,3 +26,43 @@ def content_of(version: BundleVersion) -> dict[str, Any]:
     """The content document a version stores (decoded from its canonical bytes)."""
     content: dict[str, Any] = json.loads(bytes(version.canonical))
     return content
+
+
+def publish_model_check(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    """The model a content document names, matched to the catalog at publish: (what the
+    answer shows: {"name" as given, "catalog": the entry's provider, name, retires_at,
+    replacement, or None}, warnings). A retired model is refused (400 model_retired naming the
+    replacement); an unknown one, or one retiring within MODEL_RETIREMENT_WARNING, is a
+    warning. The content is never rewritten (an alias stays as written)."""
+    name = content_model_name(doc.get("model"))
+    if name is None:
+        return None, []
+    info = model_get(provider=None, name=name)
+    path = "content.model.name"
+    if info is None:
+        message = f"The model {name!r} is not in the model catalog: no retirement date or cache floor is known for it."
+        return {"name": name, "catalog": None}, [{"path": path, "message": message}]
+    if info.retired():
+        replacement = f"; its replacement is {info.replacement}" if info.replacement else ""
+        raise model_retired_error(
+            info=info, message=f"The model {name!r} retired on {info.retires_at}{replacement}.", status=400
+        )
+    shown = {
+        "name": name,
+        "catalog": {
+            "provider": info.provider,
+            "name": info.name,
+            "retires_at": info.retires_at.isoformat() if info.retires_at else None,
+            "replacement": info.replacement,
+        },
+    }
+    warnings = []
+    if info.retiring_within(retirement_warning()):
+        warnings.append(
+            {
+                "path": path,
+                "message": f"The model {info.name} retires on {info.retires_at}"
+                + (f"; its replacement is {info.replacement}." if info.replacement else "."),
+            }
+        )
+    return shown, warnings

@@ -22,16 +22,24 @@ from core.errors import (
     Conflict,
     Forbidden,
     InvalidContent,
+    ModelRetiring,
     NotFound,
     PreconditionFailed,
 )
 from core.limits import MAX_SPLIT_TARGETS
+from modelcatalog.selectors import retirement_warning
 from registry.contracts import Change, Diff, by_severity, diff_contents
 from registry.lifecycle.common import content_of
 from registry.lifecycle.locks import versions_lock
 from registry.lifecycle.versions import version_make_live, version_release
 from registry.models import Bundle, BundleVersion, Compatibility, Label, VersionState
-from registry.selectors import approvals_of, checks_latest, label_targets_out
+from registry.selectors import (
+    approvals_of,
+    checks_latest,
+    label_targets_out,
+    model_retired_error,
+    version_model_info,
+)
 
 # compatibility (see registry.contracts). Other new labels are neither, unless the move says so.
 # That is the only place a name matters: afterwards every rule reads the label's own policy
@@ -378,6 +386,50 @@ def label_moved_emit(
     )
 
 
+def retiring_notes(*, label: Label, joining: list[BundleVersion], allow_retiring: bool) -> list[str]:
+    """The model check of the versions joining a label: a version whose model has retired is
+    refused (409 model_retired: its sessions could not start); one whose model retires within
+    MODEL_RETIREMENT_WARNING is refused with 409 model_retiring unless `allow_retiring`, and
+    then noted in the label's history with the move's reason."""
+    warning = retirement_warning()
+    retiring = []
+    for target in joining:
+        _, info = version_model_info(target)
+        if info is None or not info.retiring_within(warning):
+            continue
+        if info.retired():
+            raise model_retired_error(
+                info=info,
+                message=(
+                    f"Version {target.number} uses {info.name}, retired on {info.retires_at}: no session could "
+                    f"start on it. Migrate it (POST .../versions/{target.number}/derive/)."
+                ),
+                status=409,
+            )
+        retiring.append((target, info))
+    if retiring and not allow_retiring:
+        first = retiring[0][1]
+        raise ModelRetiring(
+            f"Version {retiring[0][0].number} uses {first.name}, which retires on {first.retires_at}; "
+            f"repeat with allow_retiring and a reason to move {label.name!r} anyway.",
+            {
+                "versions": [
+                    {
+                        "version": target.number,
+                        "model": info.name,
+                        "retires_at": info.retires_at.isoformat() if info.retires_at else None,
+                        "replacement": info.replacement,
+                    }
+                    for target, info in retiring
+                ]
+            },
+        )
+    return [
+        f"v{target.number}: model {info.name} retires on {info.retires_at} (allow_retiring)"
+        for target, info in retiring
+    ]
+
+
 def _judge_new_targets(
     *,
     label: Label,
@@ -385,6 +437,7 @@ def _judge_new_targets(
     targets: Targets,
     allow_breaking: bool,
     approved_by: list[str] | None = None,
+    allow_retiring: bool = False,
 ) -> list[str]:
     """Every target that joins the label passes its required checks, its compatibility policy
     against the current primary target and its required approvals; returns the notes the
@@ -406,6 +459,7 @@ def _judge_new_targets(
         if note:
             notes.append(f"v{target.number}: {note}" if len(targets) > 1 else note)
         joining.append(target)
+    notes += retiring_notes(label=label, joining=joining, allow_retiring=allow_retiring)
     if joining and approved_by is not None and len(approved_by) >= label.required_approvals:
         if label.required_approvals:
             notes.append(f"change request approved by {', '.join(approved_by)}")
@@ -425,6 +479,7 @@ def label_apply_targets(
     allow_breaking: bool = False,
     release_id: Any = None,
     approved_by: list[str] | None = None,
+    allow_retiring: bool = False,
 ) -> Label:
     """Point a label whose row this transaction has locked at `targets` (already valid: see
     targets_valid). The one implementation of a move, shared by label_move, label_rollback and
@@ -436,7 +491,12 @@ def label_apply_targets(
     old_primary = label.version_id
     locked = versions_lock(*old_ids, *(v.pk for v, _ in targets))
     notes = _judge_new_targets(
-        label=label, locked=locked, targets=targets, allow_breaking=allow_breaking, approved_by=approved_by
+        label=label,
+        locked=locked,
+        targets=targets,
+        allow_breaking=allow_breaking,
+        approved_by=approved_by,
+        allow_retiring=allow_retiring,
     )
     for version, _ in targets:
         version_make_live(version=locked[version.pk])

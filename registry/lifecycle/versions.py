@@ -19,7 +19,7 @@ from registry import bundle_cache, pins
 from registry.lifecycle.common import require_text
 from registry.lifecycle.locks import label_lock_shared, version_lock_shared, versions_lock
 from registry.models import Bundle, BundleVersion, Label, VersionState
-from registry.selectors import label_targets
+from registry.selectors import label_targets, model_retired_error, retired_model
 
 # The Celery task that drains a version (sessions_app.tasks); sent by name so that no service
 # imports a tasks module (tasks import services, never the other way round).
@@ -149,6 +149,7 @@ def version_pin(
         # Pinning writes the state, so take the exclusive lock, then re-read.
         version = BundleVersion.objects.select_for_update(of=("self",)).get(pk=version.pk)
         if version.state == VersionState.UNRELEASED:
+            require_model_live(bundle=bundle, version=version)
             version.state = VersionState.DRAINING
             version.draining_since = timezone.now()
             version.save(update_fields=["state", "draining_since"])
@@ -166,7 +167,25 @@ def version_pin(
             f"Version {version.number} was revoked; start a session on a label instead.",
             {"labels": label_targets(bundle.pk)},
         )
+    require_model_live(bundle=bundle, version=version)
     return version
+
+
+def require_model_live(*, bundle: Bundle, version: BundleVersion) -> None:
+    """409 model_retired, with the labels' current targets, when a new session would pin a
+    version whose model has retired: the agent fails at its start, not mid-conversation."""
+    info = retired_model(version)
+    if info is not None:
+        replacement = f" (replacement: {info.replacement})" if info.replacement else ""
+        raise model_retired_error(
+            info=info,
+            message=(
+                f"Version {version.number} of {bundle.name!r} uses {info.name}, retired on "
+                f"{info.retires_at}{replacement}; start on another label's target or migrate the version."
+            ),
+            status=409,
+            labels=label_targets(bundle.pk),
+        )
 
 
 def versions_pin_on_label(*, bundle: Bundle, label: str | None, routing_keys: list[str]) -> list[BundleVersion]:
@@ -189,6 +208,7 @@ def versions_pin_on_label(*, bundle: Bundle, label: str | None, routing_keys: li
         if locked.state != VersionState.LIVE:
             # A label targets it and we hold the label: only a broken invariant gets here.
             raise RuntimeError(f"version {vid} is targeted by a label but is {locked.state}")
+        require_model_live(bundle=bundle, version=locked)
     return [pinned[vid] for vid in ids]
 
 
