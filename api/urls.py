@@ -6,6 +6,7 @@ from api import (
     release_views,
     routes,
     shell,
+    tool_views,
     transfer_views,
     views,
     views_composition,
@@ -33,6 +34,8 @@ urlpatterns = [
     path("bundles/<str:name>/labels/<str:label>/history/", views.LabelHistoryApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/rollback/", views.LabelRollbackApi.as_view()),
     path("catalog/", views.CatalogApi.as_view()),
+    path("tools/", tool_views.ToolListApi.as_view()),
+    path("tools/<str:name>/", tool_views.ToolDetailApi.as_view()),
     path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
     # The per-turn calls (start, fetch, heartbeat, end, render): one table, both lanes.

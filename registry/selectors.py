@@ -5,14 +5,26 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, QuerySet, Subquery
 
 from access.actors import Actor
 from core import limits
 from core.errors import NotFound
 from registry import pins
 from registry.contracts import Diff, diff_contents
-from registry.models import Bundle, BundleVersion, Include, Label, Release, VersionApproval, VersionCheck
+from registry.models import (
+    Bundle,
+    BundleVersion,
+    Include,
+    Label,
+    Release,
+    ToolSignature,
+    VersionApproval,
+    VersionCheck,
+    VersionState,
+    VersionTool,
+)
+from registry.tool_signatures import derived_state
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -289,3 +301,140 @@ def dependents_first(
     first = list(edges[: limit + 1])
     total = len(first) if len(first) <= limit else edges.order_by().count()
     return [dependent_entry(edge) for edge in first[:limit]], total
+
+
+# --- tool signatures -----------------------------------------------------------------------------
+
+# Versions listed per signature (the live and draining ones first); the rest are counted.
+TOOL_VERSIONS_MAX = 50
+# Signatures of one tool name that GET /tools/{name}/ compares side by side.
+TOOL_SIGNATURES_MAX = 20
+_OPEN_STATES = (VersionState.LIVE, VersionState.DRAINING)
+_STATE_ORDER = {VersionState.LIVE: 0, VersionState.DRAINING: 1}
+
+
+def tools_visible(*, actor: Actor | None) -> QuerySet[ToolSignature]:
+    """The tool signatures carried by a version of a bundle `actor` may see (GET /tools/, scoped
+    as the catalog is), ordered by name."""
+    edges = VersionTool.objects.filter(signature=OuterRef("pk"), version__bundle__in=bundles_visible(actor))
+    return ToolSignature.objects.filter(Exists(edges)).order_by("name", "pk")
+
+
+def tools_described(*, signatures: Iterable[ToolSignature], actor: Actor | None) -> list[dict[str, Any]]:
+    """Each signature as GET /tools/ shows it, from the versions `actor` may see only: the bundles
+    and versions carrying it (each with its state, labels and active sessions), the active
+    sessions that can call it, first and last seen (the first and latest publish carrying it) and
+    its state (registry.lifecycle.tools.derived_state over those versions). Sessions are counted
+    on live and draining versions only, each count bounded as every `active_sessions` is; a
+    drained or revoked version has none that can call. A fixed number of queries per page."""
+    signatures = list(signatures)
+    ids = [s.pk for s in signatures]
+    edges = list(
+        VersionTool.objects.filter(signature_id__in=ids, version__bundle__in=bundles_visible(actor))
+        .order_by("signature_id", "version__bundle__name", "-version__number")
+        .values(
+            "signature_id",
+            "version_id",
+            "version__number",
+            "version__state",
+            "version__created_at",
+            "version__bundle_id",
+            "version__bundle__name",
+        )
+    )
+    open_ids = {e["version_id"] for e in edges if e["version__state"] in _OPEN_STATES}
+    active = dict(
+        BundleVersion.objects.filter(pk__in=open_ids)
+        .annotate(active_sessions=pins.active_annotation())
+        .values_list("pk", "active_sessions")
+    )
+    labels = _labels_by_version(open_ids, {e["version__bundle_id"] for e in edges if e["version_id"] in open_ids})
+    by_signature: dict[int, list[dict[str, Any]]] = {}
+    for edge in edges:
+        by_signature.setdefault(edge["signature_id"], []).append(edge)
+    return [_tool_row(s, by_signature.get(s.pk, []), active, labels) for s in signatures]
+
+
+def _labels_by_version(version_ids: set[int], bundle_ids: set[int]) -> dict[int, list[str]]:
+    """{version id: names of the labels that target it}, for the given versions."""
+    found: dict[int, list[str]] = {}
+    for name, version_id, targets in Label.objects.filter(bundle_id__in=bundle_ids).values_list(
+        "name", "version_id", "targets"
+    ):
+        targeted = {t["version_id"] for t in targets} if targets else {version_id}
+        for vid in targeted & version_ids:
+            found.setdefault(vid, []).append(name)
+    return {vid: sorted(names) for vid, names in found.items()}
+
+
+def _tool_row(
+    signature: ToolSignature,
+    edges: list[dict[str, Any]],
+    active: dict[int, int],
+    labels: dict[int, list[str]],
+) -> dict[str, Any]:
+    ordered = sorted(edges, key=lambda e: _STATE_ORDER.get(e["version__state"], 2))
+    shown = ordered[:TOOL_VERSIONS_MAX]
+    bundles: dict[str, list[dict[str, Any]]] = {}
+    for edge in sorted(shown, key=lambda e: (e["version__bundle__name"], -e["version__number"])):
+        bundles.setdefault(edge["version__bundle__name"], []).append(
+            {
+                "version": edge["version__number"],
+                "state": edge["version__state"],
+                "labels": labels.get(edge["version_id"], []),
+                "sessions_active": active.get(edge["version_id"], 0),
+            }
+        )
+    created = [e["version__created_at"] for e in edges]
+    return {
+        "name": signature.name,
+        "schema_hash": signature.schema_hash,
+        "state": derived_state(e["version__state"] for e in edges),
+        "sessions_active": sum(active.get(e["version_id"], 0) for e in edges),
+        "first_seen_at": min(created, default=None),
+        "last_seen_at": max(created, default=None),
+        "bundles": [{"name": name, "versions": versions} for name, versions in bundles.items()],
+        "versions_total": len(edges),
+        "versions_truncated": len(edges) > len(shown),
+        "schema": signature.schema,
+    }
+
+
+def tool_get(*, name: str, actor: Actor | None) -> dict[str, Any]:
+    """GET /tools/{name}/: the visible signatures of one tool name, oldest first (by first
+    seen), side by side, and the classified schema diff (registry.contracts) from each to the
+    next. 404 alike for a name nobody carries and one carried only outside the key's scope."""
+    signatures = list(tools_visible(actor=actor).filter(name=name)[: TOOL_SIGNATURES_MAX + 1])
+    if not signatures:
+        raise NotFound(f"No tool named {name!r}.")
+    rows = tools_described(signatures=signatures[:TOOL_SIGNATURES_MAX], actor=actor)
+    rows.sort(key=lambda r: (r["first_seen_at"] is None, r["first_seen_at"], r["schema_hash"]))
+    diffs = []
+    for old, new in zip(rows, rows[1:], strict=False):
+        diff = tool_schema_diff(name=name, old=old["schema"], new=new["schema"])
+        diffs.append(
+            {
+                "from_hash": old["schema_hash"],
+                "to_hash": new["schema_hash"],
+                "level": diff.level,
+                "changes": diff.changes,
+            }
+        )
+    return {
+        "name": name,
+        "signatures": rows,
+        "signatures_truncated": len(signatures) > TOOL_SIGNATURES_MAX,
+        "diffs": diffs,
+    }
+
+
+def tool_schema_diff(*, name: str, old: dict[str, Any], new: dict[str, Any]) -> Diff:
+    """The classified changes between two schemas of one tool, by the contract diff of two
+    one-tool documents (so a tool's schemas are judged exactly as a version diff judges them);
+    the output schema, where either gives one, as the document's output schema."""
+
+    def doc(schema: dict[str, Any]) -> dict[str, Any]:
+        tool = {"name": name, "description": "", "input_schema": schema.get("input_schema")}
+        return {"tools": [tool], "output_schema": schema.get("output_schema")}
+
+    return diff_contents(doc(old), doc(new))

@@ -139,6 +139,7 @@ def version_publish(
         author=actor.name,
     )
     _include_edges_write(version=version, doc=doc)
+    lifecycle.tool_edges_write(version=version, doc=doc)
     audit_record(
         actor=actor,
         action="version.published",

@@ -806,6 +806,8 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/end/": {"post"},
     # Beyond the contract page (issue 4): the capability catalog and the audit log.
     "/api/v1/catalog/": {"get"},
+    "/api/v1/tools/": {"get"},
+    "/api/v1/tools/{name}/": {"get"},
     "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     # Issue 20: content-addressed export and import.

@@ -19,6 +19,10 @@ class Event(models.TextChoices):
     CHANGE_REQUESTED = "change.requested"
     CHANGE_APPROVED = "change.approved"
     CHANGE_REJECTED = "change.rejected"
+    # A tool signature's last label stopped targeting it; the last session that could call it
+    # is gone (registry.lifecycle.tools). Endpoint.tools narrows them to some tools.
+    TOOL_DRAINING = "tool.draining"
+    TOOL_DRAINED = "tool.drained"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 
