@@ -67,7 +67,7 @@ class ToolListApi(BaseApi):
     def get(self, request: Request) -> Response:
         actor = actor_of(request)
         paginator = Cursor()
-        paginator.ordering = ("name", "pk")
+        paginator.ordering = ("name", "pk")  # type: ignore[assignment]  # DRF takes a tuple too
         page = paginator.paginate_queryset(selectors.tools_visible(actor=actor), request, view=self)
         rows = selectors.tools_described(signatures=page, actor=actor)
         return paginator.get_paginated_response(ToolSignatureOut(rows, many=True).data)

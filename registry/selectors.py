@@ -324,13 +324,14 @@ def tools_described(*, signatures: Iterable[ToolSignature], actor: Actor | None)
     """Each signature as GET /tools/ shows it, from the versions `actor` may see only: the bundles
     and versions carrying it (each with its state, labels and active sessions), the active
     sessions that can call it, first and last seen (the first and latest publish carrying it) and
-    its state (registry.lifecycle.tools.derived_state over those versions). Sessions are counted
+    its state (registry.tool_signatures.derived_state over those versions). Sessions are counted
     on live and draining versions only, each count bounded as every `active_sessions` is; a
     drained or revoked version has none that can call. A fixed number of queries per page."""
     signatures = list(signatures)
     ids = [s.pk for s in signatures]
-    edges = list(
-        VersionTool.objects.filter(signature_id__in=ids, version__bundle__in=bundles_visible(actor))
+    edges: list[dict[str, Any]] = [
+        dict(edge)
+        for edge in VersionTool.objects.filter(signature_id__in=ids, version__bundle__in=bundles_visible(actor))
         .order_by("signature_id", "version__bundle__name", "-version__number")
         .values(
             "signature_id",
@@ -341,7 +342,7 @@ def tools_described(*, signatures: Iterable[ToolSignature], actor: Actor | None)
             "version__bundle_id",
             "version__bundle__name",
         )
-    )
+    ]
     open_ids = {e["version_id"] for e in edges if e["version__state"] in _OPEN_STATES}
     active = dict(
         BundleVersion.objects.filter(pk__in=open_ids)

@@ -37,6 +37,9 @@ class Endpoint(models.Model):
 
     url = models.URLField(max_length=2000)
     events = models.JSONField(default=list)
+    # Tool names: when not empty, the tool events (`tool.*`) reach this endpoint only for these
+    # tools, so a backend team subscribes to its own; other events are not filtered.
+    tools = models.JSONField(default=list, blank=True, db_default=[])
     description = models.TextField(blank=True, default="")
     active = models.BooleanField(default=True)
     secret = models.CharField(max_length=100, blank=True, default="")
