@@ -36,6 +36,7 @@ class BundleAdmin(registry_admin.BundleAdmin):
         return [
             _page(self, views.drain_dashboard, "drain/", "adminui_drain"),
             _page(self, views.drain_json, "drain.json", "adminui_drain_json"),
+            _page(self, views.drain_tools, "drain/tools/", "adminui_drain_tools"),
             _page(self, views.change_list, "changes/", "adminui_changes"),
             _page(self, views.change_decide, "changes/<uuid:change_id>/<str:verb>/", "adminui_change_decide"),
             _page(self, views.bundle_overview, "<str:name>/versions/", "adminui_bundle"),
