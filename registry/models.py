@@ -373,10 +373,44 @@ class VersionTool(models.Model):
     version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="tool_edges", db_index=False)
     signature = models.ForeignKey(ToolSignature, on_delete=models.PROTECT, related_name="edges")
     position = models.PositiveSmallIntegerField()  # its index in the version's `tools`
+    # The MCP server (its name in the version's `mcp_servers`) the tool was pinned from; "" for a
+    # tool written in the content. The drift check walks the live versions' sourced tools by it.
+    source = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["version_id", "position"]
+        indexes = [models.Index(fields=["version"], condition=~models.Q(source=""), name="version_tool_sourced_idx")]
         constraints = [models.UniqueConstraint(fields=["version", "signature"], name="version_tool_unique")]
 
     def __str__(self) -> str:
         return f"{self.version_id} {self.signature_id}"
+
+
+class McpDrift(models.Model):
+    """A tool a live or draining version pinned from an MCP server that the server no longer
+    offers as pinned (registry.mcp_drift): removed, or with another schema. One row per
+    (version, tool, what the server offers now), so each drift is announced (`tool.drift`) once;
+    `resolved_at` is set when a later check finds the server matching the pin again."""
+
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    server = models.CharField(max_length=64)
+    url = models.CharField(max_length=2000)
+    tool = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16)  # "removed" or "changed"
+    pinned_hash = models.CharField(max_length=64)
+    live_hash = models.CharField(max_length=64, blank=True, default="")  # "" when removed
+    sessions_active = models.PositiveIntegerField(default=0)
+    detected_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-detected_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "tool", "live_hash"], name="mcp_drift_once"),
+        ]
+        indexes = [
+            models.Index(fields=["version"], condition=models.Q(resolved_at__isnull=True), name="mcp_drift_open_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.tool} {self.kind}"

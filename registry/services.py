@@ -27,7 +27,7 @@ from core.limits import (
     is_bundle_name,
     storable,
 )
-from registry import approvals, composition, includes, lifecycle
+from registry import approvals, composition, includes, lifecycle, mcp_servers
 from registry.canonical import canonicalise
 from registry.models import (
     Bundle,
@@ -108,6 +108,9 @@ def version_publish(
     # lock on the snippets: a label moving meanwhile leaves a version that records what it read.
     if resolve:
         content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
+        # Tools declared from MCP servers and not pinned yet are listed now (registry.mcp_servers):
+        # network I/O within one deadline, before any lock of this transaction is taken.
+        content = mcp_servers.content_pinned(content)
     else:
         composition.content_pinned(content=content, actor=actor)
     doc, canonical, digest = canonicalise(content)

@@ -23,6 +23,9 @@ class Event(models.TextChoices):
     # is gone (registry.lifecycle.tools). Endpoint.tools narrows them to some tools.
     TOOL_DRAINING = "tool.draining"
     TOOL_DRAINED = "tool.drained"
+    # An MCP server no longer offers a tool as a live or draining version pinned it (removed, or
+    # another schema): names the sessions at risk (registry.mcp_drift).
+    TOOL_DRIFT = "tool.drift"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

@@ -16,7 +16,7 @@ Bounded, so that a slow receiver cannot flood the queue or take every slot (issu
   same attempt; a worker that dies mid-attempt leaves it due again after the claim lease) and
   marks it `sending_until`; the claim is refused while the endpoint has its limit in flight.
 - One attempt ends within WEBHOOK_ATTEMPT_DEADLINE seconds of wall-clock time, whatever the
-  receiver does (webhooks.transport), and connects to the address that was checked."""
+  receiver does (core.transport), and connects to the address that was checked."""
 
 import base64
 import json
@@ -42,10 +42,10 @@ from audit.services import audit_record
 from core import enqueue, instruments
 from core.errors import Conflict, InvalidContent
 from core.limits import TOOL_NAME_RE
+from core.transport import PinnedTransport
+from core.urlcheck import UrlNotAllowed, check_url, resolve
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.sealing import reseal, seal, unseal
-from webhooks.transport import PinnedTransport
-from webhooks.urlcheck import UrlNotAllowed, check_url, resolve
 
 log = logging.getLogger(__name__)
 

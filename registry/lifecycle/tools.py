@@ -30,6 +30,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from core import events
+from registry import mcp_servers
 from registry.models import BundleVersion, ToolSignature, ToolState, VersionState, VersionTool
 from registry.tool_signatures import derived_state, signatures_of
 
@@ -59,8 +60,14 @@ def tool_edges_write(*, version: BundleVersion, doc: dict[str, Any]) -> None:
             name__in=[s.name for s in signatures], schema_hash__in=[s.schema_hash for s in signatures]
         ).values_list("pk", "name", "schema_hash")
     }
+    sources = mcp_servers.sources_of(doc)
     VersionTool.objects.bulk_create(
-        VersionTool(version=version, signature_id=ids[(s.name, s.schema_hash)], position=position)
+        VersionTool(
+            version=version,
+            signature_id=ids[(s.name, s.schema_hash)],
+            position=position,
+            source=sources.get(s.name, ""),
+        )
         for position, s in enumerate(signatures)
     )
 
