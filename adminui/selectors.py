@@ -13,6 +13,7 @@ from django.db.models import CharField, Count, Max, Q, QuerySet, Value
 from django.utils import timezone
 
 from audit.models import AuditEvent
+from registry import selectors as registry_selectors
 from registry.models import Bundle, BundleVersion, Label, ToolSignature, ToolState, VersionState, VersionTool
 from registry.selectors import tools_described, versions_of
 from sessions_app.models import Session, active_sessions_annotation
@@ -434,3 +435,8 @@ def drain_tools() -> list[dict[str, Any]]:
         row["draining_since"] = by_id[signature.pk].draining_since
     order = {ToolState.DRAINING: 0, ToolState.LIVE: 1}
     return sorted(rows, key=lambda r: (order.get(r["state"], 2), r["name"]))
+
+
+def mcp_drifts_open(version_id: int) -> list[Any]:
+    """The alert on a version's page: its MCP-sourced tools the server no longer offers as pinned."""
+    return registry_selectors.mcp_drifts_open(version_id)

@@ -6,11 +6,12 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from access.models import Role
 from api.authentication import actor_of
 from api.pagination import Cursor, paginated
 from api.serializers import ChangeOut
 from api.views import BaseApi
-from registry import selectors
+from registry import mcp_drift, selectors
 from registry.models import ToolState, VersionState
 
 
@@ -85,3 +86,43 @@ class ToolDetailApi(BaseApi):
     )
     def get(self, request: Request, name: str) -> Response:
         return Response(ToolOut(selectors.tool_get(name=name, actor=actor_of(request))).data)
+
+
+class McpDriftOut(serializers.Serializer):
+    bundle = serializers.CharField()
+    version = serializers.IntegerField()
+    server = serializers.CharField()
+    url = serializers.CharField()
+    tool = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["removed", "changed"])
+    pinned_hash = serializers.CharField()
+    live_hash = serializers.CharField(help_text="Empty when the tool was removed.")
+    sessions_active = serializers.IntegerField()
+    sessions = serializers.ListField(child=serializers.CharField(), help_text="At most 50 session ids at risk.")
+
+
+class McpCheckOut(serializers.Serializer):
+    checked = serializers.IntegerField(help_text="Pinned tools compared with their servers.")
+    servers = serializers.IntegerField(help_text="Servers listed.")
+    new = serializers.IntegerField(help_text="Drifts first seen by this check (announced as tool.drift).")
+    resolved = serializers.IntegerField()
+    drifts = McpDriftOut(many=True)
+    unreachable = serializers.DictField(child=serializers.CharField(), help_text="url -> why it could not be listed.")
+
+
+class McpCheckApi(BaseApi):
+    roles = {"POST": Role.OPS}
+
+    @extend_schema(
+        summary="Run the MCP drift check now",
+        description=(
+            "Ops role. Lists every MCP server the live and draining versions pinned tools from and compares "
+            "with the pins, as the periodic check does: each drift (a tool removed or its schema changed) is "
+            "recorded and announced as tool.drift once. Answers what it found. What `promptreg mcp check` calls."
+        ),
+        operation_id="tools_mcp_check",
+        request=None,
+        responses=McpCheckOut,
+    )
+    def post(self, request: Request) -> Response:
+        return Response(McpCheckOut(mcp_drift.mcp_drift_check()).data)

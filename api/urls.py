@@ -36,6 +36,7 @@ urlpatterns = [
     path("catalog/", views.CatalogApi.as_view()),
     path("tools/", tool_views.ToolListApi.as_view()),
     path("tools/<str:name>/", tool_views.ToolDetailApi.as_view()),
+    path("mcp-servers/check/", tool_views.McpCheckApi.as_view()),
     path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
     # The per-turn calls (start, fetch, heartbeat, end, render): one table, both lanes.

@@ -4,7 +4,7 @@ server no longer offers, or offers with another schema, is a drift: recorded onc
 tool, what the server offers now) as an McpDrift row (the alert on the version's page) and
 announced as `tool.drift` naming the sessions at risk. Run by the periodic task
 (registry.tasks.mcp_drift_task) and by `manage.py mcp_check`; an ops key can run it through
-POST /api/v1/tools/mcp-check/ (what `promptreg mcp check` calls)."""
+POST /api/v1/mcp-servers/check/ (what `promptreg mcp check` calls)."""
 
 import json
 import logging
@@ -127,8 +127,3 @@ def _record(*, version_id: int, server: str, url: str, tool: str, pinned: str, l
         McpDrift.objects.filter(version_id=version_id, tool=tool, live_hash=live).update(resolved_at=None)
         return {**shown, "new": 0}
     return {**shown, "new": 1}
-
-
-def drifts_open(version_id: int) -> list[McpDrift]:
-    """The version's unresolved drifts (the alert on its page)."""
-    return list(McpDrift.objects.filter(version_id=version_id, resolved_at__isnull=True).order_by("tool"))

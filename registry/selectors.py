@@ -17,6 +17,7 @@ from registry.models import (
     BundleVersion,
     Include,
     Label,
+    McpDrift,
     Release,
     ToolSignature,
     VersionApproval,
@@ -439,3 +440,8 @@ def tool_schema_diff(*, name: str, old: dict[str, Any], new: dict[str, Any]) -> 
         return {"tools": [tool], "output_schema": schema.get("output_schema")}
 
     return diff_contents(doc(old), doc(new))
+
+
+def mcp_drifts_open(version_id: int) -> list[McpDrift]:
+    """A version's unresolved MCP drifts (registry.mcp_drift): the alert on its page."""
+    return list(McpDrift.objects.filter(version_id=version_id, resolved_at__isnull=True).order_by("tool"))

@@ -808,6 +808,7 @@ CONTRACT_PATHS = {
     "/api/v1/catalog/": {"get"},
     "/api/v1/tools/": {"get"},
     "/api/v1/tools/{name}/": {"get"},
+    "/api/v1/mcp-servers/check/": {"post"},
     "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     # Issue 20: content-addressed export and import.

@@ -192,3 +192,22 @@ def test_an_unreachable_server_is_reported_not_announced(mcp, bundle, publisher,
     report = mcp_drift.mcp_drift_check()
     assert list(report.unreachable) == [mcp.url] and report.drifts == []
     assert not McpDrift.objects.exists()
+
+
+def test_the_version_page_shows_the_drift_alert(mcp, bundle, publisher, agent, ops):
+    from django.urls import reverse
+
+    from tests.test_adminui_views import client_for, make_user
+
+    assert publish(publisher, declaring(mcp.url)).status_code == 201
+    label_move(bundle=bundle, name="production", version=bundle.versions.get(), actor=ops.actor, reason="r")
+    session_start(bundle=bundle, actor=agent.actor)
+    page_url = reverse("admin:adminui_version", args=["refunds", 1])
+    reader = client_for(make_user("rita", is_superuser=True))
+    assert 'id="mcp-drift"' not in reader.get(page_url).content.decode()
+    mcp.start(2)
+    mcp_drift.mcp_drift_check()
+    page = reader.get(page_url).content.decode()
+    assert 'id="mcp-drift"' in page
+    assert "<code>lookup_order</code> from orders (schema changed" in page
+    assert "1 active session at risk" in page
