@@ -99,6 +99,7 @@ class McpDriftOut(serializers.Serializer):
     live_hash = serializers.CharField(help_text="Empty when the tool was removed.")
     sessions_active = serializers.IntegerField()
     sessions = serializers.ListField(child=serializers.CharField(), help_text="At most 50 session ids at risk.")
+    announced = serializers.BooleanField(help_text="First seen by this check (sent as tool.drift).")
 
 
 class McpCheckOut(serializers.Serializer):
@@ -118,11 +119,13 @@ class McpCheckApi(BaseApi):
         description=(
             "Ops role. Lists every MCP server the live and draining versions pinned tools from and compares "
             "with the pins, as the periodic check does: each drift (a tool removed or its schema changed) is "
-            "recorded and announced as tool.drift once. Answers what it found. What `promptreg mcp check` calls."
+            "recorded and announced as tool.drift once. Answers what it found, of the bundles this key may "
+            "see. What `promptreg mcp check` calls."
         ),
         operation_id="tools_mcp_check",
         request=None,
         responses=McpCheckOut,
     )
     def post(self, request: Request) -> Response:
-        return Response(McpCheckOut(mcp_drift.mcp_drift_check()).data)
+        report = mcp_drift.mcp_drift_check()
+        return Response(McpCheckOut(report.seen_by(actor_of(request))).data)

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from access.actors import Actor
 from core import events
 from registry import mcp_servers, pins
 from registry.models import BundleVersion, McpDrift, VersionState, VersionTool
@@ -36,6 +37,21 @@ class DriftReport:
     new: int = 0  # of which first seen by this check (announced)
     resolved: int = 0
     unreachable: dict[str, str] = field(default_factory=dict)  # url -> why
+    bundles_of: dict[str, set[str]] = field(default_factory=dict)  # url -> bundles pinning from it
+
+    def seen_by(self, actor: Actor) -> "DriftReport":
+        """What a (scoped) key may be shown: the drifts of its bundles and the servers they use."""
+        drifts = [d for d in self.drifts if actor.may_see_bundle(d["bundle"])]
+        urls = {u for u, names in self.bundles_of.items() if any(actor.may_see_bundle(n) for n in names)}
+        return DriftReport(
+            checked=self.checked,
+            servers=self.servers,
+            drifts=drifts,
+            new=sum(1 for d in drifts if d.get("announced")),
+            resolved=self.resolved,
+            unreachable={u: why for u, why in self.unreachable.items() if u in urls},
+            bundles_of={u: self.bundles_of[u] for u in urls},
+        )
 
 
 def mcp_drift_check() -> DriftReport:
@@ -48,7 +64,7 @@ def mcp_drift_check() -> DriftReport:
         .order_by("version_id", "position")
         .values("version_id", "source", "signature__name", "signature__schema_hash")
     )
-    urls = _server_urls({e["version_id"] for e in edges})
+    urls, report.bundles_of = _server_urls({e["version_id"] for e in edges})
     offered: dict[str, dict[str, str]] = {}
     for url in sorted({u for u in urls.values()})[:SERVERS_PER_CHECK_MAX]:
         try:
@@ -74,22 +90,26 @@ def mcp_drift_check() -> DriftReport:
             version_id=edge["version_id"], server=edge["source"], url=url, tool=tool, pinned=pinned, live=live or ""
         )
         if drift is not None:
-            report.new += drift.pop("new")
+            report.new += int(drift["announced"])
             report.drifts.append(drift)
     return report
 
 
-def _server_urls(version_ids: set[int]) -> dict[tuple[int, str], str]:
-    """{(version id, server name): url} from the versions' own `mcp_servers` (what they pinned from)."""
+def _server_urls(version_ids: set[int]) -> tuple[dict[tuple[int, str], str], dict[str, set[str]]]:
+    """{(version id, server name): url} from the versions' own `mcp_servers` (what they pinned
+    from), and {url: the bundles pinning from it}."""
     found: dict[tuple[int, str], str] = {}
-    for pk, canonical in BundleVersion.objects.filter(pk__in=version_ids).values_list("pk", "canonical"):
+    bundles: dict[str, set[str]] = {}
+    rows = BundleVersion.objects.filter(pk__in=version_ids).values_list("pk", "bundle__name", "canonical")
+    for pk, bundle_name, canonical in rows:
         for server in json.loads(bytes(canonical)).get(mcp_servers.FIELD) or []:
             found[(pk, server["name"])] = server["url"]
-    return found
+            bundles.setdefault(server["url"], set()).add(bundle_name)
+    return found, bundles
 
 
 def _record(*, version_id: int, server: str, url: str, tool: str, pinned: str, live: str) -> dict[str, Any] | None:
-    """The drift as reported, with "new" when this call recorded (and announced) it."""
+    """The drift as reported, `announced` when this call recorded it (first seen now)."""
     version = BundleVersion.objects.select_related("bundle").only("number", "state", "bundle__name").get(pk=version_id)
     active = pins.active_on(version_id)
     kind = "removed" if not live else "changed"
@@ -125,5 +145,5 @@ def _record(*, version_id: int, server: str, url: str, tool: str, pinned: str, l
     except IntegrityError:
         # Recorded before (by an earlier check, or a concurrent one): announced once already.
         McpDrift.objects.filter(version_id=version_id, tool=tool, live_hash=live).update(resolved_at=None)
-        return {**shown, "new": 0}
-    return {**shown, "new": 1}
+        return {**shown, "announced": False}
+    return {**shown, "announced": True}

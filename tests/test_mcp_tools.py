@@ -211,3 +211,23 @@ def test_the_version_page_shows_the_drift_alert(mcp, bundle, publisher, agent, o
     assert 'id="mcp-drift"' in page
     assert "<code>lookup_order</code> from orders (schema changed" in page
     assert "1 active session at risk" in page
+
+
+def test_the_check_over_the_api_is_for_ops_and_shows_a_scoped_key_its_bundles_only(mcp, bundle, publisher, ops):
+    from access.actors import SYSTEM
+    from access.services import api_key_create
+    from tests.conftest import Api
+
+    assert publish(publisher, declaring(mcp.url)).status_code == 201
+    label_move(bundle=bundle, name="production", version=bundle.versions.get(), actor=ops.actor, reason="r")
+    mcp.start(3)
+    key, secret = api_key_create(name="billing-ops", role=Role.OPS, actor=SYSTEM, scopes=["billing"])
+    scoped = Api(secret, key.as_actor())
+    assert publisher.post("/api/v1/mcp-servers/check/").status_code == 403
+    body = scoped.post("/api/v1/mcp-servers/check/").json()
+    assert (body["drifts"], body["unreachable"]) == ([], {})  # refunds is not its bundle
+    body = ops.post("/api/v1/mcp-servers/check/").json()
+    assert [(d["bundle"], d["tool"], d["kind"], d["announced"]) for d in body["drifts"]] == [
+        ("refunds", "cancel_order", "removed", False)  # the scoped call recorded and announced it
+    ]
+    assert McpDrift.objects.count() == 1

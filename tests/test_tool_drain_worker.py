@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from registry.models import VersionTool
+from registry.models import McpDrift, VersionTool
 from sessions_app.services import session_end, session_start
 from tests.test_tool_drain import hook, move, shared, tool_events  # noqa: F401 (fixtures)
 from tests.test_worker import _wait_for, worker  # noqa: F401 (fixture)
@@ -36,3 +36,23 @@ def test_a_shared_signature_drains_once_within_2_s_of_its_last_session(worker, b
     assert tool_events() == ["tool.draining", "tool.drained"]
     assert VersionTool.objects.filter(version=v1).get().signature.state == "drained"
     print(f"tool.drained {took:.2f}s after the last session ended ({time.monotonic() - ended:.2f}s incl. the wait)")
+
+
+def test_the_periodic_drift_check_runs_on_the_worker(worker, bundle, publisher, ops, agent):  # noqa: F811
+    from config.celery import app as celery_app
+    from tests.test_mcp_tools import McpServer, declaring, publish
+
+    server = McpServer()
+    server.start(1)
+    try:
+        assert publish(publisher, declaring(server.url)).status_code == 201
+        move(bundle, ops, "production", bundle.versions.get())
+        session, _ = session_start(bundle=bundle, actor=agent.actor)
+        server.start(2)
+        # What beat sends every MCP_DRIFT_INTERVAL, by its scheduled name and route.
+        celery_app.send_task("registry.tasks.mcp_drift_task")
+        _wait_for(lambda: McpDrift.objects.exists(), 20.0)
+        drift = McpDrift.objects.get()
+        assert (drift.tool, drift.kind, drift.sessions_active) == ("lookup_order", "changed", 1)
+    finally:
+        server.stop()
