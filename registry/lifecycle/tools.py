@@ -166,13 +166,26 @@ def tools_settle_after_commit(version_ids: Iterable[int]) -> None:
 
 
 def tool_signatures_settle_open() -> int:
-    """The sweep's backstop: settle every signature that is not drained, and every drained one
-    that a live or draining version carries again."""
+    """The sweep's backstop: settle every signature whose stored state is not what its versions'
+    states say (a settle lost to a crash). Reads without locks first, over the signatures that
+    are not drained and the drained ones a live or draining version carries again, and locks
+    only those that differ (tool_signatures_settle checks again under the lock)."""
     open_ids = set(ToolSignature.objects.exclude(state=ToolState.DRAINED).values_list("pk", flat=True))
     reopened = VersionTool.objects.filter(
         signature__state=ToolState.DRAINED, version__state__in=[VersionState.LIVE, VersionState.DRAINING]
     ).values_list("signature_id", flat=True)
-    return tool_signatures_settle(signature_ids=open_ids | set(reopened))
+    candidates = sorted(open_ids | set(reopened))
+    stale: list[int] = []
+    for start in range(0, len(candidates), SETTLE_BATCH):
+        batch = candidates[start : start + SETTLE_BATCH]
+        stored = dict(ToolSignature.objects.filter(pk__in=batch).values_list("pk", "state"))
+        states: dict[int, set[str]] = defaultdict(set)
+        for signature_id, state in VersionTool.objects.filter(signature_id__in=batch).values_list(
+            "signature_id", "version__state"
+        ):
+            states[signature_id].add(state)
+        stale += [pk for pk, state in stored.items() if derived_state(states[pk]) != state]
+    return tool_signatures_settle(signature_ids=stale)
 
 
 def tool_edges_backfill(*, chunk: int = 500) -> int:
