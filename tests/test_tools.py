@@ -145,3 +145,23 @@ def test_the_backfill_indexes_a_version_published_without_its_tools(bundle, v1):
     assert lifecycle.tool_edges_backfill() == 1
     assert signatures(v1) == before
     assert lifecycle.tool_edges_backfill() == 0  # idempotent
+
+
+def test_a_tools_page_costs_the_same_queries_however_many_versions_carry_its_signatures(
+    bundle, production, v1, agent, ops
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert agent.get("/api/v1/tools/").status_code == 200
+        return len(captured.captured_queries)
+
+    queries()  # the first call of a key also records its use
+    before = queries()
+    for n in range(12):  # twelve more versions carrying the same signature, two of them live
+        version = version_publish(bundle=bundle, content=content(f"Prompt {n}."), message="m", actor=ops.actor).version
+        if n < 2:
+            label_move(bundle=bundle, name=f"l{n}", version=version, actor=ops.actor, reason="r")
+    assert queries() == before
