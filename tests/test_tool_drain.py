@@ -217,3 +217,28 @@ def test_the_counts_are_exact_under_concurrent_starts_and_ends(bundle, shared, o
     assert row["sessions_active"] == 12
     by_version = {v["version"]: v["sessions_active"] for v in row["bundles"][0]["versions"]}
     assert (by_version[1], by_version[2]) == (6, 6)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_publishes_sharing_new_tools_index_each_signature_once(ops):
+    # Both publishes insert the same new signatures at once (ON CONFLICT DO NOTHING): each gets
+    # its edges, no signature is written twice. (Whether two such INSERTs in opposite orders
+    # deadlock is too narrow a window to hit here: the sorted insert order rules it out.)
+    from registry.services import bundle_create
+
+    a = bundle_create(name="one", actor=ops.actor)
+    b = bundle_create(name="two", actor=ops.actor)
+    schema = {"type": "object"}
+    for round_ in range(5):
+        names = [f"tool_{round_}_{i}" for i in range(20)]
+        tools = [{"name": n, "description": "", "input_schema": schema} for n in names]
+        docs = [
+            {"system_prompt": f"One {round_}.", "tools": tools},
+            {"system_prompt": f"Two {round_}.", "tools": tools[::-1]},
+        ]
+        _in_threads(
+            lambda docs=docs: version_publish(bundle=a, content=docs[0], message="m", actor=ops.actor),
+            lambda docs=docs: version_publish(bundle=b, content=docs[1], message="m", actor=ops.actor),
+        )
+        assert ToolSignature.objects.filter(name__in=names).count() == 20
+        assert VersionTool.objects.filter(signature__name__in=names).count() == 40

@@ -45,13 +45,18 @@ EVENT_VERSIONS_MAX = 20
 def tool_edges_write(*, version: BundleVersion, doc: dict[str, Any]) -> None:
     """Index the tools of a version being published (in version_publish's transaction): a
     signature row per new (name, schema hash), an edge per tool. The signature rows are
-    inserted with ON CONFLICT DO NOTHING and never updated here, so publishes of different
-    bundles sharing a tool neither wait for each other nor deadlock."""
+    inserted with ON CONFLICT DO NOTHING and never updated here. Two publishes (of different
+    bundles) inserting the same new signature wait for each other on its unique entry, so they
+    insert in one order, by (name, hash): in the tools' order, two documents listing two new
+    tools in opposite orders would each wait for the other's second row (a deadlock)."""
     signatures = signatures_of(doc)
     if not signatures:
         return
     ToolSignature.objects.bulk_create(
-        [ToolSignature(name=s.name, schema_hash=s.schema_hash, schema=s.schema) for s in signatures],
+        [
+            ToolSignature(name=s.name, schema_hash=s.schema_hash, schema=s.schema)
+            for s in sorted(signatures, key=lambda s: (s.name, s.schema_hash))
+        ],
         ignore_conflicts=True,
     )
     ids = {
