@@ -23,6 +23,13 @@ class Migration(migrations.Migration):
                 ("sessions_active", models.PositiveIntegerField(default=0)),
                 ("detected_at", models.DateTimeField()),
                 ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                # In the CreateModel (a new table), not a separate AddField: see tests/migration_safety.py.
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="registry.bundleversion"
+                    ),
+                ),
             ],
             options={
                 "ordering": ["-detected_at"],
@@ -37,13 +44,6 @@ class Migration(migrations.Migration):
             model_name="versiontool",
             index=models.Index(
                 condition=models.Q(("source", ""), _negated=True), fields=["version"], name="version_tool_sourced_idx"
-            ),
-        ),
-        migrations.AddField(
-            model_name="mcpdrift",
-            name="version",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT, related_name="+", to="registry.bundleversion"
             ),
         ),
         migrations.AddIndex(
