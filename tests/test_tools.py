@@ -165,3 +165,22 @@ def test_a_tools_page_costs_the_same_queries_however_many_versions_carry_its_sig
         if n < 2:
             label_move(bundle=bundle, name=f"l{n}", version=version, actor=ops.actor, reason="r")
     assert queries() == before
+
+
+def test_the_migrations_backfill_writes_the_signatures_and_states_the_publish_would(bundle, production, v1, ops):
+    import importlib
+
+    from django.db import connection
+
+    backfill = importlib.import_module("registry.migrations.0016_tooldrain_backfill_tool_signatures").backfill
+    v2 = version_publish(bundle=bundle, content=with_schema("Two.", stricter()), message="m", actor=ops.actor).version
+    before = {v.pk: signatures(v) for v in (v1, v2)}
+    VersionTool.objects.all().delete()
+    ToolSignature.objects.all().delete()
+    with connection.schema_editor() as editor:
+        backfill(None, editor)
+        backfill(None, editor)  # a retry adds nothing
+    assert {v.pk: signatures(v) for v in (v1, v2)} == before
+    states = dict(ToolSignature.objects.values_list("schema_hash", "state"))
+    assert states == {before[v1.pk][0][1]: "live", before[v2.pk][0][1]: "unreleased"}
+    assert VersionTool.objects.count() == 2
