@@ -53,9 +53,9 @@ def errors(content: dict[str, Any], *, pinned_too: bool = True) -> list[tuple[st
         return []
     if not isinstance(servers, list) or len(servers) > SERVERS_MAX:
         return [(FIELD, f"A list of at most {SERVERS_MAX} servers.")]
-    found: list[tuple[str, str]] = []
     tools = content.get("tools")
     pinned = {t.get("name") for t in tools if isinstance(t, dict)} if isinstance(tools, list) else set()
+    found: list[tuple[str, str]] = []
     names: set[str] = set()
     declared: set[str] = set()
     for i, server in enumerate(servers):
@@ -63,27 +63,46 @@ def errors(content: dict[str, Any], *, pinned_too: bool = True) -> list[tuple[st
         if not isinstance(server, dict) or set(server) != {"name", "url", "tools"}:
             found.append((path, "An object with exactly name, url and tools."))
             continue
-        name, url, listed = server["name"], server["url"], server["tools"]
-        if not isinstance(name, str) or not SERVER_NAME_RE.fullmatch(name) or name in names:
-            found.append((f"{path}.name", f"A unique name matching {SERVER_NAME_RE.pattern}."))
+        found += _server_errors(path, server, names)
+        if _tool_names_valid(server["tools"]):
+            found += _declared_errors(path, server["tools"], declared, pinned if pinned_too else None)
         else:
-            names.add(name)
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > URL_MAX:
-            found.append((f"{path}.url", f"An http(s) URL of at most {URL_MAX} characters."))
-        if (
-            not isinstance(listed, list)
-            or not 1 <= len(listed) <= TOOLS_PER_SERVER_MAX
-            or not all(isinstance(t, str) and TOOL_NAME_RE.fullmatch(t) for t in listed)
-            or len(set(listed)) != len(listed)
-        ):
             found.append((f"{path}.tools", f"1 to {TOOLS_PER_SERVER_MAX} distinct tool names."))
-            continue
-        for tool in listed:
-            if tool in declared:
-                found.append((f"{path}.tools", f"Tool {tool!r} is declared by two servers."))
-            declared.add(tool)
-            if pinned_too and tool not in pinned:
-                found.append((f"{path}.tools", f"Tool {tool!r} is not pinned in `tools`."))
+    return found
+
+
+def _server_errors(path: str, server: dict[str, Any], names: set[str]) -> list[tuple[str, str]]:
+    found = []
+    name, url = server["name"], server["url"]
+    if not isinstance(name, str) or not SERVER_NAME_RE.fullmatch(name) or name in names:
+        found.append((f"{path}.name", f"A unique name matching {SERVER_NAME_RE.pattern}."))
+    else:
+        names.add(name)
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > URL_MAX:
+        found.append((f"{path}.url", f"An http(s) URL of at most {URL_MAX} characters."))
+    return found
+
+
+def _tool_names_valid(listed: Any) -> bool:
+    return (
+        isinstance(listed, list)
+        and 1 <= len(listed) <= TOOLS_PER_SERVER_MAX
+        and all(isinstance(t, str) and TOOL_NAME_RE.fullmatch(t) for t in listed)
+        and len(set(listed)) == len(listed)
+    )
+
+
+def _declared_errors(
+    path: str, listed: list[str], declared: set[str], pinned: set[Any] | None
+) -> list[tuple[str, str]]:
+    """Each tool declared by one server only, and (unless `pinned` is None) pinned in `tools`."""
+    found = []
+    for tool in listed:
+        if tool in declared:
+            found.append((f"{path}.tools", f"Tool {tool!r} is declared by two servers."))
+        declared.add(tool)
+        if pinned is not None and tool not in pinned:
+            found.append((f"{path}.tools", f"Tool {tool!r} is not pinned in `tools`."))
     return found
 
 
