@@ -90,7 +90,6 @@ def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use
     return bundle
 
 
-@transaction.atomic
 def version_publish(
     *, bundle: Bundle, content: object, message: str, actor: Actor, resolve: bool = True
 ) -> PublishResult:
@@ -100,7 +99,21 @@ def version_publish(
     `resolve=False` is for registry.transfer's import only: `content` is bytes already verified
     against their hash, stored as they are (no marker is resolved or refused, so a version that
     an older release stored with a literal `{{>` keeps its hash); only the snippets it pins must
-    be here, for its include edges."""
+    be here, for its include edges.
+
+    Tools declared from MCP servers and not pinned yet are listed first (registry.mcp_servers),
+    after the role and scope checks (a key that may not publish makes the registry reach
+    nothing) and outside the publish's transaction: network I/O of up to a deadline per server
+    must not hold a transaction open (unless the caller already holds one)."""
+    require_role(actor, Role.PUBLISHER, "Publishing a version")
+    require_bundle_scope(actor, bundle.name)
+    if resolve:
+        content = mcp_servers.content_pinned(content)
+    return _version_publish(bundle=bundle, content=content, message=message, actor=actor, resolve=resolve)
+
+
+@transaction.atomic
+def _version_publish(*, bundle: Bundle, content: object, message: str, actor: Actor, resolve: bool) -> PublishResult:
     require_role(actor, Role.PUBLISHER, "Publishing a version")
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
@@ -108,9 +121,6 @@ def version_publish(
     # lock on the snippets: a label moving meanwhile leaves a version that records what it read.
     if resolve:
         content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
-        # Tools declared from MCP servers and not pinned yet are listed now (registry.mcp_servers):
-        # network I/O within one deadline, before any lock of this transaction is taken.
-        content = mcp_servers.content_pinned(content)
     else:
         composition.content_pinned(content=content, actor=actor)
     doc, canonical, digest = canonicalise(content)
