@@ -36,6 +36,7 @@ class BundleAdmin(registry_admin.BundleAdmin):
         return [
             _page(self, views.drain_dashboard, "drain/", "adminui_drain"),
             _page(self, views.drain_json, "drain.json", "adminui_drain_json"),
+            _page(self, views.drain_tools, "drain/tools/", "adminui_drain_tools"),
             _page(self, views.change_list, "changes/", "adminui_changes"),
             _page(self, views.models_retiring, "models/retiring/", "adminui_models_retiring"),
             _page(self, views.model_catalog, "models/", "adminui_models"),

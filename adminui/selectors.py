@@ -15,8 +15,8 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from modelcatalog.selectors import retirement_warning
 from registry import selectors as registry_selectors
-from registry.models import Bundle, BundleVersion, Label, VersionState
-from registry.selectors import versions_of
+from registry.models import Bundle, BundleVersion, Label, ToolSignature, ToolState, VersionState, VersionTool
+from registry.selectors import tools_described, versions_of
 from sessions_app.models import Session, active_sessions_annotation
 from webhooks.models import Delivery, DeliveryStatus, Endpoint
 
@@ -388,3 +388,61 @@ def session_brief(session_id: UUID) -> Session | None:
         .filter(pk=session_id)
         .first()
     )
+
+
+# --- the drain dashboard's tools tab ------------------------------------------------------------
+
+# Signatures listed on the tab (live and draining first, then drained lately).
+TOOLS_LISTED_MAX = 200
+
+
+def drain_tools() -> list[dict[str, Any]]:
+    """The tools tab: each signature in motion (live, draining, or drained within
+    DRAIN_DASHBOARD_RECENT) as GET /api/v1/tools/ describes it, with who still needs it (the API
+    keys holding active sessions on its draining versions, and how many each) and when the last
+    of those sessions' leases runs out if none renews it (the expected time left). Reads the
+    active sessions of draining versions only: what is in motion, not history."""
+    since = timezone.now() - DRAIN_DASHBOARD_RECENT
+    signatures = list(
+        ToolSignature.objects.filter(
+            Q(state__in=[ToolState.LIVE, ToolState.DRAINING]) | Q(state=ToolState.DRAINED, drained_at__gte=since)
+        ).order_by("name", "pk")[:TOOLS_LISTED_MAX]
+    )
+    rows = tools_described(signatures=signatures, actor=None)
+    draining: dict[int, list[int]] = defaultdict(list)
+    for version_id, signature_id in VersionTool.objects.filter(
+        signature__in=signatures, version__state=VersionState.DRAINING
+    ).values_list("version_id", "signature_id"):
+        draining[version_id].append(signature_id)
+    holders: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for version_id, key_name, n, until in (
+        Session.objects.filter(status="active", version_id__in=list(draining))
+        .values("version_id", "api_key__name")
+        .annotate(n=Count("pk"), until=Max("expires_at"))
+        .values_list("version_id", "api_key__name", "n", "until")
+    ):
+        name = key_name or "(no key)"
+        for signature_id in draining[version_id]:
+            held = holders[signature_id].setdefault(name, {"key": name, "sessions": 0, "until": until})
+            held["sessions"] += n
+            held["until"] = max(held["until"], until)
+    by_id = {s.pk: s for s in signatures}
+    for row, signature in zip(rows, signatures, strict=True):
+        needed = sorted(holders[signature.pk].values(), key=lambda h: (-h["sessions"], h["key"]))
+        row["holders"] = needed
+        # Who needs it: the versions still live or draining (an unreleased or drained one does not).
+        row["bundles"] = [
+            {"name": b["name"], "versions": kept}
+            for b in row["bundles"]
+            if (kept := [v for v in b["versions"] if v["state"] in (VersionState.LIVE, VersionState.DRAINING)])
+        ]
+        row["expected_end"] = max((h["until"] for h in needed), default=None)
+        row["drained_at"] = by_id[signature.pk].drained_at
+        row["draining_since"] = by_id[signature.pk].draining_since
+    order = {ToolState.DRAINING: 0, ToolState.LIVE: 1}
+    return sorted(rows, key=lambda r: (order.get(r["state"], 2), r["name"]))
+
+
+def mcp_drifts_open(version_id: int) -> list[Any]:
+    """The alert on a version's page: its MCP-sourced tools the server no longer offers as pinned."""
+    return registry_selectors.mcp_drifts_open(version_id)

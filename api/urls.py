@@ -9,6 +9,7 @@ from api import (
     release_views,
     routes,
     shell,
+    tool_views,
     transfer_views,
     views,
     views_composition,
@@ -50,6 +51,9 @@ urlpatterns = [
     path("models/", model_views.ModelListApi.as_view()),
     path("models/retiring/", model_views.ModelRetiringApi.as_view()),
     path("models/<str:provider>/<str:name>/", model_views.ModelDetailApi.as_view()),
+    path("tools/", tool_views.ToolListApi.as_view()),
+    path("tools/<str:name>/", tool_views.ToolDetailApi.as_view()),
+    path("mcp-servers/check/", tool_views.McpCheckApi.as_view()),
     path("shell/SKILL.md", shell.ShellSkillApi.as_view()),
     path("audit/", views.AuditApi.as_view()),
     # The per-turn calls (start, fetch, heartbeat, end, render): one table, both lanes.

@@ -18,6 +18,12 @@ from webhooks.models import Delivery, Endpoint, Event
 class WebhookIn(StrictInput):
     url = StrictCharField(max_length=2000, trim_whitespace=False)
     events = serializers.ListField(child=serializers.ChoiceField(choices=Event.values), allow_empty=False)
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=100,
+        help_text="Tool names: the tool events (tool.*) reach this endpoint only for these; empty: every tool.",
+    )
     description = StrictCharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False)
     active = serializers.BooleanField(required=False, help_text="Default true; false registers it switched off.")
 
@@ -36,6 +42,12 @@ class WebhookPatchIn(StrictInput):
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=Event.values), allow_empty=False, required=False
     )
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=100,
+        help_text="Tool names: the tool events (tool.*) reach this endpoint only for these; empty: every tool.",
+    )
     description = StrictCharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False)
     active = serializers.BooleanField(required=False)
 
@@ -47,6 +59,7 @@ class WebhookOut(serializers.ModelSerializer):
             "id",
             "url",
             "events",
+            "tools",
             "description",
             "active",
             "created_at",
@@ -120,7 +133,7 @@ class WebhookDetailApi(BaseApi):
         return Response(WebhookOut(_endpoint(webhook_id)).data)
 
     @extend_schema(
-        summary="Change an endpoint's url, events, description or active flag",
+        summary="Change an endpoint's url, events, tools, description or active flag",
         request=WebhookPatchIn,
         responses=WebhookOut,
     )

@@ -439,6 +439,9 @@ if not 50 <= SKILLS_EMBEDDING_TIMEOUT_MS <= 30_000:
 CELERY_TASK_ROUTES = {
     "webhooks.tasks.*": {"queue": DELIVERIES_QUEUE},
     "retention.tasks.*": {"queue": LIFECYCLE_QUEUE},  # the daily prune
+    # Outbound HTTP to MCP servers (up to WEBHOOK_ATTEMPT_DEADLINE each): with the deliveries,
+    # never in the way of a drain.
+    "registry.tasks.mcp_drift_task": {"queue": DELIVERIES_QUEUE},
 }
 # The worker's and beat's broker connection. Requests enqueue through config.celery.enqueue
 # instead, with the short request-path timeouts and the Redis breaker. max_retries/interval_*
@@ -500,6 +503,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "modelcatalog.tasks.model_retirement_sweep_task",
         "schedule": float(env_int("MODEL_RETIREMENT_SWEEP_INTERVAL", 3600)),
     },
+    # The MCP drift check (registry.mcp_drift): every declared server of the live versions listed again.
+    "mcp-drift-check": {
+        "task": "registry.tasks.mcp_drift_task",
+        "schedule": float(env_int("MCP_DRIFT_INTERVAL", 300)),
+    },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",
@@ -533,8 +541,8 @@ WEBHOOK_QUEUE_LEASE = env_int("WEBHOOK_QUEUE_LEASE", 300)
 # derived from DJANGO_SECRET_KEY (rotating that key then needs WEBHOOK_SECRET_KEYS set to the
 # old derived key first: see docs/operations.md).
 WEBHOOK_SECRET_KEYS = [key.strip() for key in env_str("WEBHOOK_SECRET_KEYS", "").split(",") if key.strip()]
-# Webhook endpoints may not point at loopback, link-local or private addresses unless this
-# is on (tests, internal deployments): see webhooks.urlcheck.
+# Webhook endpoints and declared MCP servers may not point at loopback, link-local or private
+# addresses unless this is on (tests, internal deployments): see core.urlcheck.
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
 # /metrics: scrapes send this as a Bearer token; unset, only loopback clients are answered.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

@@ -1,6 +1,6 @@
 """Domain events: `version.published`, `label.moved`, `version.draining`, `version.drained`,
 `version.revoked`, `release.applied`, `check.completed`, `approval.recorded`, `change.requested`,
-`change.approved`, `change.rejected`, `session.expired`.
+`change.approved`, `change.rejected`, `tool.draining`, `tool.drained`, `session.expired`.
 
 The domain (registry, sessions_app) publishes here and never imports who listens: an app
 that delivers events registers a `Subscriber` in its `AppConfig.ready()` (webhooks does, see

@@ -14,10 +14,13 @@ from core.errors import InvalidContent
 from core.limits import CANONICAL_MAX_BYTES as MAX_CANONICAL_BYTES
 from core.limits import PROMPT_MAX_CHARS as MAX_PROMPT_CHARS
 from core.limits import TOOL_NAME_RE
-from registry import includes, variables
+from registry import includes, mcp_servers, variables
 from registry.skills_content import content_errors as skills_content_errors
 
 TOOL_KEYS = {"name", "description", "input_schema"}
+# Kept only when given (an MCP server's outputSchema, registry.mcp_servers), so a tool without it
+# keeps its bytes and hash.
+OPTIONAL_TOOL_KEYS = {"output_schema"}
 
 # Top-level fields with their defaults; system_prompt has none (required).
 DEFAULTS: dict[str, Any] = {
@@ -29,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
 }
 # Optional fields kept only when given (no default is written), so a document without them keeps
 # the bytes and hash it had before they existed. Their rules live in registry/skills_content.py.
-OPTIONAL_FIELDS = {"skills", "compaction"}
+OPTIONAL_FIELDS = {"skills", "compaction", mcp_servers.FIELD}
 FIELDS = {"system_prompt", *DEFAULTS, *OPTIONAL_FIELDS}
 # Every top-level field a content document may hold: what an editor must carry when it does not
 # show a field (adminui.forms.VersionForm), so a field added later is never dropped.
@@ -69,6 +72,8 @@ def normalise_content(content: Any) -> dict[str, Any]:
         doc[key] = content[key]
     for path, message in skills_content_errors(content):
         err(f"content.{path}", message)
+    for path, message in mcp_servers.errors(content):
+        err(f"content.{path}", message)
 
     _check_tools(doc["tools"], err)
 
@@ -106,8 +111,8 @@ def _check_tools(tools: Any, err: Callable[[str, str], None]) -> None:
         if not isinstance(tool, dict):
             err(path, "Each tool must be an object with name, description and input_schema.")
             continue
-        for key in sorted(set(tool) - TOOL_KEYS):
-            err(f"{path}.{key}", "Unknown field; a tool has name, description and input_schema.")
+        for key in sorted(set(tool) - TOOL_KEYS - OPTIONAL_TOOL_KEYS):
+            err(f"{path}.{key}", "Unknown field; a tool has name, description, input_schema and output_schema.")
         for key in sorted(TOOL_KEYS - set(tool)):
             err(f"{path}.{key}", "This field is required.")
         name = tool.get("name")
@@ -121,6 +126,8 @@ def _check_tools(tools: Any, err: Callable[[str, str], None]) -> None:
             err(f"{path}.description", "Must be a string.")
         if "input_schema" in tool and not isinstance(tool["input_schema"], dict):
             err(f"{path}.input_schema", "Must be a JSON Schema object.")
+        if "output_schema" in tool and not isinstance(tool["output_schema"], dict):
+            err(f"{path}.output_schema", "Must be a JSON Schema object.")
 
 
 def canonicalise(content: Any) -> tuple[dict[str, Any], bytes, str]:

@@ -329,3 +329,95 @@ class ChangeApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.approver} approved {self.change_id}"
+
+
+class ToolState(models.TextChoices):
+    # No version carrying the signature has left `unreleased` (nothing could call it yet).
+    UNRELEASED = "unreleased"
+    LIVE = "live"  # a label targets a version that carries it
+    DRAINING = "draining"  # no label does, but a version carrying it still drains (sessions pinned)
+    DRAINED = "drained"  # no label targets it and no live session can call it
+
+
+class ToolSignature(models.Model):
+    """A tool as sessions call it: its name and the hash of its canonical schema (the input schema,
+    and the output schema where the tool gives one; registry.tool_signatures). One row per
+    (name, hash), whichever bundles carry it; VersionTool says which versions do.
+
+    `state` follows the states of the versions carrying it (registry.lifecycle.tools): it is
+    written only under this row's lock, after the version transitions commit, so each
+    transition (and its `tool.draining` / `tool.drained` event) happens exactly once however
+    many versions share the signature and however many processes settle it at once."""
+
+    name = models.CharField(max_length=64)
+    schema_hash = models.CharField(max_length=64)
+    # {"input_schema": ..., "output_schema": ...?}: what the hash is of, kept for the side-by-side view.
+    schema = models.JSONField()
+    state = models.CharField(max_length=16, choices=ToolState.choices, default=ToolState.UNRELEASED)
+    # First and last seen are read from the versions carrying it (registry.selectors), not kept
+    # here: a publish then never writes a row that other bundles' publishes share.
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    draining_since = models.DateTimeField(null=True, blank=True)
+    drained_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint(fields=["name", "schema_hash"], name="tool_signature_unique")]
+        indexes = [
+            # The sweep settles every signature that is not drained (registry.lifecycle.tools).
+            models.Index(fields=["state"], condition=~models.Q(state="drained"), name="tool_signature_open_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.schema_hash[:12]}"
+
+
+class VersionTool(models.Model):
+    """One tool of a published version, as its signature: written by version_publish in the
+    transaction that inserts the version (and by migration 0015's backfill for older ones), so
+    "which versions carry this signature" is an index probe, never a scan of content."""
+
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="tool_edges", db_index=False)
+    signature = models.ForeignKey(ToolSignature, on_delete=models.PROTECT, related_name="edges")
+    position = models.PositiveSmallIntegerField()  # its index in the version's `tools`
+    # The MCP server (its name in the version's `mcp_servers`) the tool was pinned from; "" for a
+    # tool written in the content. The drift check walks the live versions' sourced tools by it.
+    source = models.CharField(max_length=64, blank=True, default="", db_default="")
+
+    class Meta:
+        ordering = ["version_id", "position"]
+        indexes = [models.Index(fields=["version"], condition=~models.Q(source=""), name="version_tool_sourced_idx")]
+        constraints = [models.UniqueConstraint(fields=["version", "signature"], name="version_tool_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.signature_id}"
+
+
+class McpDrift(models.Model):
+    """A tool a live or draining version pinned from an MCP server that the server no longer
+    offers as pinned (registry.mcp_drift): removed, or with another schema. One row per
+    (version, tool, what the server offers now), so each drift is announced (`tool.drift`) once;
+    `resolved_at` is set when a later check finds the server matching the pin again."""
+
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    server = models.CharField(max_length=64)
+    url = models.CharField(max_length=2000)
+    tool = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16)  # "removed" or "changed"
+    pinned_hash = models.CharField(max_length=64)
+    live_hash = models.CharField(max_length=64, blank=True, default="")  # "" when removed
+    sessions_active = models.PositiveIntegerField(default=0)
+    detected_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-detected_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "tool", "live_hash"], name="mcp_drift_once"),
+        ]
+        indexes = [
+            models.Index(fields=["version"], condition=models.Q(resolved_at__isnull=True), name="mcp_drift_open_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.tool} {self.kind}"

@@ -28,6 +28,10 @@ class Pins(Protocol):
         `label`, only the sessions started through that label."""
         ...
 
+    def active_ids(self, version_id: int, limit: int) -> list[str]:
+        """The ids of at most `limit` active sessions pinned to the version (oldest first)."""
+        ...
+
 
 _pins: Pins | None = None
 
@@ -53,3 +57,7 @@ def any_active(version_id: int) -> bool:
 
 def active_annotation(label: str | None = None) -> Expression:
     return _current().active_annotation(label)
+
+
+def active_ids(version_id: int, limit: int) -> list[str]:
+    return _current().active_ids(version_id, limit)

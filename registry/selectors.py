@@ -2,18 +2,14 @@
 
 import json
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, QuerySet, Subquery
 
 from access.actors import Actor
 from core import limits
-from core.errors import ModelRetired, NotFound
-from modelcatalog import clock
-from modelcatalog import selectors as catalog_selectors
-from modelcatalog.selectors import ModelInfo, model_get
+from core.errors import NotFound
 from registry import pins
 from registry.contracts import Diff, diff_contents
 from registry.models import (
@@ -21,12 +17,15 @@ from registry.models import (
     BundleVersion,
     Include,
     Label,
+    McpDrift,
     Release,
+    ToolSignature,
     VersionApproval,
     VersionCheck,
     VersionState,
+    VersionTool,
 )
-from registry.parsed_content import version_model_name
+from registry.tool_signatures import derived_state
 
 
 def bundles_visible(actor: Actor | None) -> QuerySet[Bundle]:
@@ -305,110 +304,144 @@ def dependents_first(
     return [dependent_entry(edge) for edge in first[:limit]], total
 
 
-# --- the model a version names (modelcatalog) ---------------------------------------------------
+# --- tool signatures -----------------------------------------------------------------------------
+
+# Versions listed per signature (the live and draining ones first); the rest are counted.
+TOOL_VERSIONS_MAX = 50
+# Signatures of one tool name that GET /tools/{name}/ compares side by side.
+TOOL_SIGNATURES_MAX = 20
+_OPEN_STATES = (VersionState.LIVE, VersionState.DRAINING)
+_STATE_ORDER = {VersionState.LIVE: 0, VersionState.DRAINING: 1}
 
 
-def version_model_info(version: BundleVersion) -> tuple[str | None, ModelInfo | None]:
-    """(the model name a version's content gives, its model-catalog entry or None)."""
-    # A row read whole (a locked version) carries its bytes: no read for them then. A stand-in
-    # built from a few columns (BundleVersion(id=..., content_hash=...)) has the field's
-    # default, b"", which no version's content is.
-    canonical = version.__dict__.get("canonical")
-    name = version_model_name(
-        version_id=version.pk,
-        content_hash=version.content_hash,
-        canonical=bytes(canonical) if canonical else None,
+def tools_visible(*, actor: Actor | None) -> QuerySet[ToolSignature]:
+    """The tool signatures carried by a version of a bundle `actor` may see (GET /tools/, scoped
+    as the catalog is), ordered by name."""
+    edges = VersionTool.objects.filter(signature=OuterRef("pk"), version__bundle__in=bundles_visible(actor))
+    return ToolSignature.objects.filter(Exists(edges)).order_by("name", "pk")
+
+
+def tools_described(*, signatures: Iterable[ToolSignature], actor: Actor | None) -> list[dict[str, Any]]:
+    """Each signature as GET /tools/ shows it, from the versions `actor` may see only: the bundles
+    and versions carrying it (each with its state, labels and active sessions), the active
+    sessions that can call it, first and last seen (the first and latest publish carrying it) and
+    its state (registry.tool_signatures.derived_state over those versions). Sessions are counted
+    on live and draining versions only, each count bounded as every `active_sessions` is; a
+    drained or revoked version has none that can call. A fixed number of queries per page."""
+    signatures = list(signatures)
+    ids = [s.pk for s in signatures]
+    edges: list[dict[str, Any]] = [
+        dict(edge)
+        for edge in VersionTool.objects.filter(signature_id__in=ids, version__bundle__in=bundles_visible(actor))
+        .order_by("signature_id", "version__bundle__name", "-version__number")
+        .values(
+            "signature_id",
+            "version_id",
+            "version__number",
+            "version__state",
+            "version__created_at",
+            "version__bundle_id",
+            "version__bundle__name",
+        )
+    ]
+    open_ids = {e["version_id"] for e in edges if e["version__state"] in _OPEN_STATES}
+    active = dict(
+        BundleVersion.objects.filter(pk__in=open_ids)
+        .annotate(active_sessions=pins.active_annotation())
+        .values_list("pk", "active_sessions")
     )
-    return name, (model_get(provider=None, name=name) if name else None)
+    labels = _label_names_by_version(open_ids, {e["version__bundle_id"] for e in edges if e["version_id"] in open_ids})
+    by_signature: dict[int, list[dict[str, Any]]] = {}
+    for edge in edges:
+        by_signature.setdefault(edge["signature_id"], []).append(edge)
+    return [_tool_row(s, by_signature.get(s.pk, []), active, labels) for s in signatures]
 
 
-def retired_model(version: BundleVersion) -> ModelInfo | None:
-    """The catalog entry of the version's model when that model has retired (by the catalog's
-    clock), else None."""
-    _, info = version_model_info(version)
-    return info if info is not None and info.retired() else None
+def _label_names_by_version(version_ids: set[int], bundle_ids: set[int]) -> dict[int, list[str]]:
+    """{version id: names of the labels that target it}, for the given versions."""
+    found: dict[int, list[str]] = {}
+    for name, version_id, targets in Label.objects.filter(bundle_id__in=bundle_ids).values_list(
+        "name", "version_id", "targets"
+    ):
+        targeted = {t["version_id"] for t in targets} if targets else {version_id}
+        for vid in targeted & version_ids:
+            found.setdefault(vid, []).append(name)
+    return {vid: sorted(names) for vid, names in found.items()}
 
 
-def model_retired_error(*, info: ModelInfo, message: str, status: int, labels: Any = None) -> ModelRetired:
-    """The one shape of `model_retired` (publish 400, start 409, pinned 410)."""
-    details: dict[str, Any] = {
-        "model": info.name,
-        "retires_at": info.retires_at.isoformat() if info.retires_at else None,
-        "replacement": info.replacement,
-    }
-    if labels is not None:
-        details["labels"] = labels
-    return ModelRetired(message, details, status=status)
-
-
-def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dict[str, Any]]:
-    """GET /api/v1/models/retiring/: each model that retires within `within` (or has retired
-    and is still pinned by a label or a live session), soonest first, with every version of a
-    bundle `actor` may see that names it and is live or draining (the only versions sessions
-    can be on): the labels targeting it (with the target's weight) and its active sessions
-    (bounded as every count here: exact up to SESSION_COUNT_EXACT_LIMIT, then the sweep's tally).
-    One query for the versions with their counts, one for the labels; each version's model is
-    read from its content, kept per process by content hash (registry.parsed_content)."""
-    now = clock.now()
-    wanted = {(m.provider, m.name): m for m in catalog_selectors.model_list() if m.retiring_within(within, now)}
-    if not wanted:
-        return []
-    bundles = bundles_visible(actor)
-    by_model = _versions_by_model(bundles, set(wanted))
-    labels_of = _labels_by_version(bundles, {v.pk for found in by_model.values() for v in found})
-    out: list[dict[str, Any]] = []
-    for key, info in wanted.items():
-        found = by_model.get(key, [])
-        if info.retired(now) and not found:
-            continue  # retired long ago and nothing uses it: not news
-        rows: list[dict[str, Any]] = [
+def _tool_row(
+    signature: ToolSignature,
+    edges: list[dict[str, Any]],
+    active: dict[int, int],
+    labels: dict[int, list[str]],
+) -> dict[str, Any]:
+    ordered = sorted(edges, key=lambda e: _STATE_ORDER.get(e["version__state"], 2))
+    shown = ordered[:TOOL_VERSIONS_MAX]
+    bundles: dict[str, list[dict[str, Any]]] = {}
+    for edge in sorted(shown, key=lambda e: (e["version__bundle__name"], -e["version__number"])):
+        bundles.setdefault(edge["version__bundle__name"], []).append(
             {
-                "bundle": v.bundle.name,
-                "version": v.number,
-                "state": v.state,
-                "labels": labels_of.get(v.pk, []),
-                "active_sessions": getattr(v, "active_sessions", 0),
-            }
-            for v in found
-        ]
-        out.append(
-            {
-                "model": info.as_dict(),
-                "retired": info.retired(now),
-                "days_left": max(0, (info.retirement - now).days) if info.retirement else None,
-                "versions": rows,
-                "labels": sum(len(r["labels"]) for r in rows),
-                "active_sessions": sum(r["active_sessions"] for r in rows),
+                "version": edge["version__number"],
+                "state": edge["version__state"],
+                "labels": labels.get(edge["version_id"], []),
+                "sessions_active": active.get(edge["version_id"], 0),
             }
         )
-    out.sort(key=lambda m: (m["model"]["retires_at"] or "", m["model"]["provider"], m["model"]["name"]))
-    return out
+    created = [e["version__created_at"] for e in edges]
+    return {
+        "name": signature.name,
+        "schema_hash": signature.schema_hash,
+        "state": derived_state(e["version__state"] for e in edges),
+        "sessions_active": sum(active.get(e["version_id"], 0) for e in edges),
+        "first_seen_at": min(created, default=None),
+        "last_seen_at": max(created, default=None),
+        "bundles": [{"name": name, "versions": versions} for name, versions in bundles.items()],
+        "versions_total": len(edges),
+        "versions_truncated": len(edges) > len(shown),
+        "schema": signature.schema,
+    }
 
 
-def _versions_by_model(bundles: QuerySet[Bundle], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[Any]]:
-    """The live and draining versions of `bundles` naming a model in `wanted`, by model, each
-    with `active_sessions`."""
-    versions = (
-        BundleVersion.objects.filter(state__in=[VersionState.LIVE, VersionState.DRAINING], bundle__in=bundles)
-        .select_related("bundle")
-        .only("id", "number", "content_hash", "state", "bundle__name")
-        .annotate(active_sessions=pins.active_annotation())
-        .order_by("bundle__name", "number")
-    )
-    by_model: dict[tuple[str, str], list[Any]] = {}
-    for version in versions:
-        _, info = version_model_info(version)
-        if info is not None and (info.provider, info.name) in wanted:
-            by_model.setdefault((info.provider, info.name), []).append(version)
-    return by_model
+def tool_get(*, name: str, actor: Actor | None) -> dict[str, Any]:
+    """GET /tools/{name}/: the visible signatures of one tool name, oldest first (by first
+    seen), side by side, and the classified schema diff (registry.contracts) from each to the
+    next. 404 alike for a name nobody carries and one carried only outside the key's scope."""
+    signatures = list(tools_visible(actor=actor).filter(name=name)[: TOOL_SIGNATURES_MAX + 1])
+    if not signatures:
+        raise NotFound(f"No tool named {name!r}.")
+    rows = tools_described(signatures=signatures[:TOOL_SIGNATURES_MAX], actor=actor)
+    rows.sort(key=lambda r: (r["first_seen_at"] is None, r["first_seen_at"], r["schema_hash"]))
+    diffs = []
+    for old, new in zip(rows, rows[1:], strict=False):
+        diff = tool_schema_diff(name=name, old=old["schema"], new=new["schema"])
+        diffs.append(
+            {
+                "from_hash": old["schema_hash"],
+                "to_hash": new["schema_hash"],
+                "level": diff.level,
+                "changes": diff.changes,
+            }
+        )
+    return {
+        "name": name,
+        "signatures": rows,
+        "signatures_truncated": len(signatures) > TOOL_SIGNATURES_MAX,
+        "diffs": diffs,
+    }
 
 
-def _labels_by_version(bundles: QuerySet[Bundle], version_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
-    """{version id: [{label, weight}]} for the labels of `bundles` that target those versions."""
-    labels_of: dict[int, list[dict[str, Any]]] = {}
-    for label in Label.objects.filter(bundle__in=bundles).select_related("bundle").order_by("bundle__name", "name"):
-        weights = {t["version_id"]: t["weight"] for t in label.targets} if label.targets else {label.version_id: 100}
-        for version_id, weight in weights.items():
-            if version_id in version_ids:
-                labels_of.setdefault(version_id, []).append({"label": label.name, "weight": weight})
-    return labels_of
+def tool_schema_diff(*, name: str, old: dict[str, Any], new: dict[str, Any]) -> Diff:
+    """The classified changes between two schemas of one tool, by the contract diff of two
+    one-tool documents (so a tool's schemas are judged exactly as a version diff judges them);
+    the output schema, where either gives one, as the document's output schema."""
+
+    def doc(schema: dict[str, Any]) -> dict[str, Any]:
+        tool = {"name": name, "description": "", "input_schema": schema.get("input_schema")}
+        return {"tools": [tool], "output_schema": schema.get("output_schema")}
+
+    return diff_contents(doc(old), doc(new))
+
+
+def mcp_drifts_open(version_id: int) -> list[McpDrift]:
+    """A version's unresolved MCP drifts (registry.mcp_drift): the alert on its page."""
+    return list(McpDrift.objects.filter(version_id=version_id, resolved_at__isnull=True).order_by("tool"))

@@ -29,7 +29,7 @@ from core.limits import (
     storable,
 )
 from core.newlines import lf
-from registry import approvals, composition, includes, lifecycle
+from registry import approvals, composition, includes, lifecycle, mcp_servers
 from registry.canonical import canonicalise
 from registry.lifecycle import pin_policy
 from registry.models import (
@@ -131,7 +131,21 @@ def version_publish(
     `resolve=False` is for registry.transfer's import only: `content` is bytes already verified
     against their hash, stored as they are (no marker is resolved or refused, so a version that
     an older release stored with a literal `{{>` keeps its hash); only the snippets it pins must
-    be here, for its include edges."""
+    be here, for its include edges.
+
+    Tools declared from MCP servers and not pinned yet are listed first (registry.mcp_servers),
+    after the role and scope checks (a key that may not publish makes the registry reach
+    nothing) and outside the publish's transaction: network I/O of up to a deadline per server
+    must not hold a transaction open (unless the caller already holds one)."""
+    require_role(actor, Role.PUBLISHER, "Publishing a version")
+    require_bundle_scope(actor, bundle.name)
+    if resolve:
+        content = mcp_servers.content_pinned(content)
+    return _version_publish(bundle=bundle, content=content, message=message, actor=actor, resolve=resolve)
+
+
+@transaction.atomic
+def _version_publish(*, bundle: Bundle, content: object, message: str, actor: Actor, resolve: bool) -> PublishResult:
     require_role(actor, Role.PUBLISHER, "Publishing a version")
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
@@ -172,6 +186,7 @@ def version_publish(
         author=actor.name,
     )
     _include_edges_write(version=version, doc=doc)
+    lifecycle.tool_edges_write(version=version, doc=doc)
     audit_record(
         actor=actor,
         action="version.published",

@@ -246,6 +246,11 @@ class SessionPins:
     def active_annotation(self, label: str | None = None) -> Expression:
         return active_sessions_annotation(label)
 
+    def active_ids(self, version_id: int, limit: int) -> list[str]:
+        # (version, id) is the partial index of active sessions: a range scan that stops at `limit`.
+        ids = Session.objects.active().pinned_to(version_id).order_by("pk").values_list("pk", flat=True)[:limit]
+        return [str(pk) for pk in ids]
+
 
 def active_sessions_by_version() -> list[tuple[str, int, int]]:
     """(bundle, version number, active sessions) for every version with one (the metrics

@@ -549,6 +549,8 @@ def sessions_sweep() -> dict[str, int] | None:
         draining = list(BundleVersion.objects.filter(state=VersionState.DRAINING).values_list("pk", flat=True))
         # Each drain in its own transaction: one busy version must not hold the others' locks.
         drained = sum(lifecycle.version_drain(version_id=version_id) for version_id in draining)
+        # The backstop of the settles each version transition asks for after its commit.
+        lifecycle.tool_signatures_settle_open()
         sessions_tally()
     finally:
         with connection.cursor() as cursor:

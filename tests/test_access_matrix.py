@@ -89,6 +89,8 @@ UNADDRESSED = [  # endpoints that name no bundle: the same for scoped and unscop
     ("post", "/api/v1/bundles/", {"name": "support-new"}, {AGENT: 403, PUBLISHER: 201, OPS: 201, ADMIN: 201}),
     ("get", "/api/v1/catalog/", None, dict.fromkeys(LADDER, 200)),
     ("get", "/api/v1/shell/SKILL.md", None, dict.fromkeys(LADDER, 200)),
+    ("get", "/api/v1/tools/", None, dict.fromkeys(LADDER, 200)),
+    ("post", "/api/v1/mcp-servers/check/", None, {AGENT: 403, PUBLISHER: 403, OPS: 200, ADMIN: 200}),
     ("get", "/api/v1/audit/", None, {AGENT: 403, PUBLISHER: 403, OPS: 200, ADMIN: 200}),
     ("get", "/api/v1/knowledge/", None, dict.fromkeys(LADDER, 200)),
     ("post", "/api/v1/knowledge/", {"name": "support-kb"}, {AGENT: 403, PUBLISHER: 201, OPS: 201, ADMIN: 201}),

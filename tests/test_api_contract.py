@@ -814,6 +814,9 @@ CONTRACT_PATHS = {
     "/api/v1/models/retiring/": {"get"},
     "/api/v1/models/{provider}/{name}/": {"get", "put"},
     "/api/v1/bundles/{name}/versions/{number}/derive/": {"post"},
+    "/api/v1/tools/": {"get"},
+    "/api/v1/tools/{name}/": {"get"},
+    "/api/v1/mcp-servers/check/": {"post"},
     "/api/v1/shell/SKILL.md": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/diff/": {"get"},  # issue 5
     # Issue 20: content-addressed export and import.

@@ -227,3 +227,48 @@ def test_push_says_when_a_label_move_became_a_change_request(cli, tmp_path):
     change = Change.objects.get()
     assert status == 0
     assert f"production not moved yet: change {change.pk} waits for 1 approval(s)" in out
+
+
+def test_push_pins_mcp_tools_from_this_machine_as_the_registry_would(cli, tmp_path):
+    from tests.test_mcp_tools import McpServer
+
+    server = McpServer()
+    server.start(1)
+    try:
+        source = write_bundle(tmp_path / "orders", prompt="Orders agent.\n", tools=[])
+        declared = [{"name": "orders", "url": server.url, "tools": ["lookup_order", "cancel_order"]}]
+        (source / "mcp_servers.json").write_text(json.dumps(declared))
+        status, out, err = cli("push", str(source), "--bundle", "orders", "--message", "m", "--pin-mcp")
+        assert status == 0, err
+        assert "pinned lookup_order from its MCP server" in out
+        pinned_here = BundleVersion.objects.get(bundle__name="orders")
+        # The registry pins the same declaration itself to the same bytes.
+        status, out, err = cli("push", str(source), "--bundle", "orders-server", "--message", "m")
+        assert status == 0, err
+        assert BundleVersion.objects.get(bundle__name="orders-server").content_hash == pinned_here.content_hash
+
+        server.start(3)  # cancel_order is gone
+        status, _, err = cli("push", str(source), "--bundle", "orders-3", "--message", "m", "--pin-mcp")
+        assert status == 1 and "does not offer cancel_order" in err
+    finally:
+        server.stop()
+
+
+def test_mcp_check_reports_drift_and_exits_non_zero(cli, tmp_path):
+    from tests.test_mcp_tools import McpServer
+
+    server = McpServer()
+    server.start(1)
+    try:
+        source = write_bundle(tmp_path / "orders", prompt="Orders agent.\n", tools=[])
+        declared = [{"name": "orders", "url": server.url, "tools": ["lookup_order"]}]
+        (source / "mcp_servers.json").write_text(json.dumps(declared))
+        args = ("--label", "production", "--reason", "first")
+        assert cli("push", str(source), "--bundle", "orders", "--message", "m", *args)[0] == 0
+        status, out, _ = cli("mcp", "check")
+        assert status == 0 and "1 pinned tool(s) compared, 0 drift(s)" in out
+        server.start(2)
+        status, out, err = cli("mcp", "check")
+        assert status == 1 and "orders@1: lookup_order from orders changed" in out and "drift found" in err
+    finally:
+        server.stop()

@@ -23,6 +23,13 @@ class Event(models.TextChoices):
     # and the day it retires (modelcatalog.services.retirement_notices_send).
     MODEL_RETIRING = "model.retiring"
     MODEL_RETIRED = "model.retired"
+    # A tool signature's last label stopped targeting it; the last session that could call it
+    # is gone (registry.lifecycle.tools). Endpoint.tools narrows them to some tools.
+    TOOL_DRAINING = "tool.draining"
+    TOOL_DRAINED = "tool.drained"
+    # An MCP server no longer offers a tool as a live or draining version pinned it (removed, or
+    # another schema): names the sessions at risk (registry.mcp_drift).
+    TOOL_DRIFT = "tool.drift"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 
@@ -37,6 +44,9 @@ class Endpoint(models.Model):
 
     url = models.URLField(max_length=2000)
     events = models.JSONField(default=list)
+    # Tool names: when not empty, the tool events (`tool.*`) reach this endpoint only for these
+    # tools, so a backend team subscribes to its own; other events are not filtered.
+    tools = models.JSONField(default=list, blank=True, db_default=[])
     description = models.TextField(blank=True, default="")
     active = models.BooleanField(default=True)
     secret = models.CharField(max_length=100, blank=True, default="")

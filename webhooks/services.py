@@ -16,7 +16,7 @@ Bounded, so that a slow receiver cannot flood the queue or take every slot (issu
   same attempt; a worker that dies mid-attempt leaves it due again after the claim lease) and
   marks it `sending_until`; the claim is refused while the endpoint has its limit in flight.
 - One attempt ends within WEBHOOK_ATTEMPT_DEADLINE seconds of wall-clock time, whatever the
-  receiver does (webhooks.transport), and connects to the address that was checked."""
+  receiver does (core.transport), and connects to the address that was checked."""
 
 import base64
 import json
@@ -41,10 +41,11 @@ from access.permissions import require_role
 from audit.services import audit_record
 from core import enqueue, instruments
 from core.errors import Conflict, InvalidContent
+from core.limits import TOOL_NAME_RE
+from core.transport import PinnedTransport
+from core.urlcheck import UrlNotAllowed, check_url, resolve
 from webhooks.models import Delivery, DeliveryStatus, Endpoint, Event
 from webhooks.sealing import reseal, seal, unseal
-from webhooks.transport import PinnedTransport
-from webhooks.urlcheck import UrlNotAllowed, check_url, resolve
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,23 @@ def _valid_events(events: Any) -> list[str]:
     return sorted(set(events))
 
 
+# Tool names an endpoint may filter its tool events by.
+MAX_TOOLS = 100
+
+
+def _valid_tools(tools: Any) -> list[str]:
+    if (
+        not isinstance(tools, list)
+        or len(tools) > MAX_TOOLS
+        or not all(isinstance(t, str) and TOOL_NAME_RE.fullmatch(t) for t in tools)
+    ):
+        raise InvalidContent(
+            "Invalid tool names.",
+            {"tools": [f"A list of at most {MAX_TOOLS} tool names, each matching {TOOL_NAME_RE.pattern}."]},
+        )
+    return sorted(set(tools))
+
+
 def _valid_url(url: Any) -> str:
     if not isinstance(url, str) or not url or len(url) > 2000:
         raise InvalidContent("A URL is required.", {"url": ["An http(s) URL of at most 2,000 characters."]})
@@ -114,15 +132,17 @@ def _valid_active(active: Any) -> bool:
 
 @transaction.atomic
 def endpoint_create(
-    *, url: Any, events: Any, actor: Actor, description: Any = "", active: Any = True
+    *, url: Any, events: Any, actor: Actor, description: Any = "", active: Any = True, tools: Any = None
 ) -> tuple[Endpoint, str]:
     """Register an endpoint (switched on unless `active` is false: e.g. to set up a receiver
-    first); returns it with its signing secret, which is shown only now."""
+    first); returns it with its signing secret, which is shown only now. `tools` narrows the
+    tool events it receives to those tool names."""
     _require_admin(actor)
     secret = new_secret()
     endpoint = Endpoint.objects.create(
         url=_valid_url(url),
         events=_valid_events(events),
+        tools=_valid_tools([] if tools is None else tools),
         description=_valid_description(description),
         active=_valid_active(active),
         secret_sealed=seal(secret),
@@ -133,7 +153,7 @@ def endpoint_create(
         action="webhook.created",
         target_type="webhook",
         target=str(endpoint.pk),
-        data={"events": endpoint.events, "active": endpoint.active},
+        data={"events": endpoint.events, "tools": endpoint.tools, "active": endpoint.active},
     )
     return endpoint, secret
 
@@ -230,7 +250,7 @@ def secrets_reseal() -> int:
 
 @transaction.atomic
 def endpoint_update(*, endpoint: Endpoint, actor: Actor, changes: dict[str, Any]) -> Endpoint:
-    """Change url, events, description or active. Switching an endpoint back on clears the
+    """Change url, events, tools, description or active. Switching an endpoint back on clears the
     reason it was switched off."""
     _require_admin(actor)
     endpoint = Endpoint.objects.select_for_update().get(pk=endpoint.pk)
@@ -241,6 +261,9 @@ def endpoint_update(*, endpoint: Endpoint, actor: Actor, changes: dict[str, Any]
     if "events" in changes:
         endpoint.events = _valid_events(changes["events"])
         fields.append("events")
+    if "tools" in changes:
+        endpoint.tools = _valid_tools(changes["tools"])
+        fields.append("tools")
     if "description" in changes:
         endpoint.description = _valid_description(changes["description"])
         fields.append("description")
@@ -339,7 +362,12 @@ def event_emit(*, event: str, data: dict[str, Any]) -> int:
     transaction of the change. `data` must hold ids, names, versions, hashes and states only.
     Returns how many deliveries were queued."""
     assert event in Event.values, event
-    endpoints = list(Endpoint.objects.filter(active=True, events__contains=[event]).values_list("pk", flat=True))
+    subscribed = Endpoint.objects.filter(active=True, events__contains=[event])
+    tool = data.get("tool")
+    if event.startswith("tool.") and isinstance(tool, str):
+        # An endpoint that names tools hears only about those (Endpoint.tools).
+        subscribed = subscribed.filter(Q(tools=[]) | Q(tools__contains=[tool]))
+    endpoints = list(subscribed.values_list("pk", flat=True))
     if not endpoints:
         return 0
     now = timezone.now()

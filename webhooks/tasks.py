@@ -5,7 +5,7 @@ from django.db import OperationalError
 from webhooks import services
 
 # Both run on the `deliveries` queue (CELERY_TASK_ROUTES). The time limits are a backstop: the
-# attempt itself ends within WEBHOOK_ATTEMPT_DEADLINE (webhooks.transport).
+# attempt itself ends within WEBHOOK_ATTEMPT_DEADLINE (core.transport).
 _LIMIT = settings.WEBHOOK_ATTEMPT_DEADLINE
 
 

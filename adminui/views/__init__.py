@@ -17,7 +17,14 @@ from adminui.views.changes import change_decide, change_list
 from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
 from adminui.views.models import model_catalog, model_migrate, models_retiring
-from adminui.views.sessions import drain_dashboard, drain_json, session_detail, session_end, session_list
+from adminui.views.sessions import (
+    drain_dashboard,
+    drain_json,
+    drain_tools,
+    session_detail,
+    session_end,
+    session_list,
+)
 from adminui.views.versions import version_detail, version_diff, version_list, version_new, version_revoke
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "bundle_overview",
     "drain_dashboard",
     "drain_json",
+    "drain_tools",
     "label_list",
     "label_move",
     "label_policy",

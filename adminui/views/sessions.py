@@ -63,6 +63,28 @@ def drain_dashboard(request: HttpRequest, model_admin: ModelAdmin) -> HttpRespon
     )
 
 
+def drain_tools(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
+    """The drain dashboard's tools tab: each tool signature in motion, who still needs it and
+    the expected time left (adminui.selectors.drain_tools)."""
+    need_view(request, model_admin)
+    rows = selectors.drain_tools()
+    now = timezone.now()
+    for row in rows:
+        end = row["expected_end"]
+        row["expected_end_text"] = when(end)
+        row["time_left_text"] = _left(end - now) if end and row["state"] == "draining" else ""
+        row["drained_at_text"] = when(row["drained_at"])
+        row["draining_since_text"] = when(row["draining_since"])
+    return render(request, model_admin, "adminui/drain_tools.html", "Drain dashboard: tools", rows=rows, now=now)
+
+
+def _left(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {seconds} s"
+
+
 def drain_json(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:
     need_view(request, model_admin)
     bundle_name = request.GET.get("bundle") or None

@@ -208,6 +208,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         skills_panel=version_skills_panel(version_id=version.pk, content=content),
         provider=_provider_section(request, version, content),
         approvals_panel=approvals_panel(actor, version),
+        mcp_drifts=selectors.mcp_drifts_open(version.pk),
     )
 
 

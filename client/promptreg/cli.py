@@ -91,6 +91,8 @@ def push(args: argparse.Namespace, out: Output) -> dict[str, Any]:
         raise Failure(
             f"error: {exc.place}: {exc.message}", doc={"errors": [{"place": exc.place, "message": exc.message}]}
         )
+    if getattr(args, "pin_mcp", False):
+        content = _pin_mcp(content, out)
     with _registry(args) as registry:
         try:
             registry.bundle_info(args.bundle)
@@ -350,6 +352,38 @@ def mcp_stdio(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     return {}
 
 
+def _pin_mcp(content: dict[str, Any], out: Output) -> dict[str, Any]:
+    try:
+        from promptreg import mcp_pin
+    except ImportError as exc:
+        raise Failure(f"--pin-mcp needs the MCP SDK: pip install 'promptreg[mcp]' ({exc}).", status=2)
+    try:
+        content, pinned = mcp_pin.content_pinned(content)
+    except ValueError as exc:
+        raise Failure(f"error: {exc} (nothing was published)") from None
+    for name in pinned:
+        out.say(f"pinned {name} from its MCP server")
+    return content
+
+
+def mcp_check(args: argparse.Namespace, out: Output) -> dict[str, Any]:
+    """`promptreg mcp check`: the registry lists the MCP servers its live versions pinned tools
+    from and compares; exit 1 when a pinned tool drifted or a server could not be listed."""
+    with _registry(args) as registry:
+        report = registry.mcp_check()
+    for d in report["drifts"]:
+        out.say(
+            f"{d['bundle']}@{d['version']}: {d['tool']} from {d['server']} {d['kind']}"
+            f" ({d['sessions_active']} active session(s) at risk)"
+        )
+    for url, why in report["unreachable"].items():
+        out.say(f"{url}: could not be listed: {why}")
+    out.say(f"{report['checked']} pinned tool(s) compared, {len(report['drifts'])} drift(s)")
+    if report["drifts"] or report["unreachable"]:
+        raise Failure("drift found" if report["drifts"] else "a server could not be listed", doc=report)
+    return report
+
+
 def check_report(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     registry = _registry(args)
     try:
@@ -501,6 +535,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-breaking", action="store_true", help="move the label even across a breaking change")
     p.add_argument("--description", help="when the bundle does not exist yet: its description")
     p.add_argument("--when-to-use", help="when the bundle does not exist yet: its when_to_use")
+    p.add_argument(
+        "--pin-mcp",
+        action="store_true",
+        help="list the MCP servers of mcp_servers.json from this machine and pin their tools before publishing",
+    )
     p.set_defaults(run=push)
 
     p = commands.add_parser("pull", parents=[common], help="write a version as a bundle directory")
@@ -541,6 +580,11 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=import_bundles)
 
     _import_parser(commands, common)
+
+    p = commands.add_parser("mcp", parents=[common], help="tools pinned from MCP servers")
+    mcp_commands = p.add_subparsers(dest="mcp_command", required=True)
+    p = mcp_commands.add_parser("check", parents=[common], help="compare live MCP servers with the pinned tools")
+    p.set_defaults(run=mcp_check)
 
     p = commands.add_parser("mcp-stdio", parents=[common], help="serve MCP on stdio, forwarding to the registry")
     p.set_defaults(run=mcp_stdio)

@@ -164,6 +164,10 @@ class Registry:
         """What this key may start sessions on, with `when_to_use` and labels."""
         return self._all(f"{API}/catalog/")
 
+    def mcp_check(self) -> dict[str, Any]:
+        """Run the registry's MCP drift check now (ops): the drifts of pinned MCP tools."""
+        return self.json("POST", f"{API}/mcp-servers/check/")
+
     def _all(self, path: str) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
         next_url: str | None = path

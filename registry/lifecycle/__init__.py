@@ -8,6 +8,8 @@
   label's compatibility policy and required checks allow, valid splits, If-Match), and
   `label_apply_targets`, the one function that applies a move, shared by registry.services
   and registry.releases, with `label_moved_emit`, the one `label.moved` payload.
+- `tools`: the tool-signature index a publish writes, and each signature's state, settled after
+  the version transitions commit (`tool.draining`, `tool.drained`).
 - `previews`: read-only answers to "what would this do" for moves, publishes and revokes.
 
 Services (registry.services, registry.releases, sessions_app.services) call these; nothing
@@ -60,6 +62,13 @@ from registry.lifecycle.previews import (
     latest_content,
     version_publish_check,
     version_revoke_preview,
+)
+from registry.lifecycle.tools import (
+    tool_edges_backfill,
+    tool_edges_write,
+    tool_signatures_settle,
+    tool_signatures_settle_open,
+    tools_settle_after_commit,
 )
 from registry.lifecycle.versions import (
     VERSION_DRAIN_TASK,
@@ -122,6 +131,11 @@ __all__ = [
     "target_for_bucket",
     "targets_out",
     "targets_valid",
+    "tool_edges_backfill",
+    "tool_edges_write",
+    "tool_signatures_settle",
+    "tool_signatures_settle_open",
+    "tools_settle_after_commit",
     "version_drain",
     "version_drain_request",
     "version_lock_shared",

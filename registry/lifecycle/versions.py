@@ -18,6 +18,7 @@ from core.limits import DEFAULT_LABEL
 from registry import bundle_cache, pins
 from registry.lifecycle.common import require_text
 from registry.lifecycle.locks import label_lock_shared, version_lock_shared, versions_lock
+from registry.lifecycle.tools import tools_settle_after_commit
 from registry.models import Bundle, BundleVersion, Label, VersionState
 from registry.selectors import label_targets, model_retired_error, retired_model
 
@@ -57,6 +58,7 @@ def version_make_live(*, version: BundleVersion) -> None:
         version.draining_since = None
         version.drained_at = None
         version.save(update_fields=["state", "draining_since", "drained_at"])
+        tools_settle_after_commit([version.pk])
 
 
 def version_release(*, version: BundleVersion) -> None:
@@ -67,6 +69,7 @@ def version_release(*, version: BundleVersion) -> None:
     version.state = VersionState.DRAINING
     version.draining_since = timezone.now()
     version.save(update_fields=["state", "draining_since"])
+    tools_settle_after_commit([version.pk])
     bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=version.bundle_id)
     events.emit("version.draining", bundle=bundle_name, version=version.number, content_hash=version.content_hash)
     if not pins.any_active(version.pk):
@@ -84,6 +87,9 @@ def _mark_drained(version: BundleVersion) -> None:
     version.state = VersionState.DRAINED
     version.drained_at = timezone.now()
     version.save(update_fields=["state", "drained_at"])
+    # The same worker, right after this commit: a tool whose last carrier this was drains
+    # within the version drain's timing (registry.lifecycle.tools).
+    tools_settle_after_commit([version.pk])
     digest, number, bundle_id = version.content_hash, version.number, version.bundle_id
     bundle_name = Bundle.objects.values_list("name", flat=True).get(pk=bundle_id)
     events.emit("version.drained", bundle=bundle_name, version=number, content_hash=digest)
@@ -153,6 +159,7 @@ def version_pin(
             version.state = VersionState.DRAINING
             version.draining_since = timezone.now()
             version.save(update_fields=["state", "draining_since"])
+            tools_settle_after_commit([version.pk])
             return version
         state = version.state
     else:
@@ -233,6 +240,7 @@ def version_revoke(*, version: BundleVersion, actor: Actor, reason: str) -> Bund
     version.revoked_at = timezone.now()
     version.revoke_reason = reason
     version.save(update_fields=["state", "revoked_at", "revoke_reason"])
+    tools_settle_after_commit([version.pk])
     digest, number = version.content_hash, version.number
     events.emit("version.revoked", bundle=bundle_name, version=number, content_hash=digest, by=actor.name)
     audit_record(

@@ -1,5 +1,7 @@
-"""Which URLs a webhook may point at. By default only public addresses: a registry that
-POSTs wherever an admin says is a way into the private network behind it (SSRF)."""
+"""Which URLs the registry may reach out to: webhook endpoints and the MCP servers bundles
+declare (registry.mcp_pins). By default only public addresses: a registry that connects
+wherever an admin or a publisher says is a way into the private network behind it (SSRF).
+Both follow WEBHOOK_ALLOW_PRIVATE_URLS."""
 
 import ipaddress
 import socket
@@ -23,7 +25,7 @@ _resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
 @dataclass(frozen=True)
 class Resolved:
     """A URL's host and port and the addresses it resolved to, every one of them checked: the
-    delivery connects to addresses[0] (webhooks.transport), never resolving again."""
+    delivery connects to addresses[0] (core.transport), never resolving again."""
 
     host: str
     port: int

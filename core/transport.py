@@ -1,6 +1,6 @@
 """One webhook attempt's HTTP connection: to the address that was checked, within one deadline.
 
-- Pinned: the URL's host is resolved once (webhooks.urlcheck.resolve), every address checked,
+- Pinned: the URL's host is resolved once (core.urlcheck.resolve), every address checked,
   and the connection goes to the first of them. httpx would resolve the name again when it
   connects, leaving a window in which DNS could answer differently (DNS rebinding: a public
   address for the check, 127.0.0.1 for the connect). The request keeps the URL, so the Host
@@ -19,7 +19,7 @@ import typing
 import httpcore
 import httpx
 
-from webhooks.urlcheck import Resolved
+from core.urlcheck import Resolved
 
 
 class DeadlineExceeded(httpcore.TimeoutException):
