@@ -268,6 +268,11 @@ def label_move_locked(
     """The move of an existing label whose row the caller's transaction holds: label_move's, and
     an approved change request's (registry.changes, with its `approved_by`)."""
     lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
+    policy_change = compatibility is not None and compatibility != label.compatibility
+    if policy_change:
+        # The policy is ops' (PATCH): a publisher's PUT may move the label but not lower the
+        # rule every later move is judged by. Checked before the move, so nothing is half done.
+        require_role(actor, Role.OPS, "Changing a label's compatibility policy")
     if not lifecycle.same_targets(label, targets):
         # Judged by the policy the label has now: a request cannot lower the policy
         # and slip a breaking move past it at once.
@@ -279,8 +284,8 @@ def label_move_locked(
             allow_breaking=allow_breaking,
             approved_by=approved_by,
         )
-    if compatibility is not None and compatibility != label.compatibility:
-        _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
+    if policy_change:
+        _policy_apply(label=label, changes={"compatibility": compatibility}, actor=actor, reason=reason)
     return label
 
 
@@ -360,45 +365,35 @@ def label_policy_set(
         if label is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
         lifecycle.revision_check(label, expected_revision)
-        before = label_policy(label)
-        changed = {k: v for k, v in changes.items() if before[k] != v}
-        if not changed:
-            return label
-        for key, value in changed.items():
-            setattr(label, key, value)
-        label.change_kind = "policy"
-        label.move_note = "policy: " + "; ".join(f"{k} {before[k]!r} -> {v!r}" for k, v in changed.items())
-        label.revision += 1
-        label.updated_at = timezone.now()
-        label.updated_by = actor.name
-        label._change_reason = reason  # recorded by django-simple-history
-        label.save()
-        audit_record(
-            actor=actor,
-            action="label.policy_changed",
-            target_type="label",
-            target=f"{bundle.name}:{label.name}",
-            reason=reason,
-            data={"from": {k: before[k] for k in changed}, "to": changed},
-        )
+        _policy_apply(label=label, changes=changes, actor=actor, reason=reason)
         return label
 
 
-def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason: str) -> None:
-    """Change a label's policy (the caller holds its row lock). Not a move, so it adds no row to
-    the label's move history; the audit log records it. It is a change of the label, so its
-    revision (ETag) moves."""
-    previous = label.compatibility
-    label.compatibility = compatibility
+def _policy_apply(*, label: Label, changes: dict[str, Any], actor: Actor, reason: str) -> None:
+    """Apply valid policy `changes` to a label whose row the caller's transaction holds: one row
+    in the label's history (kind "policy", with who and why), one audit event, and the revision
+    (ETag) moves. The one way a policy changes, whether through PATCH or label PUT's
+    `compatibility`. Setting what is already set changes nothing."""
+    before = label_policy(label)
+    changed = {k: v for k, v in changes.items() if before[k] != v}
+    if not changed:
+        return
+    for key, value in changed.items():
+        setattr(label, key, value)
+    label.change_kind = "policy"
+    label.move_note = "policy: " + "; ".join(f"{k} {before[k]!r} -> {v!r}" for k, v in changed.items())
     label.revision += 1
-    label.save_without_historical_record(update_fields=["compatibility", "revision"])
+    label.updated_at = timezone.now()
+    label.updated_by = actor.name
+    label._change_reason = reason  # recorded by django-simple-history
+    label.save()
     audit_record(
         actor=actor,
         action="label.policy_changed",
         target_type="label",
         target=f"{label.bundle.name}:{label.name}",
         reason=reason,
-        data={"from": previous, "to": compatibility},
+        data={"from": {k: before[k] for k in changed}, "to": changed},
     )
 
 

@@ -1064,11 +1064,13 @@ def test_it_shows_every_move_with_who_when_from_to_why_and_a_diff_link(reader, b
     assert "rename tool" in page  # each version's message
 
 
-def test_a_compatibility_change_is_not_a_move_in_the_history(reader, bundle, v1, production, ops):
+def test_a_compatibility_change_is_a_policy_row_in_the_history(reader, bundle, v1, production, ops):
     label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="relax", compatibility="none")
     page = reader.get(u("adminui_history", "refunds")).content.decode()
     rows = re.findall(r'<tr data-label="production" data-to="1">(.*?)</tr>', page, re.S)
-    assert len(rows) == 1 and "relax" not in rows[0]  # only the creation; the audit log has the change
+    # Issue 36: recorded as a PATCH of the policy is (newest first), naming who and why.
+    assert len(rows) == 2 and "relax" in rows[0] and "policy: compatibility" in rows[0]
+    assert ops.actor.name in rows[0]
     assert AuditEvent.objects.filter(action="label.policy_changed", reason="relax").exists()
 
 

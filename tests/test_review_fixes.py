@@ -38,14 +38,41 @@ def test_a_request_cannot_lower_the_policy_to_slip_a_breaking_move_through(ops):
     assert (label.version.number, label.compatibility) == (1, "backward")
 
 
-def test_changing_the_policy_alone_is_audited_and_is_not_a_move(ops):
+def test_changing_the_policy_through_put_is_audited_and_in_the_label_history(ops):
     name = _breaking_bundle(ops)
     path = f"/api/v1/bundles/{name}/labels/production/"
     assert ops.put(path, {"version": 1, "reason": "relax", "compatibility": "none"}).json()["compatibility"] == "none"
-    assert len(ops.get(path + "history/").json()["results"]) == 1  # only the creation
+    # Issue 36: the change is in the label's history, as PATCH's is, naming who made it.
+    history = ops.get(path + "history/").json()["results"]
+    assert [(h["kind"], h["by"], h["reason"]) for h in history][:1] == [("policy", "key:review-ops", "relax")]
+    assert len(history) == 2
+    assert Label.objects.get(bundle__name=name, name="production").updated_by == "key:review-ops"
     event = AuditEvent.objects.filter(action="label.policy_changed").get()
-    assert (event.reason, event.data) == ("relax", {"from": "backward", "to": "none"})
+    assert (event.reason, event.data) == (
+        "relax",
+        {"from": {"compatibility": "backward"}, "to": {"compatibility": "none"}},
+    )
     assert ops.put(path, {"version": 2, "reason": "now unchecked"}).status_code == 200
+
+
+def test_a_publisher_cannot_change_the_policy_through_put(ops):
+    # Issue 36: the policy is ops' (PATCH); a publisher's PUT with `compatibility` was applied.
+    name = _breaking_bundle(ops)
+    ops._send("patch", f"/api/v1/bundles/{name}/labels/production/", {"protected": False, "reason": "open"})
+    ops.put(f"/api/v1/bundles/{name}/labels/staging/", {"version": 1, "reason": "s", "compatibility": "backward"})
+    publisher = make_api(Role.PUBLISHER, name="review-writer")
+    for label in ("production", "staging"):
+        path = f"/api/v1/bundles/{name}/labels/{label}/"
+        response = publisher.put(path, {"version": 2, "reason": "sneak", "compatibility": "none"})
+        assert response.status_code == 403, response.content
+        assert response.json()["error"]["code"] == "permission_denied"
+        assert Label.objects.get(bundle__name=name, name=label).compatibility == "backward"
+        # The same move without touching the policy is judged by it (breaking: 409), as before.
+        assert publisher.put(path, {"version": 2, "reason": "try"}).status_code == 409
+        # Saying the policy it already has is not a change.
+        same = publisher.put(path, {"version": 1, "reason": "same", "compatibility": "backward"})
+        assert same.status_code == 200, same.content
+    assert not AuditEvent.objects.filter(action="label.policy_changed", actor="key:review-writer").exists()
 
 
 def test_rollback_may_name_any_version_and_is_judged_unless_it_was_a_target_before(ops):
