@@ -98,9 +98,9 @@ def version_publish(
     canonical content (created=False), so that publishing is idempotent.
 
     `resolve=False` is for registry.transfer's import only: `content` is bytes already verified
-    against their hash, stored as they are (no marker is resolved or refused, so a version that
-    an older release stored with a literal `{{>` keeps its hash); only the snippets it pins must
-    be here, for its include edges."""
+    against their hash, stored as they are (no marker is resolved, so a version that an older
+    release stored with a literal `{{>` keeps its hash); content that carries `includes` is
+    checked as a publish checks it (composition.content_pinned)."""
     require_role(actor, Role.PUBLISHER, "Publishing a version")
     require_bundle_scope(actor, bundle.name)
     message = lifecycle.require_text("message", message)
@@ -109,7 +109,7 @@ def version_publish(
     if resolve:
         content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
     else:
-        composition.content_pinned(content=content, actor=actor)
+        composition.content_pinned(content=content, bundle=bundle, actor=actor)
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))
