@@ -689,6 +689,20 @@ def test_the_app_trusts_exactly_the_one_proxy_hop():
     assert ["X-Forwarded-Proto", "$scheme"] in _nginx("proxy_set_header")
 
 
+def test_the_app_reads_x_forwarded_for_only_from_the_proxy_address():
+    # Issue 36: any container that reached web directly was trusted for X-Forwarded-For.
+    import ipaddress
+
+    env = _compose()["x-app-env"]
+    trusted = _interpolate(env["DJANGO_TRUSTED_PROXIES"], {})
+    proxy = _interpolate(_services()["proxy"]["networks"]["default"]["ipv4_address"], {})
+    assert trusted == proxy
+    (subnet,) = _compose()["networks"]["default"]["ipam"]["config"]
+    assert ipaddress.ip_address(proxy) in ipaddress.ip_network(_interpolate(subnet["subnet"], {}))
+    # Every other service is on the same network with an address of Docker's choosing.
+    assert [name for name, service in _services().items() if "networks" in service] == ["proxy"]
+
+
 def test_the_proxy_mounts_its_config_certificates_and_the_static_files():
     services = _services()
     volumes = services["proxy"]["volumes"]

@@ -122,6 +122,38 @@ def test_the_client_address_comes_from_trusted_proxy_hops_only(ops, hops, forwar
     assert AuditEvent.objects.get(action="bundle.created").client_ip == expected
 
 
+@pytest.mark.parametrize(
+    ("peer", "proxies", "expected"),
+    [
+        ("10.9.8.7", "127.0.0.0/8", "10.9.8.7"),  # not a configured proxy: its own address
+        ("10.9.8.7", "10.9.8.0/24", "1.2.3.4"),
+        ("::ffff:10.9.8.7", "10.9.8.7", "1.2.3.4"),
+        ("2001:db8::1", "10.0.0.0/8,2001:db8::/64", "1.2.3.4"),
+    ],
+)
+def test_x_forwarded_for_is_read_only_from_a_trusted_proxy(ops, settings, peer, proxies, expected):
+    # Issue 36: X-Forwarded-For was trusted from any peer that reached the app directly.
+    import ipaddress
+
+    settings.TRUSTED_PROXY_HOPS = 1
+    settings.TRUSTED_PROXIES = tuple(ipaddress.ip_network(p) for p in proxies.split(","))
+    ops.post("/api/v1/bundles/", {"name": "addr"}, HTTP_X_FORWARDED_FOR="1.2.3.4", REMOTE_ADDR=peer)
+    assert AuditEvent.objects.get(action="bundle.created").client_ip == expected
+
+
+def test_a_direct_peer_cannot_claim_loopback_for_metrics_or_readyz(client, settings, db):
+    settings.TRUSTED_PROXY_HOPS = 1
+    settings.METRICS_TOKEN = ""
+    forged = {"HTTP_X_FORWARDED_FOR": "127.0.0.1", "REMOTE_ADDR": "10.9.8.7"}
+    assert client.get("/metrics", **forged).status_code == 401
+    from django.test import RequestFactory
+
+    from metrics.views import operator_request
+
+    assert not operator_request(RequestFactory().get("/readyz", **forged))
+    assert operator_request(RequestFactory().get("/readyz", HTTP_X_FORWARDED_FOR="127.0.0.1"))  # via a loopback proxy
+
+
 def test_key_commands_find_a_key_by_name_after_a_rotation_with_grace_has_ended(db):
     from io import StringIO
 
