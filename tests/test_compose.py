@@ -703,6 +703,24 @@ def test_the_app_reads_x_forwarded_for_only_from_the_proxy_address():
     assert [name for name, service in _services().items() if "networks" in service] == ["proxy"]
 
 
+def test_access_logs_carry_no_query_string():
+    # Issue 36: nginx's default line ($request) and the Referer carry an OIDC code, a state, a token.
+    (fmt,) = _nginx("log_format")
+    assert fmt[0] == "registry"
+    text = re.sub(r"#[^\n]*", "", NGINX_CONF.read_text())
+    (line,) = re.findall(r"log_format\s+registry\s+([^;]*);", text)
+    for variable in ("$request ", "$request_uri", "$args", "$query_string", "$arg_", "$http_referer", "$is_args"):
+        assert variable not in line + " ", variable
+    assert "$uri" in line
+    assert [args for args in _nginx("access_log") if args != ["off"]] == [["/var/log/nginx/access.log", "registry"]]
+    # The app server's access line is granian's default: the path, never the query string.
+    argv = serve.command(host="0.0.0.0", port=8000, workers=1, access_log=True)
+    assert "--access-log" in argv and "--access-log-fmt" not in argv
+    from granian.log import DEFAULT_ACCESSLOG_FMT
+
+    assert "query_string" not in DEFAULT_ACCESSLOG_FMT
+
+
 def test_the_proxy_mounts_its_config_certificates_and_the_static_files():
     services = _services()
     volumes = services["proxy"]["volumes"]
