@@ -114,6 +114,7 @@ def label_move_or_request(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     expected_revision: int | None = None,
+    must_not_exist: bool = False,
 ) -> MoveOutcome:
     """registry.services.label_move, or, when the label's required approvals alone refuse it, a
     pending change request carrying the same move (what the label PUT calls)."""
@@ -128,6 +129,7 @@ def label_move_or_request(
             allow_breaking=allow_breaking,
             compatibility=compatibility,
             expected_revision=expected_revision,
+            must_not_exist=must_not_exist,
         )
         return MoveOutcome(label, created, None)
     except ApprovalsRequired:

@@ -2,6 +2,7 @@
 the actor's role and bundle scope itself, and takes its locks in the order registry.lifecycle.locks
 writes down."""
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
 from core import events
-from core.errors import Conflict, Forbidden, InvalidContent, NotFound
+from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from core.limits import (
     BUNDLE_NAME_RE,
     CHECK_DETAILS_URL_MAX,
@@ -78,11 +79,30 @@ def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use
         raise Conflict(f"A bundle named {name!r} already exists.", {"name": [name]}) from None
 
 
+def bundle_etag(bundle: Bundle) -> str:
+    """A tag of what a bundle says about itself (description and when_to_use): what an editor
+    read, for bundle_update's precondition."""
+    text = f"{bundle.description}\x00{bundle.when_to_use}".encode("utf-8", "surrogatepass")
+    return f'"b-{hashlib.sha256(text).hexdigest()[:32]}"'
+
+
 @transaction.atomic
-def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use: str) -> Bundle:
-    """Change what a bundle says about itself (its name and versions never change)."""
+def bundle_update(
+    *, bundle: Bundle, actor: Actor, description: str, when_to_use: str, expected_etag: str | None = None
+) -> Bundle:
+    """Change what a bundle says about itself (its name and versions never change).
+    `expected_etag` (bundle_etag of what the editor read) is If-Match: under the bundle's row
+    lock, PreconditionFailed when someone changed it since, so two editors cannot silently
+    overwrite each other."""
     require_role(actor, Role.PUBLISHER, "Editing a bundle")
     require_bundle_scope(actor, bundle.name)
+    if expected_etag is not None:
+        bundle = Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
+        if bundle_etag(bundle) != expected_etag:
+            raise PreconditionFailed(
+                f"Bundle {bundle.name!r} was changed since you read it; read it again.",
+                {"current": {"description": bundle.description, "when_to_use": bundle.when_to_use}},
+            )
     bundle.description = _text_field("description", description)
     bundle.when_to_use = _text_field("when_to_use", when_to_use)
     bundle.save(update_fields=["description", "when_to_use"])
@@ -202,6 +222,7 @@ def label_move(
     allow_breaking: bool = False,
     compatibility: str | None = None,
     expected_revision: int | None = None,
+    must_not_exist: bool = False,
 ) -> tuple[Label, bool]:
     """Point label `name` at `version`, or split it over `targets` (a percentage rollout),
     creating the label if needed; returns (label, created).
@@ -211,7 +232,9 @@ def label_move(
     weight 0 stays a target. A label that requires compatibility refuses a `major` target
     unless allow_breaking (lifecycle.compatibility_note); `compatibility` sets the label's
     policy ("none" or "backward"). `expected_revision` is If-Match: PreconditionFailed unless
-    the label is still at that revision."""
+    the label is still at that revision; `must_not_exist` is If-None-Match: *: PreconditionFailed
+    when the label exists (two people creating the same label: the second learns it, rather
+    than moving what the first made)."""
     if compatibility is not None and compatibility not in Compatibility.values:
         raise InvalidContent(
             "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
@@ -229,6 +252,10 @@ def label_move(
             with transaction.atomic():
                 label = lifecycle.label_lock(bundle=bundle, name=name)
                 lifecycle.revision_check(label, expected_revision)
+                if label is not None and must_not_exist:
+                    raise PreconditionFailed(
+                        f"The label {name!r} exists (If-None-Match: *).", {"current": label_state(label)}
+                    )
                 if label is None:
                     created = _label_create(
                         bundle=bundle,

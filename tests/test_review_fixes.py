@@ -122,6 +122,19 @@ def test_the_client_address_comes_from_trusted_proxy_hops_only(ops, hops, forwar
     assert AuditEvent.objects.get(action="bundle.created").client_ip == expected
 
 
+def test_label_creation_with_if_none_match_star_refuses_an_existing_label(ops):
+    # Issue 36 (carried over): no "must not exist": a second creator silently moved the first's label.
+    name = _breaking_bundle(ops)
+    path = f"/api/v1/bundles/{name}/labels/staging/"
+    created = ops.put(path, {"version": 1, "reason": "mine"}, HTTP_IF_NONE_MATCH="*")
+    assert created.status_code == 201, created.content
+    second = ops.put(path, {"version": 2, "reason": "also mine", "allow_breaking": True}, HTTP_IF_NONE_MATCH="*")
+    assert second.status_code == 412, second.content
+    error = second.json()["error"]
+    assert error["code"] == "precondition_failed" and error["details"]["current"]["version"] == 1
+    assert Label.objects.get(bundle__name=name, name="staging").version.number == 1
+
+
 @pytest.mark.parametrize(
     ("peer", "proxies", "expected"),
     [
