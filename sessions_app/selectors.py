@@ -78,8 +78,11 @@ def _visible_to(owner_key_id: int | None, bundle_name: str, actor: Actor) -> boo
 
 def lease_due(*, last_seen_at: datetime, ttl_seconds: int, now: datetime) -> bool:
     """Whether a fetch must renew the lease (sessions_app.services.session_touch): once it is a
-    quarter-TTL old (SESSION_RENEW_FRACTION)."""
-    return now - last_seen_at >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
+    quarter-TTL old (SESSION_RENEW_FRACTION), or whenever this node's clock reads earlier than
+    the renewal the database last wrote (its clock is behind: it cannot judge the lease's age,
+    so the renewal, timed and checked by the database's now(), decides)."""
+    age = now - last_seen_at
+    return age < timedelta(0) or age >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
 
 
 def session_passes(

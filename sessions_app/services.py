@@ -175,16 +175,35 @@ def sessions_start_on_label(
 # The session's INSERT as raw SQL: Django's INSERT compiler cost a sixth of a start's CPU
 # (measured). Every concrete field, prepared as Model.save prepares it; no signal receivers
 # or history hang on Session, so nothing else would have run.
-_INSERT_FIELDS = Session._meta.concrete_fields
-_INSERT_SQL = f"INSERT INTO {Session._meta.db_table} ({', '.join(str(f.column) for f in _INSERT_FIELDS)}) VALUES "
-_INSERT_ROW = f"({', '.join(['%s'] * len(_INSERT_FIELDS))})"
+# The lease's times are the database's now(), never the node's clock (issue 36): a web node
+# whose clock runs ahead would start leases that the workers' sweep, on the database's time,
+# sees as longer, and one running behind would start leases that end early.
+_LEASE_TIMES = {
+    "started_at": "now()",
+    "last_seen_at": "now()",
+    "expires_at": "now() + %s * interval '1 second'",
+}
+_INSERT_FIELDS = [f for f in Session._meta.concrete_fields if f.attname not in _LEASE_TIMES]
+_INSERT_SQL = (
+    f"INSERT INTO {Session._meta.db_table} "
+    f"({', '.join([*(str(f.column) for f in _INSERT_FIELDS), *_LEASE_TIMES])}) VALUES "
+)
+_INSERT_ROW = f"({', '.join([*(['%s'] * len(_INSERT_FIELDS)), *_LEASE_TIMES.values()])})"
 
 
 def _insert(*sessions: Session) -> None:
-    values = [f.get_db_prep_save(getattr(s, f.attname), connection) for s in sessions for f in _INSERT_FIELDS]
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_SQL + ", ".join([_INSERT_ROW] * len(sessions)), values)
+    values = []
     for session in sessions:
+        values += [f.get_db_prep_save(getattr(session, f.attname), connection) for f in _INSERT_FIELDS]
+        values.append(session.ttl_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_SQL + ", ".join([_INSERT_ROW] * len(sessions)) + " RETURNING id, started_at, expires_at", values
+        )
+        times = {row[0]: row[1:] for row in cursor.fetchall()}
+    for session in sessions:
+        session.started_at, session.expires_at = times[session.pk]
+        session.last_seen_at = session.started_at
         session._state.adding, session._state.db = False, connection.alias
 
 
@@ -200,7 +219,8 @@ def _new_session(
     ttl: int,
     variables: dict[str, Any],
 ) -> Session:
-    """A new session's row (not saved), its lease starting now."""
+    """A new session's row (not saved), its lease starting now (the times here are the node's
+    placeholders: _insert writes the database's and sets them on the row)."""
     now = timezone.now()
     return Session(
         id=session_id,
@@ -359,10 +379,10 @@ def _check_owner(*, session: Session, actor: Actor) -> None:
 # the planner hash-joined against a sequential scan of every session, ended ones included).
 SWEEP_BATCH = 1000
 _EXPIRE_SQL = """
-UPDATE sessions_app_session SET status = 'expired', ended_at = %(now)s
+UPDATE sessions_app_session SET status = 'expired', ended_at = COALESCE(%(now)s::timestamptz, now())
 WHERE id = ANY(ARRAY(
     SELECT id FROM sessions_app_session
-    WHERE status = 'active' AND expires_at <= %(now)s {only}
+    WHERE status = 'active' AND expires_at <= COALESCE(%(now)s::timestamptz, now()) {only}
     ORDER BY expires_at LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ))
@@ -392,8 +412,9 @@ def session_expire_lapsed(
 ) -> int:
     """Expire active sessions whose lease ran out (all of them, or only `session_ids`), `batch`
     at a time, each batch committed on its own (at most `max_batches`), and ask for a drain
-    check of their versions after each commit. Returns how many expired."""
-    now = now or timezone.now()
+    check of their versions after each commit. Returns how many expired. Lapsed by the
+    database's now() unless `now` is given (tests, and a caller that means a fixed instant):
+    no node's clock decides that a lease ran out."""
     only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
     params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
     total = batches = 0
@@ -437,19 +458,31 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
     now = timezone.now()
     if session.status != SessionStatus.ACTIVE:
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
-    if session.expires_at <= now:
-        session_expire_lapsed(session_ids=[session.pk], now=now)
-        raise SessionEnded(f"Session {session.pk} expired; start a new session.")
-    if force or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now):
-        expires = now + timedelta(seconds=session.ttl_seconds)
-        updated = Session.objects.filter(pk=session.pk, status=SessionStatus.ACTIVE).update(
-            last_seen_at=now, expires_at=expires
-        )
-        if not updated:
+    # The node's clock only decides when to write (lease_due); whether the lease ran out is the
+    # database's call, in the renewal's own WHERE or the expiry's, so a node whose clock runs
+    # ahead neither refuses nor expires a session whose lease is still running.
+    if (
+        force
+        or session.expires_at <= now
+        or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now)
+    ):
+        with connection.cursor() as cursor:
+            cursor.execute(_TOUCH_SQL, [session.pk])
+            renewed = cursor.fetchone()
+        if renewed is None:
+            if session_expire_lapsed(session_ids=[session.pk]):
+                raise SessionEnded(f"Session {session.pk} expired; start a new session.")
             raise lease_lost(session.pk)
-        session.last_seen_at, session.expires_at = now, expires
+        session.last_seen_at, session.expires_at = renewed
         instruments.version_used([session.version_id])
     return session
+
+
+_TOUCH_SQL = """
+UPDATE sessions_app_session SET last_seen_at = now(), expires_at = now() + ttl_seconds * interval '1 second'
+WHERE id = %s AND status = 'active' AND expires_at > now()
+RETURNING last_seen_at, expires_at
+"""
 
 
 def lease_lost(session_id: Any) -> SessionEnded:
@@ -462,10 +495,10 @@ def lease_lost(session_id: Any) -> SessionEnded:
 _RENEW_SQL = f"""
 WITH due AS (
     SELECT id FROM sessions_app_session
-    WHERE id = ANY(%s::uuid[]) AND status = 'active' AND expires_at > %s
+    WHERE id = ANY(%s::uuid[]) AND status = 'active' AND expires_at > now()
     ORDER BY id FOR UPDATE
 )
-UPDATE sessions_app_session s SET last_seen_at = %s, expires_at = %s + s.ttl_seconds * interval '1 second'
+UPDATE sessions_app_session s SET last_seen_at = now(), expires_at = now() + s.ttl_seconds * interval '1 second'
 FROM due, registry_bundleversion v, registry_bundle b
 WHERE s.id = due.id AND v.id = s.version_id AND b.id = s.bundle_id
 RETURNING {PINNED_COLUMNS}
@@ -477,9 +510,8 @@ def sessions_renew(*, session_ids: list[str]) -> dict[str, Session]:
     one (the fast lane's batched heartbeats): one UPDATE, one commit. Returns the renewed
     sessions by id (with `bundle` and `version` set); an id missing from it had ended or
     lapsed, and answers lease_lost."""
-    now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_RENEW_SQL, [session_ids, now, now, now])
+        cursor.execute(_RENEW_SQL, [session_ids])
         rows = cursor.fetchall()
     renewed = {}
     for row in rows:
