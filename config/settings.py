@@ -507,6 +507,9 @@ RETENTION_FILE_READS_DAYS = env_int("RETENTION_FILE_READS_DAYS", 30)
 RETENTION_DELIVERIES_DAYS = env_int("RETENTION_DELIVERIES_DAYS", 30)
 RETENTION_USAGE_ROLLUP_DAYS = env_int("RETENTION_USAGE_ROLLUP_DAYS", 365)
 RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 365)
+# The connection the audit prune deletes through (a role in registry_audit_pruner, audit
+# migration 0005). Only the prune's own process gets it; web and workers must not.
+AUDIT_PRUNE_DATABASE_URL = env_str("AUDIT_PRUNE_DATABASE_URL", "")
 # Rows per prune batch to start with (the size then adapts so that a batch takes 20-50 ms).
 PRUNE_BATCH = env_int("PRUNE_BATCH", 200)
 # Webhook deliveries (webhooks/services.py, docs/operations.md): the wall-clock deadline of one
