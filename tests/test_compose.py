@@ -381,7 +381,7 @@ def test_only_migrate_is_the_owner_and_only_prune_holds_the_audit_exception():
         for name, service in _app_services().items()
     }
     assert {name for name, user in users.items() if user != "registry_app"} == {"migrate"}
-    holders = [name for name, service in _app_services().items() if "AUDIT_PRUNE_DATABASE_URL" in service["environment"]]
+    holders = [name for name, svc in _app_services().items() if "AUDIT_PRUNE_DATABASE_URL" in svc["environment"]]
     assert holders == ["prune"] and services["prune"]["profiles"] == ["tools"]
     pruner = urlsplit(_interpolate(services["prune"]["environment"]["AUDIT_PRUNE_DATABASE_URL"], GIVEN))
     assert (pruner.username, pruner.password) == ("registry_pruner", GIVEN["AUDIT_PRUNE_PASSWORD"])
