@@ -19,6 +19,10 @@ class Bundle(models.Model):
     when_to_use = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
+    # Ops' choice for agents that forward end-user text (issue 36): the turn call refuses
+    # `system`/`developer` messages in the conversation, and session string variables must be
+    # short single-line values without template braces (registry.guard).
+    strict_conversation = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["name"]

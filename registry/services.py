@@ -79,6 +79,29 @@ def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use
         raise Conflict(f"A bundle named {name!r} already exists.", {"name": [name]}) from None
 
 
+@transaction.atomic
+def bundle_strict_conversation_set(*, bundle: Bundle, enabled: bool, actor: Actor, reason: str) -> Bundle:
+    """Switch the bundle's strict conversation setting (registry.guard) on or off: ops, with a
+    reason, audited. Setting what is already set records nothing."""
+    require_role(actor, Role.OPS, "Changing a bundle's conversation policy")
+    require_bundle_scope(actor, bundle.name)
+    reason = lifecycle.require_text("reason", reason)
+    locked = Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
+    if locked.strict_conversation == enabled:
+        return locked
+    locked.strict_conversation = enabled
+    locked.save(update_fields=["strict_conversation"])
+    audit_record(
+        actor=actor,
+        action="bundle.strict_conversation_set",
+        target_type="bundle",
+        target=locked.name,
+        reason=reason,
+        data={"strict_conversation": enabled},
+    )
+    return locked
+
+
 def bundle_etag(bundle: Bundle) -> str:
     """A tag of what a bundle says about itself (description and when_to_use): what an editor
     read, for bundle_update's precondition."""

@@ -27,7 +27,10 @@ from sessions_app.models import Session, SessionStatus, active_sessions_annotati
 # per-turn reads below select the same PINNED_COLUMNS joined with the key (key_session_rows).
 _SESSION_FIELDS = Session._meta.concrete_fields
 _CONVERTED = [(i, f) for i, f in enumerate(_SESSION_FIELDS) if hasattr(f, "from_db_value")]
-PINNED_COLUMNS = ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS) + ", v.number, v.content_hash, v.state, b.name"
+PINNED_COLUMNS = (
+    ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS)
+    + ", v.number, v.content_hash, v.state, b.name, b.strict_conversation"
+)
 _PINNED_SQL = f"""
 SELECT {PINNED_COLUMNS}
 FROM sessions_app_session s
@@ -59,8 +62,9 @@ def pinned_row(values: Sequence[Any]) -> PinnedRow | None:
     for index, field in _CONVERTED:
         columns[index] = field.from_db_value(columns[index], None, connection)
     session = Session.from_db("default", [f.attname for f in _SESSION_FIELDS], columns)
-    number, content_hash, state, bundle_name = values[len(_SESSION_FIELDS) :]
-    session.bundle = Bundle(id=session.bundle_id, name=bundle_name)
+    number, content_hash, state, bundle_name, strict = values[len(_SESSION_FIELDS) :]
+    # The bundle's setting the turn call reads (registry.guard), on the same read.
+    session.bundle = Bundle(id=session.bundle_id, name=bundle_name, strict_conversation=strict)
     session.version = BundleVersion(
         id=session.version_id, bundle_id=session.bundle_id, number=number, content_hash=content_hash, state=state
     )

@@ -23,7 +23,7 @@ from core import events, instruments
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.ids import uuid7
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
-from registry import lifecycle
+from registry import guard, lifecycle
 from registry import variables as content_variables
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
@@ -243,9 +243,14 @@ def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
     # target at this instant. A refusal rolls back the pin (and any state it wrote) with it.
     declared = content_document(version_id=version.pk, content_hash=version.content_hash).get("variables")
     try:
-        return content_variables.resolve(declared, given, scope="session")
+        values = content_variables.resolve(declared, given, scope="session")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
+    # The caller's values only (defaults are the publisher's): a strict bundle takes short
+    # single-line values that cannot rewrite the prompt around them (registry.guard).
+    if isinstance(given, dict) and given and guard.strict_conversation(version.bundle_id):
+        guard.check_variables({name: values[name] for name in given if name in values})
+    return values
 
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:
