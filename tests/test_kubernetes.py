@@ -179,6 +179,26 @@ def test_only_the_ingress_controller_reaches_the_web_pods_and_metrics_need_the_t
     assert config["DJANGO_TRUSTED_PROXIES"] and int(config["DJANGO_TRUSTED_PROXY_HOPS"]) == 1
 
 
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_only_the_audit_prune_cronjob_holds_the_pruners_database_url(tree):
+    # Issue 36: the audit prune's exception is a database role whose URL no Deployment reads.
+    for name, spec in _pod_specs(tree).items():
+        (container,) = spec["containers"]
+        assert "AUDIT_PRUNE_DATABASE_URL" not in _env(container), name
+    job = _objects(tree, "CronJob")["prompt-registry-audit-prune"]
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    spec = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["command"] == ["python", "manage.py", "prune"]
+    assert container["image"] == _container(tree, "prompt-registry-web")["image"]
+    env = _env(container)
+    ref = env["AUDIT_PRUNE_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "prompt-registry-audit-prune", "key": "AUDIT_PRUNE_DATABASE_URL"}
+    assert spec["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+    read, _ = _settings_env_names()
+    assert set(env) <= read
+
+
 def test_every_container_runs_the_image_and_the_commands_compose_and_the_dockerfile_run():
     (cmd,) = [args for op, args in _dockerfile_instructions() if op == "CMD"]
     compose = _services()
