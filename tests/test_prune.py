@@ -205,6 +205,19 @@ def test_the_application_role_cannot_delete_audit_rows_even_with_the_cutoff_set(
     assert not AuditEvent.objects.filter(action="old.thing").exists()
 
 
+def test_the_application_role_cannot_insert_a_back_dated_audit_row(roles):
+    import psycopg
+
+    with psycopg.connect(roles[APP_ROLE]) as app:
+        app.execute(
+            "INSERT INTO audit_auditevent (at, actor, action, target_type, target, reason, data, request_id)"
+            " VALUES (%s, 'forger', 'backdated.thing', 't', 't', '', '{}', '')",
+            [timezone.now() - 400 * DAY],
+        )
+    stored = AuditEvent.objects.get(action="backdated.thing")
+    assert abs(stored.at - timezone.now()) < timedelta(minutes=5), "stamped with the database's now()"
+
+
 def test_the_prune_deletes_audit_rows_through_the_pruners_connection(roles, settings):
     _audit_at(timezone.now() - 400 * DAY)
     _audit_at(timezone.now() - 100 * DAY, "recent.thing")
