@@ -81,6 +81,9 @@ class BundleCreateForm(forms.Form):
 class BundleEditForm(forms.Form):
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     when_to_use = BundleCreateForm.base_fields["when_to_use"]
+    # The bundle as the editor read it (registry.services.bundle_etag): a save over someone
+    # else's change is refused (412) rather than silently overwriting it.
+    etag = forms.CharField(widget=forms.HiddenInput, max_length=64)
 
 
 class JsonField(forms.CharField):

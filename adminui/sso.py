@@ -111,13 +111,16 @@ def roles_from_claims(claims: dict[str, Any]) -> frozenset[str]:
 
 def refusal(claims: dict[str, Any]) -> str | None:
     """Why the person these claims describe may not sign in at all (None: they may): an email
-    outside OIDC_ALLOWED_DOMAINS (or one the provider says it has not verified), or a claim of
+    outside OIDC_ALLOWED_DOMAINS (or one the provider does not say, with `email_verified`
+    true, that it has verified: an absent claim is not a verification), or a claim of
     OIDC_REQUIRED_CLAIMS without its value."""
     if settings.OIDC_ALLOWED_DOMAINS:
         email = claims.get("email")
         if not isinstance(email, str) or "@" not in email:
             return "no email claim, and OIDC_ALLOWED_DOMAINS is set"
-        if claims.get("email_verified") is False:
+        # Only a literal true counts: a provider that leaves the claim out (or sends "true" as a
+        # string, or 1) has not told us that the address belongs to the person signing in.
+        if claims.get("email_verified") is not True:
             return "the provider has not verified the email address"
         if email.rpartition("@")[2].lower() not in settings.OIDC_ALLOWED_DOMAINS:
             return "the email's domain is not in OIDC_ALLOWED_DOMAINS"

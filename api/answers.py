@@ -36,6 +36,16 @@ def etag_matches(header: str | None, content_hash: str) -> bool:
     return "*" in tags or f'"{content_hash}"' in tags
 
 
+def entity_tags(header: str | None) -> list[str] | None:
+    """If-Match's tags without their quotes (weak ones as strong: If-Match names the state the
+    writer read), `*` kept as it is; None without the header. A tag that is not quoted stays as
+    sent and so matches nothing we issued."""
+    if header is None:
+        return None
+    tags = [tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()]
+    return [tag[1:-1] if len(tag) >= 2 and tag[0] == tag[-1] == '"' else tag for tag in tags]
+
+
 def content_unless_held(version_id: int, content_hash: str, if_none_match: str | None) -> bytes | None:
     """The version's bytes, or None when If-None-Match says the client holds them."""
     held = etag_matches(if_none_match, content_hash)

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from access import ratelimit
 from access.models import Role
+from api.answers import entity_tags
 from api.authentication import actor_of
 from api.pagination import paginated
 from api.serializers import IdentifierField, StrictCharField, StrictInput
@@ -112,10 +113,18 @@ class FileApi(BaseApi):
     @extend_schema(summary="Read a file of a knowledge pack", operation_id="knowledge_file_get", responses=FileOut)
     def get(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=actor_of(request))
-        return Response(FileOut(selectors.file_get(pack=found, path=path)).data)
+        file = selectors.file_get(pack=found, path=path)
+        response = Response(FileOut(file).data)
+        response["ETag"] = f'"{file.sha256}"'  # what a PUT's If-Match names
+        return response
 
     @extend_schema(
         summary="Write a file of a knowledge pack (201 created, 200 replaced)",
+        description=(
+            'Publisher role. `If-Match: "<sha256>"` (the ETag of the GET; several tags, or `*` for "it '
+            'exists") replaces the file only if it is still that one; `If-None-Match: *` creates it only '
+            "if it does not exist. Otherwise 412 `precondition_failed` with `details.current.sha256`."
+        ),
         operation_id="knowledge_file_put",
         request=FileIn,
         responses={200: FileOut, 201: FileOut},
@@ -123,8 +132,17 @@ class FileApi(BaseApi):
     def put(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=actor_of(request))
         data = _valid(FileIn, request)
-        file, created = services.file_put(pack=found, path=path, content=data["content"], actor=actor_of(request))
-        return Response(FileOut(file).data, status=201 if created else 200)
+        file, created = services.file_put(
+            pack=found,
+            path=path,
+            content=data["content"],
+            actor=actor_of(request),
+            if_match=entity_tags(request.headers.get("If-Match")),
+            if_none_match=request.headers.get("If-None-Match", "").strip() == "*",
+        )
+        response = Response(FileOut(file).data, status=201 if created else 200)
+        response["ETag"] = f'"{file.sha256}"'
+        return response
 
     @extend_schema(
         summary="Delete a file of a knowledge pack", operation_id="knowledge_file_delete", responses={204: None}

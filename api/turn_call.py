@@ -28,6 +28,7 @@ from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from knowledge.render import render_session
 from modelcatalog import selectors as catalog
+from registry import guard
 from registry import variables as content_variables
 from registry.parsed_content import content_document
 from sessions_app.models import Session
@@ -253,6 +254,8 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         content_variables.resolve(content.get("variables"), request.variables, scope="turn")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
+    if session.bundle.strict_conversation:  # read with the session (sessions_app.selectors.pinned_row)
+        guard.check_messages(request.messages)  # before anything is reported or routed
     model = _model(content, request.model) if request.format is not None else content.get("model") or {}
     policy = policy_from_content(content)
     try:

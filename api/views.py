@@ -453,6 +453,7 @@ class LabelDetailApi(BaseApi):
             allow_retiring=data["allow_retiring"],
             compatibility=data.get("compatibility"),
             expected_revision=_if_match(request),
+            must_not_exist=request.headers.get("If-None-Match", "").strip() == "*",
         )
         if outcome.change is not None:
             return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)

@@ -35,11 +35,12 @@ def request_id_of(given: str) -> str:
 
 
 def client_ip(request: Any) -> str | None:
-    """The client's address: REMOTE_ADDR, or behind TRUSTED_PROXY_HOPS proxies the entry of
-    X-Forwarded-For that the outermost trusted proxy appended (entries further left are
-    whatever the client sent, so they are never trusted)."""
+    """The client's address: REMOTE_ADDR, or, when REMOTE_ADDR is one of TRUSTED_PROXIES, behind
+    TRUSTED_PROXY_HOPS proxies the entry of X-Forwarded-For that the outermost trusted proxy
+    appended (entries further left are whatever the client sent, so they are never trusted;
+    and a peer that is not a configured proxy is never trusted for any of it)."""
     hops = settings.TRUSTED_PROXY_HOPS
-    if hops:
+    if hops and _from_proxy(request.META.get("REMOTE_ADDR") or ""):
         forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= hops and _is_ip(forwarded[-hops]):
             return str(forwarded[-hops])
@@ -62,6 +63,16 @@ class _ScopeMeta:
 def scope_client_ip(scope: Mapping[str, Any]) -> str | None:
     """client_ip of an ASGI request (MCP, which has no Django request)."""
     return client_ip(_ScopeMeta(scope))
+
+
+def _from_proxy(peer: str) -> bool:
+    try:
+        address = ipaddress.ip_address(peer.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # a dual-stack socket's view of an IPv4 peer
+    return any(address in network for network in settings.TRUSTED_PROXIES)
 
 
 def _is_ip(text: str) -> bool:

@@ -4,6 +4,7 @@ DATABASE_URL and REDIS_URL are required here; `make run` / `make test` (devtools
 start embedded PostgreSQL and Redis and set them when they are not given.
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -71,6 +72,20 @@ if BEHIND_PROXY:
 # How many proxies in front append to X-Forwarded-For; the client address (audit log, login
 # limit) is the entry that many hops from the right. 0: REMOTE_ADDR.
 TRUSTED_PROXY_HOPS = env_int("DJANGO_TRUSTED_PROXY_HOPS", 1 if BEHIND_PROXY else 0)
+
+
+def _networks(name: str, raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    try:
+        return tuple(ipaddress.ip_network(p.strip(), strict=False) for p in raw.split(",") if p.strip())
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be comma-separated addresses or CIDR ranges: {exc}") from None
+
+
+# The peers whose X-Forwarded-For is read (addresses or CIDR ranges): a request from any other
+# peer is its own REMOTE_ADDR whatever it sends, so a client that reaches the app directly
+# cannot claim loopback (/metrics, /readyz) or a fresh address per request (login and auth
+# limits). Default: loopback only (a proxy on the same host).
+TRUSTED_PROXIES = _networks("DJANGO_TRUSTED_PROXIES", env_str("DJANGO_TRUSTED_PROXIES", "127.0.0.0/8,::1/128"))
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
@@ -525,6 +540,9 @@ RETENTION_FILE_READS_DAYS = env_int("RETENTION_FILE_READS_DAYS", 30)
 RETENTION_DELIVERIES_DAYS = env_int("RETENTION_DELIVERIES_DAYS", 30)
 RETENTION_USAGE_ROLLUP_DAYS = env_int("RETENTION_USAGE_ROLLUP_DAYS", 365)
 RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 365)
+# The connection the audit prune deletes through (a role in registry_audit_pruner, audit
+# migration 0005). Only the prune's own process gets it; web and workers must not.
+AUDIT_PRUNE_DATABASE_URL = env_str("AUDIT_PRUNE_DATABASE_URL", "")
 # Rows per prune batch to start with (the size then adapts so that a batch takes 20-50 ms).
 PRUNE_BATCH = env_int("PRUNE_BATCH", 200)
 # Webhook deliveries (webhooks/services.py, docs/operations.md): the wall-clock deadline of one

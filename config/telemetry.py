@@ -101,13 +101,34 @@ def _instrument() -> None:
     # outermost middleware (so before Django builds its handler). No request or response
     # headers are recorded unless OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_* asks (never
     # ask for Authorization: it is the API key).
-    DjangoInstrumentor().instrument()
+    DjangoInstrumentor().instrument(request_hook=_redact_request_urls)
     # psycopg: statements with their placeholders (db.statement), never their parameters;
     # no SQL comments added (they would defeat the fast lane's prepared statements).
     PsycopgInstrumentor().instrument(enable_commenter=False)
     RedisInstrumentor().instrument()  # commands with their arguments as "?"
     CeleryInstrumentor().instrument()  # the trace context travels in the task message's headers
     HTTPXClientInstrumentor().instrument()  # webhook deliveries
+
+
+def _redact_request_urls(span: Any, request: Any) -> None:
+    """The Django span's URL attributes without the query's secrets (core.observe.redacted_query):
+    the instrumentation records the full URL and the target, an OIDC callback's code and state
+    included, before it calls this hook; each is rewritten here, in the old (http.url,
+    http.target) and the new (url.full, url.query) conventions alike."""
+    from core import observe
+
+    query = request.META.get("QUERY_STRING", "")
+    if span is None or not span.is_recording() or not query:
+        return
+    kept = observe.redacted_query(request.path, query)
+    recorded = getattr(span, "attributes", None) or {}
+    for name in ("http.url", "url.full", "http.target"):
+        value = recorded.get(name)
+        if isinstance(value, str) and "?" in value:
+            base = value.partition("?")[0]
+            span.set_attribute(name, f"{base}?{kept}" if kept else base)
+    if "url.query" in recorded:
+        span.set_attribute("url.query", kept)
 
 
 def tracer() -> Any:

@@ -99,3 +99,29 @@ def trace_ids() -> tuple[str, str] | None:
     if not context.is_valid:
         return None
     return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
+# Query strings in traces and logs (issue 36): an OIDC callback's query is the authorization code
+# and its state, and any route may be handed a token in a parameter. Auth routes lose their query
+# altogether; elsewhere these parameters keep their names but not their values.
+AUTH_PATH_PREFIXES = ("/admin/sso/", "/admin/login/", "/admin/logout/")
+SECRET_PARAMETERS = frozenset({"code", "state", "token", "key", "access_token", "id_token", "api_key"})
+REDACTED = "REDACTED"
+
+
+def redacted_query(path: str, query: str) -> str:
+    """`query` as traces and logs may carry it for a request to `path`: empty on an auth route,
+    else each secret parameter's value replaced (names compared without case)."""
+    if not query or path.startswith(AUTH_PATH_PREFIXES):
+        return ""
+    parts = []
+    for part in query.split("&"):
+        name, sep, _ = part.partition("=")
+        parts.append(f"{name}={REDACTED}" if sep and name.lower() in SECRET_PARAMETERS else part)
+    return "&".join(parts)
+
+
+def redacted_target(path: str, query: str) -> str:
+    """The path and, when anything is left of it, the redacted query."""
+    kept = redacted_query(path, query)
+    return f"{path}?{kept}" if kept else path

@@ -63,11 +63,43 @@ def _parts(url: str) -> tuple[SplitResult, str, int]:
     return parts, parts.hostname, port
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits and reach it: NAT64's
+# well-known prefix (RFC 6052), IPv4-compatible (::a.b.c.d, deprecated but still routed by some
+# stacks) and IPv4-translated (RFC 2765). Python calls these global whatever IPv4 they carry, so
+# 64:ff9b::a00:1 would reach 10.0.0.1 through a NAT64 gateway: each is judged by its IPv4.
+_EMBEDS_IPV4 = tuple(ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
+# Local-use NAT64 (RFC 8215): whatever it maps to is the operator's own network.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for (mapped, NAT64, compatible, translated,
+    6to4), or None."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in network for network in _EMBEDS_IPV4):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _refused(address: Address) -> bool:
+    if not address.is_global or address.is_multicast:
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and address in _LOCAL_NAT64:
+        return True
+    embedded = _embedded_ipv4(address)
+    return embedded is not None and (not embedded.is_global or embedded.is_multicast)
+
+
 def _check(host: str, addresses: list[Address]) -> None:
     if settings.WEBHOOK_ALLOW_PRIVATE_URLS:
         return
     for address in addresses:
-        if not address.is_global or address.is_multicast:
+        if _refused(address):
             raise UrlNotAllowed(
                 f"{host} is a loopback, link-local, private or reserved address ({address}); "
                 "set WEBHOOK_ALLOW_PRIVATE_URLS=1 to allow such endpoints."

@@ -11,7 +11,7 @@ from access.actors import Actor
 from access.models import Role
 from access.permissions import require_role
 from audit.services import audit_record
-from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound
+from core.errors import Conflict, DomainError, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from core.limits import TEXT_MAX_CHARS, storable
 from core.newlines import lf
 from knowledge import paths
@@ -86,9 +86,22 @@ def _refresh_prefix_state(pack: Pack) -> None:
         pack.save(update_fields=["prefix_state"])
 
 
-def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[PackFile, bool]:
+def file_put(
+    *,
+    pack: Pack,
+    path: Any,
+    content: Any,
+    actor: Actor,
+    if_match: list[str] | None = None,
+    if_none_match: bool = False,
+) -> tuple[PackFile, bool]:
     """Create or replace the file at `path`; returns (file, created). Writing the same bytes
-    again changes nothing (no notice, no audit row)."""
+    again changes nothing (no notice, no audit row).
+
+    Preconditions, judged under the pack's lock (so two writers who read the same file cannot
+    both replace it): `if_match` is If-Match's tags, the sha256 of the file as the writer read
+    it, or "*" (it must exist); `if_none_match` is If-None-Match: * (it must not exist).
+    PreconditionFailed (412) otherwise, with the file's sha256 now."""
     _require_publisher(actor, "Writing a knowledge file", pack)
     path = paths.check_file_path(path if isinstance(path, str) else "")
     if not isinstance(content, str):
@@ -109,6 +122,7 @@ def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[Pack
     with transaction.atomic():
         pack = _lock(pack)
         existing = PackFile.objects.filter(pack=pack, path=path).first()
+        _precondition(existing, path=path, if_match=if_match, if_none_match=if_none_match)
         if existing is not None and existing.sha256 == digest:
             return existing, False
         now = timezone.now()
@@ -142,6 +156,20 @@ def file_put(*, pack: Pack, path: Any, content: Any, actor: Actor) -> tuple[Pack
             data={"path": path, "size": len(data), "sha256": digest, "created": existing is None},
         )
     return file, existing is None
+
+
+def _precondition(existing: PackFile | None, *, path: str, if_match: list[str] | None, if_none_match: bool) -> None:
+    current = {"sha256": existing.sha256 if existing is not None else None}
+    if if_none_match and existing is not None:
+        raise PreconditionFailed(f"{path} exists (If-None-Match: *).", {"current": current})
+    if if_match is None:
+        return
+    if existing is None:
+        raise PreconditionFailed(f"{path} does not exist, so it cannot match.", {"current": current})
+    if "*" not in if_match and existing.sha256 not in if_match:
+        raise PreconditionFailed(
+            f"{path} changed since you read it (now sha256 {existing.sha256}); read it again.", {"current": current}
+        )
 
 
 def file_delete(*, pack: Pack, path: Any, actor: Actor) -> None:

@@ -115,6 +115,7 @@ def label_move_or_request(
     compatibility: str | None = None,
     expected_revision: int | None = None,
     allow_retiring: bool = False,
+    must_not_exist: bool = False,
 ) -> MoveOutcome:
     """registry.services.label_move, or, when the label's required approvals alone refuse it, a
     pending change request carrying the same move (what the label PUT calls)."""
@@ -130,6 +131,7 @@ def label_move_or_request(
             compatibility=compatibility,
             expected_revision=expected_revision,
             allow_retiring=allow_retiring,
+            must_not_exist=must_not_exist,
         )
         return MoveOutcome(label, created, None)
     except ApprovalsRequired:

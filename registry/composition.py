@@ -67,21 +67,19 @@ def content_resolved(*, content: object, bundle: Bundle, actor: Actor) -> object
     return {**content, "system_prompt": resolved, "system_prompt_source": source, "includes": entries}
 
 
-def content_pinned(*, content: object, actor: Actor) -> None:
-    """For content stored as it is (an import, whose bytes were verified against their hash and
-    were resolved by the registry that published them): the key may read the snippets it pins,
-    and they are here (its include edges point at them). Nothing is resolved or refused for its
-    text: a literal `{{>` in a version an older release stored is only text."""
+def content_pinned(*, content: object, bundle: Bundle, actor: Actor) -> None:
+    """For content stored as it is (an import, whose bytes were verified against their hash):
+    a document that carries `includes` gets the very check a publish of the same document gets
+    (_check_resolved: its text is its source with the pinned snippet versions, which are here
+    and readable by the key, with no cycle and no chain too deep), so an import cannot forge a
+    composition (provenance and the dependents list) that a publish would refuse. The one
+    difference is history's: a pinned snippet version revoked since is accepted, as the version
+    that pinned it was published before the revocation. Content without those fields is not
+    resolved or refused for its text: a literal `{{>` in a version an older release stored is
+    only text."""
     if not isinstance(content, dict) or not includes.FIELDS & set(content):
         return
-    errors: dict[str, list[str]] = {}
-    includes.normalise(content, lambda path, message: errors.setdefault(path, []).append(message))
-    if errors:
-        raise InvalidContent("The includes of the content are not valid; see details.", errors)
-    found, _ = includes.markers(content["system_prompt_source"])
-    _require_in_scope(actor, found)
-    for i, entry in enumerate(content["includes"]):
-        _pinned_version(entry, i)
+    _check_resolved(content, bundle=bundle, actor=actor, revoked_ok=True)
 
 
 def _pinned_version(entry: dict[str, Any], i: int) -> BundleVersion:
@@ -133,7 +131,7 @@ class _Snippet:
     version: BundleVersion
 
 
-def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
+def _check_snippets(targets: list[_Snippet], *, bundle: Bundle, revoked_ok: bool = False) -> None:
     """The rules for the snippet versions a prompt includes, the same whether publish resolved
     the markers or the document came resolved (an export, a pulled version pushed back): none
     is revoked, none is `bundle` or includes it at any depth (a cycle), and no chain of includes
@@ -142,7 +140,7 @@ def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
     version with includes has its edges (version_publish writes them, migration 0012 backfilled
     the older ones)."""
     for target in targets:
-        if target.version.state == VersionState.REVOKED:
+        if target.version.state == VersionState.REVOKED and not revoked_ok:
             what = f"version {target.version.number} of {target.bundle!r}"
             raise _invalid(f"{target.marker}: {what} is revoked.", target.field)
     # Each node: (its bundle's id, its version's id or None when this registry lacks the pinned
@@ -185,7 +183,7 @@ def _check_snippets(targets: list[_Snippet], *, bundle: Bundle) -> None:
             return
 
 
-def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor) -> None:
+def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor, revoked_ok: bool = False) -> None:
     """A document that carries its includes must be what its source gives with the snippet
     versions it names (by bundle and content hash), all present here, and must obey the rules a
     fresh resolution does (_check_snippets): the version numbers it records are those of the
@@ -200,7 +198,7 @@ def _check_resolved(content: dict[str, Any], *, bundle: Bundle, actor: Actor) ->
     for i, entry in enumerate(content["includes"]):
         version = _pinned_version(entry, i)
         targets.append(_Snippet(entry["marker"], entry["bundle"], f"content.includes[{i}]", version))
-    _check_snippets(targets, bundle=bundle)
+    _check_snippets(targets, bundle=bundle, revoked_ok=revoked_ok)
     texts = {target.marker: _prompt_of(target.version) for target in targets}
     if includes.substitute(content["system_prompt_source"], texts) != content["system_prompt"]:
         raise _invalid(

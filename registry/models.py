@@ -23,6 +23,10 @@ class Bundle(models.Model):
     # required checks and approvals (registry.lifecycle.pin_policy): "role:ROLE" or "key:NAME"
     # grants, set by ops only (bundle_pin_policy_set, audited). Empty: nobody.
     pin_any_version = models.JSONField(default=list, blank=True, db_default=[])
+    # Ops' choice for agents that forward end-user text (issue 36): the turn call refuses
+    # `system`/`developer` messages in the conversation, and session string variables must be
+    # short single-line values without template braces (registry.guard).
+    strict_conversation = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["name"]

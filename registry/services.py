@@ -2,6 +2,7 @@
 the actor's role and bundle scope itself, and takes its locks in the order registry.lifecycle.locks
 writes down."""
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from access.models import Role
 from access.permissions import require_bundle_scope, require_packs_in_scope, require_role
 from audit.services import audit_record
 from core import events
-from core.errors import Conflict, Forbidden, InvalidContent, NotFound
+from core.errors import Conflict, Forbidden, InvalidContent, NotFound, PreconditionFailed
 from core.limits import (
     BUNDLE_NAME_RE,
     CHECK_DETAILS_URL_MAX,
@@ -84,10 +85,52 @@ def bundle_create(*, name: str, actor: Actor, description: str = "", when_to_use
 
 
 @transaction.atomic
-def bundle_update(*, bundle: Bundle, actor: Actor, description: str, when_to_use: str) -> Bundle:
-    """Change what a bundle says about itself (its name and versions never change)."""
+def bundle_strict_conversation_set(*, bundle: Bundle, enabled: bool, actor: Actor, reason: str) -> Bundle:
+    """Switch the bundle's strict conversation setting (registry.guard) on or off: ops, with a
+    reason, audited. Setting what is already set records nothing."""
+    require_role(actor, Role.OPS, "Changing a bundle's conversation policy")
+    require_bundle_scope(actor, bundle.name)
+    reason = lifecycle.require_text("reason", reason)
+    locked = Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
+    if locked.strict_conversation == enabled:
+        return locked
+    locked.strict_conversation = enabled
+    locked.save(update_fields=["strict_conversation"])
+    audit_record(
+        actor=actor,
+        action="bundle.strict_conversation_set",
+        target_type="bundle",
+        target=locked.name,
+        reason=reason,
+        data={"strict_conversation": enabled},
+    )
+    return locked
+
+
+def bundle_etag(bundle: Bundle) -> str:
+    """A tag of what a bundle says about itself (description and when_to_use): what an editor
+    read, for bundle_update's precondition."""
+    text = f"{bundle.description}\x00{bundle.when_to_use}".encode("utf-8", "surrogatepass")
+    return f'"b-{hashlib.sha256(text).hexdigest()[:32]}"'
+
+
+@transaction.atomic
+def bundle_update(
+    *, bundle: Bundle, actor: Actor, description: str, when_to_use: str, expected_etag: str | None = None
+) -> Bundle:
+    """Change what a bundle says about itself (its name and versions never change).
+    `expected_etag` (bundle_etag of what the editor read) is If-Match: under the bundle's row
+    lock, PreconditionFailed when someone changed it since, so two editors cannot silently
+    overwrite each other."""
     require_role(actor, Role.PUBLISHER, "Editing a bundle")
     require_bundle_scope(actor, bundle.name)
+    if expected_etag is not None:
+        bundle = Bundle.objects.select_for_update(no_key=True).get(pk=bundle.pk)
+        if bundle_etag(bundle) != expected_etag:
+            raise PreconditionFailed(
+                f"Bundle {bundle.name!r} was changed since you read it; read it again.",
+                {"current": {"description": bundle.description, "when_to_use": bundle.when_to_use}},
+            )
     bundle.description = _text_field("description", description)
     bundle.when_to_use = _text_field("when_to_use", when_to_use)
     bundle.save(update_fields=["description", "when_to_use"])
@@ -129,9 +172,9 @@ def version_publish(
     canonical content (created=False), so that publishing is idempotent.
 
     `resolve=False` is for registry.transfer's import only: `content` is bytes already verified
-    against their hash, stored as they are (no marker is resolved or refused, so a version that
-    an older release stored with a literal `{{>` keeps its hash); only the snippets it pins must
-    be here, for its include edges.
+    against their hash, stored as they are (no marker is resolved, so a version that an older
+    release stored with a literal `{{>` keeps its hash); content that carries `includes` is
+    checked as a publish checks it (composition.content_pinned).
 
     Tools declared from MCP servers and not pinned yet are listed first (registry.mcp_servers),
     after the role and scope checks (a key that may not publish makes the registry reach
@@ -154,7 +197,7 @@ def _version_publish(*, bundle: Bundle, content: object, message: str, actor: Ac
     if resolve:
         content = composition.content_resolved(content=content, bundle=bundle, actor=actor)
     else:
-        composition.content_pinned(content=content, actor=actor)
+        composition.content_pinned(content=content, bundle=bundle, actor=actor)
     doc, canonical, digest = canonicalise(content)
     # Before the idempotent answer below: a key never gets a version naming packs it may not see.
     require_packs_in_scope(actor, list(doc.get("knowledge") or []))
@@ -251,6 +294,7 @@ def label_move(
     compatibility: str | None = None,
     expected_revision: int | None = None,
     allow_retiring: bool = False,
+    must_not_exist: bool = False,
 ) -> tuple[Label, bool]:
     """Point label `name` at `version`, or split it over `targets` (a percentage rollout),
     creating the label if needed; returns (label, created).
@@ -262,7 +306,10 @@ def label_move(
     policy ("none" or "backward"). `expected_revision` is If-Match: PreconditionFailed unless
     the label is still at that revision. A target whose model retires within
     MODEL_RETIREMENT_WARNING needs `allow_retiring` (409 model_retiring otherwise;
-    lifecycle.retiring_notes)."""
+    lifecycle.retiring_notes);
+    `must_not_exist` is If-None-Match: *: PreconditionFailed
+    when the label exists (two people creating the same label: the second learns it, rather
+    than moving what the first made)."""
     if compatibility is not None and compatibility not in Compatibility.values:
         raise InvalidContent(
             "Unknown compatibility.", {"compatibility": [f"One of {', '.join(Compatibility.values)}."]}
@@ -280,6 +327,10 @@ def label_move(
             with transaction.atomic():
                 label = lifecycle.label_lock(bundle=bundle, name=name)
                 lifecycle.revision_check(label, expected_revision)
+                if label is not None and must_not_exist:
+                    raise PreconditionFailed(
+                        f"The label {name!r} exists (If-None-Match: *).", {"current": label_state(label)}
+                    )
                 if label is None:
                     created = _label_create(
                         bundle=bundle,
@@ -322,6 +373,11 @@ def label_move_locked(
     """The move of an existing label whose row the caller's transaction holds: label_move's, and
     an approved change request's (registry.changes, with its `approved_by`)."""
     lifecycle.check_may_move(label_name=label.name, protected=label.protected, actor=actor)
+    policy_change = compatibility is not None and compatibility != label.compatibility
+    if policy_change:
+        # The policy is ops' (PATCH): a publisher's PUT may move the label but not lower the
+        # rule every later move is judged by. Checked before the move, so nothing is half done.
+        require_role(actor, Role.OPS, "Changing a label's compatibility policy")
     if not lifecycle.same_targets(label, targets):
         # Judged by the policy the label has now: a request cannot lower the policy
         # and slip a breaking move past it at once.
@@ -334,8 +390,8 @@ def label_move_locked(
             approved_by=approved_by,
             allow_retiring=allow_retiring,
         )
-    if compatibility is not None and compatibility != label.compatibility:
-        _set_compatibility(label=label, compatibility=compatibility, actor=actor, reason=reason)
+    if policy_change:
+        _policy_apply(label=label, changes={"compatibility": compatibility}, actor=actor, reason=reason)
     return label
 
 
@@ -415,45 +471,35 @@ def label_policy_set(
         if label is None:
             raise NotFound(f"Bundle {bundle.name!r} has no label {name!r}.")
         lifecycle.revision_check(label, expected_revision)
-        before = label_policy(label)
-        changed = {k: v for k, v in changes.items() if before[k] != v}
-        if not changed:
-            return label
-        for key, value in changed.items():
-            setattr(label, key, value)
-        label.change_kind = "policy"
-        label.move_note = "policy: " + "; ".join(f"{k} {before[k]!r} -> {v!r}" for k, v in changed.items())
-        label.revision += 1
-        label.updated_at = timezone.now()
-        label.updated_by = actor.name
-        label._change_reason = reason  # recorded by django-simple-history
-        label.save()
-        audit_record(
-            actor=actor,
-            action="label.policy_changed",
-            target_type="label",
-            target=f"{bundle.name}:{label.name}",
-            reason=reason,
-            data={"from": {k: before[k] for k in changed}, "to": changed},
-        )
+        _policy_apply(label=label, changes=changes, actor=actor, reason=reason)
         return label
 
 
-def _set_compatibility(*, label: Label, compatibility: str, actor: Actor, reason: str) -> None:
-    """Change a label's policy (the caller holds its row lock). Not a move, so it adds no row to
-    the label's move history; the audit log records it. It is a change of the label, so its
-    revision (ETag) moves."""
-    previous = label.compatibility
-    label.compatibility = compatibility
+def _policy_apply(*, label: Label, changes: dict[str, Any], actor: Actor, reason: str) -> None:
+    """Apply valid policy `changes` to a label whose row the caller's transaction holds: one row
+    in the label's history (kind "policy", with who and why), one audit event, and the revision
+    (ETag) moves. The one way a policy changes, whether through PATCH or label PUT's
+    `compatibility`. Setting what is already set changes nothing."""
+    before = label_policy(label)
+    changed = {k: v for k, v in changes.items() if before[k] != v}
+    if not changed:
+        return
+    for key, value in changed.items():
+        setattr(label, key, value)
+    label.change_kind = "policy"
+    label.move_note = "policy: " + "; ".join(f"{k} {before[k]!r} -> {v!r}" for k, v in changed.items())
     label.revision += 1
-    label.save_without_historical_record(update_fields=["compatibility", "revision"])
+    label.updated_at = timezone.now()
+    label.updated_by = actor.name
+    label._change_reason = reason  # recorded by django-simple-history
+    label.save()
     audit_record(
         actor=actor,
         action="label.policy_changed",
         target_type="label",
         target=f"{label.bundle.name}:{label.name}",
         reason=reason,
-        data={"from": previous, "to": compatibility},
+        data={"from": {k: before[k] for k in changed}, "to": changed},
     )
 
 

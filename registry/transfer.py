@@ -31,6 +31,13 @@ FORMAT = "promptreg.bundle/1"
 # Versions one import call may carry: a client splits a longer history into several calls.
 MAX_IMPORT_VERSIONS = 1000
 MAX_IMPORT_LABELS = 200
+# New versions one import call through the API may publish. Each publish runs the contract
+# checks and writes its version, edges and audit row inside the call's one transaction: 1,000
+# of them held one request (and the bundle's row lock) for about 20 s. 100 keep a call to a
+# couple of seconds; `promptreg import-bundles` sends a longer history in calls of at most this
+# many (each its own transaction, idempotent), then the labels. `manage.py import_bundles`, an
+# operator's command outside any request, passes max_publishes=None.
+MAX_IMPORT_PUBLISHES = 100
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -191,10 +198,17 @@ def _verified_content(digest: str, data: bytes) -> dict[str, Any]:
 
 
 def bundle_import(
-    *, document: object, objects: dict[str, bytes], actor: Actor, allow_breaking: bool = False
+    *,
+    document: object,
+    objects: dict[str, bytes],
+    actor: Actor,
+    allow_breaking: bool = False,
+    max_publishes: int | None = MAX_IMPORT_PUBLISHES,
 ) -> ImportResult:
     """Import one bundle document; `objects` holds the canonical bytes of the versions this
-    registry may not have yet (by hash). All or nothing; idempotent."""
+    registry may not have yet (by hash). All or nothing; idempotent. A document that would
+    publish more than `max_publishes` new versions is refused before anything is read or
+    written (400 naming bundle.versions): send the history in parts."""
     require_role(actor, Role.PUBLISHER, "Importing bundles")
     doc = _parse(document)
     bad_keys = sorted(key for key in objects if not HASH_RE.match(key))[:5]
@@ -206,6 +220,14 @@ def bundle_import(
     present = (
         dict(BundleVersion.objects.filter(bundle=existing).values_list("content_hash", "number")) if existing else {}
     )
+    if max_publishes is not None:
+        missing = {v["content_hash"] for v in doc["versions"]} - set(present)
+        if len(missing) > max_publishes:
+            raise _bad(
+                "bundle.versions",
+                f"This import would publish {len(missing)} new versions; one call publishes at most "
+                f"{max_publishes}. Send the versions in parts (promptreg import-bundles does), then the labels.",
+            )
     contents = _new_contents(doc, objects, present)  # every check before the first write
     result = ImportResult(bundle=name)
     with transaction.atomic():

@@ -18,6 +18,7 @@ What goes, oldest first:
 Versions, labels, their history and each version's lifetime counts (metrics_versionusage)
 are never pruned, so a version's usage and routing metrics stay right after its sessions go."""
 
+import logging
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -25,12 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from access.actors import SYSTEM
 from audit.services import audit_record
+
+logger = logging.getLogger(__name__)
 
 # The trigger's own floor (audit migration 0004): no retention below it is accepted.
 AUDIT_MIN_DAYS = 30
@@ -283,18 +287,50 @@ def _prune_children_counted(table: str, before: datetime, size: int) -> TableRes
             sessions = min(BATCH_MAX, sessions * 2)
 
 
+_MAY_PRUNE_SQL = (
+    "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = 'registry_audit_pruner')"
+    " AND pg_has_role(current_user, 'registry_audit_pruner', 'MEMBER')"
+)
+
+
 def _prune_audit(before: datetime, size: int) -> TableResult:
-    """Audit rows before `before`: each batch sets the transaction-local cutoff the trigger
-    checks; the first batch that deletes anything records `audit.pruned` in its transaction."""
+    """Audit rows before `before`, deleted by a role that holds the prune's exception
+    (registry_audit_pruner, audit migration 0005): through AUDIT_PRUNE_DATABASE_URL, a connection
+    of its own, when set; else through the application's connection, which may do it only when
+    its role is a member (a superuser in development; never in production, where the web and
+    the workers must not be able to delete audit rows). Each batch sets the transaction-local
+    cutoff the trigger checks; the first batch that deletes anything is recorded as
+    `audit.pruned` (through the application's connection)."""
     result = TableResult("audit_auditevent", before)
+    url = settings.AUDIT_PRUNE_DATABASE_URL
+    if url:
+        with psycopg.connect(
+            url, connect_timeout=settings.DATABASES["default"]["OPTIONS"].get("connect_timeout", 2)
+        ) as pruner:
+            _batches(_audit_batch(before, lambda: pruner.transaction(), pruner.cursor), result, batch=size)
+        return result
+    with connection.cursor() as cursor:
+        cursor.execute(_MAY_PRUNE_SQL)
+        allowed = cursor.fetchone()[0]
+    if not allowed:
+        logger.warning(
+            "audit rows are not pruned: set AUDIT_PRUNE_DATABASE_URL to a role in registry_audit_pruner "
+            "(docs/operations.md, Database roles)"
+        )
+        return result
+    _batches(_audit_batch(before, transaction.atomic, connection.cursor), result, batch=size)
+    return result
+
+
+def _audit_batch(before: datetime, atomic: Callable[[], Any], cursor_of: Callable[[], Any]) -> Callable[[int], int]:
     recorded = False
 
     def one(n: int) -> int:
         nonlocal recorded
-        with connection.cursor() as cursor:
+        with atomic(), cursor_of() as cursor:
             cursor.execute("SELECT set_config('registry.audit_prune_before', %s, true)", [before.isoformat()])
             cursor.execute(_AUDIT_SQL, {"before": before, "batch": n})
-            deleted = cursor.rowcount
+            deleted: int = cursor.rowcount
         if deleted and not recorded:
             audit_record(
                 actor=SYSTEM,
@@ -306,5 +342,4 @@ def _prune_audit(before: datetime, size: int) -> TableResult:
             recorded = True
         return deleted
 
-    _batches(one, result, batch=size)
-    return result
+    return one

@@ -160,3 +160,18 @@ class ActiveTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version_id}/{self.label or '-'}: {self.active}"
+
+
+class SweepLease(models.Model):
+    """Who runs the periodic sweep now, until when (sessions_app.services.sessions_sweep). A row,
+    not a session-level advisory lock: behind PgBouncer in transaction mode the lock and its
+    unlock could reach different server connections (the lock then leaked for good, and every
+    later sweep was skipped), and a lease row works whatever pool sits in between. Times are
+    the database's now(), so no node's clock decides when a lease has run out."""
+
+    name = models.CharField(max_length=32, primary_key=True)
+    holder = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at}"

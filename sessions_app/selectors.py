@@ -28,7 +28,10 @@ from sessions_app.models import Session, SessionStatus, active_sessions_annotati
 # per-turn reads below select the same PINNED_COLUMNS joined with the key (key_session_rows).
 _SESSION_FIELDS = Session._meta.concrete_fields
 _CONVERTED = [(i, f) for i, f in enumerate(_SESSION_FIELDS) if hasattr(f, "from_db_value")]
-PINNED_COLUMNS = ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS) + ", v.number, v.content_hash, v.state, b.name"
+PINNED_COLUMNS = (
+    ", ".join(f"s.{f.column}" for f in _SESSION_FIELDS)
+    + ", v.number, v.content_hash, v.state, b.name, b.strict_conversation"
+)
 _PINNED_SQL = f"""
 SELECT {PINNED_COLUMNS}
 FROM sessions_app_session s
@@ -60,8 +63,9 @@ def pinned_row(values: Sequence[Any]) -> PinnedRow | None:
     for index, field in _CONVERTED:
         columns[index] = field.from_db_value(columns[index], None, connection)
     session = Session.from_db("default", [f.attname for f in _SESSION_FIELDS], columns)
-    number, content_hash, state, bundle_name = values[len(_SESSION_FIELDS) :]
-    session.bundle = Bundle(id=session.bundle_id, name=bundle_name)
+    number, content_hash, state, bundle_name, strict = values[len(_SESSION_FIELDS) :]
+    # The bundle's setting the turn call reads (registry.guard), on the same read.
+    session.bundle = Bundle(id=session.bundle_id, name=bundle_name, strict_conversation=strict)
     session.version = BundleVersion(
         id=session.version_id, bundle_id=session.bundle_id, number=number, content_hash=content_hash, state=state
     )
@@ -96,8 +100,11 @@ def _visible_to(owner_key_id: int | None, bundle_name: str, actor: Actor) -> boo
 
 def lease_due(*, last_seen_at: datetime, ttl_seconds: int, now: datetime) -> bool:
     """Whether a fetch must renew the lease (sessions_app.services.session_touch): once it is a
-    quarter-TTL old (SESSION_RENEW_FRACTION)."""
-    return now - last_seen_at >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
+    quarter-TTL old (SESSION_RENEW_FRACTION), or whenever this node's clock reads earlier than
+    the renewal the database last wrote (its clock is behind: it cannot judge the lease's age,
+    so the renewal, timed and checked by the database's now(), decides)."""
+    age = now - last_seen_at
+    return age < timedelta(0) or age >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
 
 
 def session_passes(

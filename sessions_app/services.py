@@ -23,13 +23,13 @@ from core import events, instruments
 from core.errors import Conflict, Forbidden, InvalidContent, NotFound, SessionEnded
 from core.ids import uuid7
 from core.limits import DEFAULT_LABEL, EXTERNAL_ID_MAX, TTL_MIN_SECONDS
-from registry import lifecycle
+from registry import guard, lifecycle
 from registry import variables as content_variables
 from registry.lifecycle import pin_policy
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.parsed_content import content_document
 from sessions_app import hooks
-from sessions_app.models import Session, SessionStatus
+from sessions_app.models import Session, SessionStatus, SweepLease
 from sessions_app.selectors import (
     PINNED_COLUMNS,
     lease_due,
@@ -40,8 +40,6 @@ from sessions_app.selectors import (
 )
 
 logger = logging.getLogger(__name__)
-
-SWEEP_LOCK_ID = 0x5E551011  # pg advisory lock key: one sweep at a time, whatever runs beat
 
 
 def _validate_ttl(ttl_seconds: object) -> int:
@@ -220,16 +218,35 @@ def sessions_start_on_label(
 # The session's INSERT as raw SQL: Django's INSERT compiler cost a sixth of a start's CPU
 # (measured). Every concrete field, prepared as Model.save prepares it; no signal receivers
 # or history hang on Session, so nothing else would have run.
-_INSERT_FIELDS = Session._meta.concrete_fields
-_INSERT_SQL = f"INSERT INTO {Session._meta.db_table} ({', '.join(str(f.column) for f in _INSERT_FIELDS)}) VALUES "
-_INSERT_ROW = f"({', '.join(['%s'] * len(_INSERT_FIELDS))})"
+# The lease's times are the database's now(), never the node's clock (issue 36): a web node
+# whose clock runs ahead would start leases that the workers' sweep, on the database's time,
+# sees as longer, and one running behind would start leases that end early.
+_LEASE_TIMES = {
+    "started_at": "now()",
+    "last_seen_at": "now()",
+    "expires_at": "now() + %s * interval '1 second'",
+}
+_INSERT_FIELDS = [f for f in Session._meta.concrete_fields if f.attname not in _LEASE_TIMES]
+_INSERT_SQL = (
+    f"INSERT INTO {Session._meta.db_table} "
+    f"({', '.join([*(str(f.column) for f in _INSERT_FIELDS), *_LEASE_TIMES])}) VALUES "
+)
+_INSERT_ROW = f"({', '.join([*(['%s'] * len(_INSERT_FIELDS)), *_LEASE_TIMES.values()])})"
 
 
 def _insert(*sessions: Session) -> None:
-    values = [f.get_db_prep_save(getattr(s, f.attname), connection) for s in sessions for f in _INSERT_FIELDS]
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_SQL + ", ".join([_INSERT_ROW] * len(sessions)), values)
+    values = []
     for session in sessions:
+        values += [f.get_db_prep_save(getattr(session, f.attname), connection) for f in _INSERT_FIELDS]
+        values.append(session.ttl_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_SQL + ", ".join([_INSERT_ROW] * len(sessions)) + " RETURNING id, started_at, expires_at", values
+        )
+        times = {row[0]: row[1:] for row in cursor.fetchall()}
+    for session in sessions:
+        session.started_at, session.expires_at = times[session.pk]
+        session.last_seen_at = session.started_at
         session._state.adding, session._state.db = False, connection.alias
 
 
@@ -245,7 +262,8 @@ def _new_session(
     ttl: int,
     variables: dict[str, Any],
 ) -> Session:
-    """A new session's row (not saved), its lease starting now."""
+    """A new session's row (not saved), its lease starting now (the times here are the node's
+    placeholders: _insert writes the database's and sets them on the row)."""
     now = timezone.now()
     return Session(
         id=session_id,
@@ -268,9 +286,14 @@ def _session_variables(*, version: BundleVersion, given: Any) -> dict[str, Any]:
     # target at this instant. A refusal rolls back the pin (and any state it wrote) with it.
     declared = content_document(version_id=version.pk, content_hash=version.content_hash).get("variables")
     try:
-        return content_variables.resolve(declared, given, scope="session")
+        values = content_variables.resolve(declared, given, scope="session")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
+    # The caller's values only (defaults are the publisher's): a strict bundle takes short
+    # single-line values that cannot rewrite the prompt around them (registry.guard).
+    if isinstance(given, dict) and given and guard.strict_conversation(version.bundle_id):
+        guard.check_variables({name: values[name] for name in given if name in values})
+    return values
 
 
 def _existing_by_external_id(*, actor: Actor, external_id: str, bundle: Bundle) -> Session | None:
@@ -405,10 +428,10 @@ def _check_owner(*, session: Session, actor: Actor) -> None:
 # the planner hash-joined against a sequential scan of every session, ended ones included).
 SWEEP_BATCH = 1000
 _EXPIRE_SQL = """
-UPDATE sessions_app_session SET status = 'expired', ended_at = %(now)s
+UPDATE sessions_app_session SET status = 'expired', ended_at = COALESCE(%(now)s::timestamptz, now())
 WHERE id = ANY(ARRAY(
     SELECT id FROM sessions_app_session
-    WHERE status = 'active' AND expires_at <= %(now)s {only}
+    WHERE status = 'active' AND expires_at <= COALESCE(%(now)s::timestamptz, now()) {only}
     ORDER BY expires_at LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ))
@@ -438,8 +461,9 @@ def session_expire_lapsed(
 ) -> int:
     """Expire active sessions whose lease ran out (all of them, or only `session_ids`), `batch`
     at a time, each batch committed on its own (at most `max_batches`), and ask for a drain
-    check of their versions after each commit. Returns how many expired."""
-    now = now or timezone.now()
+    check of their versions after each commit. Returns how many expired. Lapsed by the
+    database's now() unless `now` is given (tests, and a caller that means a fixed instant):
+    no node's clock decides that a lease ran out."""
     only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
     params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
     total = batches = 0
@@ -483,19 +507,31 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
     now = timezone.now()
     if session.status != SessionStatus.ACTIVE:
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
-    if session.expires_at <= now:
-        session_expire_lapsed(session_ids=[session.pk], now=now)
-        raise SessionEnded(f"Session {session.pk} expired; start a new session.")
-    if force or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now):
-        expires = now + timedelta(seconds=session.ttl_seconds)
-        updated = Session.objects.filter(pk=session.pk, status=SessionStatus.ACTIVE).update(
-            last_seen_at=now, expires_at=expires
-        )
-        if not updated:
+    # The node's clock only decides when to write (lease_due); whether the lease ran out is the
+    # database's call, in the renewal's own WHERE or the expiry's, so a node whose clock runs
+    # ahead neither refuses nor expires a session whose lease is still running.
+    if (
+        force
+        or session.expires_at <= now
+        or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now)
+    ):
+        with connection.cursor() as cursor:
+            cursor.execute(_TOUCH_SQL, [session.pk])
+            renewed = cursor.fetchone()
+        if renewed is None:
+            if session_expire_lapsed(session_ids=[session.pk]):
+                raise SessionEnded(f"Session {session.pk} expired; start a new session.")
             raise lease_lost(session.pk)
-        session.last_seen_at, session.expires_at = now, expires
+        session.last_seen_at, session.expires_at = renewed
         instruments.version_used([session.version_id])
     return session
+
+
+_TOUCH_SQL = """
+UPDATE sessions_app_session SET last_seen_at = now(), expires_at = now() + ttl_seconds * interval '1 second'
+WHERE id = %s AND status = 'active' AND expires_at > now()
+RETURNING last_seen_at, expires_at
+"""
 
 
 def lease_lost(session_id: Any) -> SessionEnded:
@@ -508,10 +544,10 @@ def lease_lost(session_id: Any) -> SessionEnded:
 _RENEW_SQL = f"""
 WITH due AS (
     SELECT id FROM sessions_app_session
-    WHERE id = ANY(%s::uuid[]) AND status = 'active' AND expires_at > %s
+    WHERE id = ANY(%s::uuid[]) AND status = 'active' AND expires_at > now()
     ORDER BY id FOR UPDATE
 )
-UPDATE sessions_app_session s SET last_seen_at = %s, expires_at = %s + s.ttl_seconds * interval '1 second'
+UPDATE sessions_app_session s SET last_seen_at = now(), expires_at = now() + s.ttl_seconds * interval '1 second'
 FROM due, registry_bundleversion v, registry_bundle b
 WHERE s.id = due.id AND v.id = s.version_id AND b.id = s.bundle_id
 RETURNING {PINNED_COLUMNS}
@@ -523,9 +559,8 @@ def sessions_renew(*, session_ids: list[str]) -> dict[str, Session]:
     one (the fast lane's batched heartbeats): one UPDATE, one commit. Returns the renewed
     sessions by id (with `bundle` and `version` set); an id missing from it had ended or
     lapsed, and answers lease_lost."""
-    now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_RENEW_SQL, [session_ids, now, now, now])
+        cursor.execute(_RENEW_SQL, [session_ids])
         rows = cursor.fetchall()
     renewed = {}
     for row in rows:
@@ -535,15 +570,42 @@ def sessions_renew(*, session_ids: list[str]) -> dict[str, Session]:
     return renewed
 
 
+# The sweep's lease (models.SweepLease): longer than any sweep runs, so that a beat killed
+# mid-sweep blocks the next ones for at most this long.
+SWEEP_LEASE = "sessions_sweep"
+SWEEP_LEASE_SECONDS = 600
+# Taken when there is no row, or the row's lease ran out: one statement, so two beats that
+# race for it cannot both win (the loser's INSERT conflicts and its UPDATE's WHERE is false).
+_SWEEP_TAKE_SQL = """
+INSERT INTO sessions_app_sweeplease (name, holder, expires_at)
+VALUES (%(name)s, %(holder)s, now() + %(seconds)s * interval '1 second')
+ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+WHERE sessions_app_sweeplease.expires_at <= now()
+RETURNING holder
+"""
+
+
+def sweep_lease_take(*, holder: str, seconds: int = SWEEP_LEASE_SECONDS) -> bool:
+    """Whether `holder` now holds the sweep's lease (a committed row, the database's clock)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_SWEEP_TAKE_SQL, {"name": SWEEP_LEASE, "holder": holder, "seconds": seconds})
+        return cursor.fetchone() is not None
+
+
+def sweep_lease_release(*, holder: str) -> None:
+    SweepLease.objects.filter(name=SWEEP_LEASE, holder=holder).delete()
+
+
 def sessions_sweep() -> dict[str, int] | None:
     """The periodic backstop: expire lapsed sessions, then drain every draining version that
-    has nothing pinned. Holds a PostgreSQL advisory lock for its whole run so that two beats
-    (or a slow sweep overlapping the next) never run at once; returns None when another holds it.
-    Each step is idempotent anyway: the lock saves work, correctness does not depend on it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_ID])
-        if not cursor.fetchone()[0]:
-            return None
+    has nothing pinned. Holds the sweep's lease row for its whole run so that two beats (or a
+    slow sweep overlapping the next) never run at once; returns None when another holds it.
+    Each step is idempotent anyway: the lease saves work, correctness does not depend on it.
+    (A session-level advisory lock did this until issue 36: behind PgBouncer in transaction
+    mode its unlock could reach another server connection, and the lock never let go.)"""
+    holder = uuid.uuid4().hex
+    if not sweep_lease_take(holder=holder):
+        return None
     try:
         expired = session_expire_lapsed()
         draining = list(BundleVersion.objects.filter(state=VersionState.DRAINING).values_list("pk", flat=True))
@@ -553,8 +615,7 @@ def sessions_sweep() -> dict[str, int] | None:
         lifecycle.tool_signatures_settle_open()
         sessions_tally()
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])
+        sweep_lease_release(holder=holder)
     return {"expired": expired, "drained": drained}
 
 

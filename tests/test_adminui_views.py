@@ -1064,11 +1064,13 @@ def test_it_shows_every_move_with_who_when_from_to_why_and_a_diff_link(reader, b
     assert "rename tool" in page  # each version's message
 
 
-def test_a_compatibility_change_is_not_a_move_in_the_history(reader, bundle, v1, production, ops):
+def test_a_compatibility_change_is_a_policy_row_in_the_history(reader, bundle, v1, production, ops):
     label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="relax", compatibility="none")
     page = reader.get(u("adminui_history", "refunds")).content.decode()
     rows = re.findall(r'<tr data-label="production" data-to="1">(.*?)</tr>', page, re.S)
-    assert len(rows) == 1 and "relax" not in rows[0]  # only the creation; the audit log has the change
+    # Issue 36: recorded as a PATCH of the policy is (newest first), naming who and why.
+    assert len(rows) == 2 and "relax" in rows[0] and "policy: compatibility" in rows[0]
+    assert ops.actor.name in rows[0]
     assert AuditEvent.objects.filter(action="label.policy_changed", reason="relax").exists()
 
 
@@ -1122,8 +1124,10 @@ def test_a_prompt_engineer_edits_when_to_use_and_the_catalog_shows_it(engineer, 
     assert reader.get(u("adminui_bundle_edit", "refunds")).status_code == 403
     page = engineer.get(u("adminui_bundle_edit", "refunds"))
     assert page.status_code == 200 and "when_to_use" in page.content.decode()
+    etag = re.search(r'name="etag" value="([^"]+)"', page.content.decode()).group(1)
     response = engineer.post(
-        u("adminui_bundle_edit", "refunds"), {"description": "Refunds", "when_to_use": "Refund questions."}
+        u("adminui_bundle_edit", "refunds"),
+        {"description": "Refunds", "when_to_use": "Refund questions.", "etag": unescape(etag)},
     )
     assert response.status_code == 302
     bundle.refresh_from_db()
@@ -1134,6 +1138,18 @@ def test_a_prompt_engineer_edits_when_to_use_and_the_catalog_shows_it(engineer, 
 
     catalog = make_api(Role.AGENT, name="cat").get("/api/v1/catalog/").json()["results"]
     assert catalog[0]["when_to_use"] == "Refund questions."
+
+
+def test_a_bundle_edit_over_someone_elses_change_is_refused_with_412(engineer, bundle, production):
+    # Issue 36 (carried over): two editors of a bundle overwrote each other without a precondition.
+    page = engineer.get(u("adminui_bundle_edit", "refunds")).content.decode()
+    read = unescape(re.search(r'name="etag" value="([^"]+)"', page).group(1))
+    first = engineer.post(u("adminui_bundle_edit", "refunds"), {"description": "A", "when_to_use": "a", "etag": read})
+    assert first.status_code == 302
+    second = engineer.post(u("adminui_bundle_edit", "refunds"), {"description": "B", "when_to_use": "b", "etag": read})
+    assert second.status_code == 412 and "changed since you read it" in second.content.decode()
+    bundle.refresh_from_db()
+    assert (bundle.description, bundle.when_to_use) == ("A", "a")
 
 
 def test_a_forged_edit_post_from_a_reader_is_refused(reader, bundle):

@@ -310,10 +310,18 @@ def test_it_runs_real_management_commands():
             assert argv[2] in commands, f"{name}: no management command {argv[2]!r}"
 
 
+# What differs by container on purpose (issue 36): migrate connects as the owner, prune also
+# as the audit pruner; every other container as the application's role.
+ROLE_ENV = {"DATABASE_URL", "AUDIT_PRUNE_DATABASE_URL"}
+
+
 def test_it_passes_the_same_environment_to_every_application_container():
     environments = {name: service["environment"] for name, service in _app_services().items()}
     assert all(isinstance(env, dict) for env in environments.values())
-    shared = {name: {k: v for k, v in env.items() if k not in NON_SETTINGS_ENV} for name, env in environments.items()}
+    shared = {
+        name: {k: v for k, v in env.items() if k not in NON_SETTINGS_ENV | ROLE_ENV}
+        for name, env in environments.items()
+    }
     first = next(iter(shared.values()))
     assert all(env == first for env in shared.values()), shared
 
@@ -337,7 +345,13 @@ def test_it_requires_the_secret_key_from_the_environment():
         assert _interpolate(value, {"DJANGO_SECRET_KEY": "s3cret"}) == "s3cret"
 
 
-GIVEN = {"POSTGRES_PASSWORD": "0123abcd", "DJANGO_SECRET_KEY": "k", "REDIS_PASSWORD": "feed42"}
+GIVEN = {
+    "POSTGRES_PASSWORD": "0123abcd",
+    "POSTGRES_APP_PASSWORD": "app0123",
+    "AUDIT_PRUNE_PASSWORD": "prune0123",
+    "DJANGO_SECRET_KEY": "k",
+    "REDIS_PASSWORD": "feed42",
+}
 
 
 def test_it_points_the_urls_at_the_compose_services():
@@ -347,13 +361,38 @@ def test_it_points_the_urls_at_the_compose_services():
     database, redis = urlsplit(env["DATABASE_URL"]), urlsplit(env["REDIS_URL"])
     assert database.scheme in ("postgres", "postgresql") and database.hostname == "postgres"
     assert database.path.lstrip("/") == postgres["POSTGRES_DB"]
-    assert (database.username, database.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+    # Issue 36: the application is not the owner (a superuser in the image) but registry_app.
+    assert (database.username, database.password) == ("registry_app", postgres["POSTGRES_APP_PASSWORD"])
+    owner = urlsplit(_interpolate(services["migrate"]["environment"]["DATABASE_URL"], GIVEN))
+    assert (owner.username, owner.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
     assert redis.scheme == "redis" and redis.hostname == "redis"
     cache = urlsplit(env["BUNDLE_CACHE_URL"])
     assert cache.scheme == "redis" and cache.hostname == "redis-cache"
     # Every URL carries the password the servers require (CELERY_BROKER_URL defaults to REDIS_URL).
     assert "CELERY_BROKER_URL" not in env
     assert redis.password == cache.password == GIVEN["REDIS_PASSWORD"]
+
+
+def test_only_migrate_is_the_owner_and_only_prune_holds_the_audit_exception():
+    # Issue 36: in compose the application's role was the image's superuser.
+    services = _services()
+    users = {
+        name: urlsplit(_interpolate(service["environment"]["DATABASE_URL"], GIVEN)).username
+        for name, service in _app_services().items()
+    }
+    assert {name for name, user in users.items() if user != "registry_app"} == {"migrate"}
+    holders = [name for name, svc in _app_services().items() if "AUDIT_PRUNE_DATABASE_URL" in svc["environment"]]
+    assert holders == ["prune"] and services["prune"]["profiles"] == ["tools"]
+    pruner = urlsplit(_interpolate(services["prune"]["environment"]["AUDIT_PRUNE_DATABASE_URL"], GIVEN))
+    assert (pruner.username, pruner.password) == ("registry_pruner", GIVEN["AUDIT_PRUNE_PASSWORD"])
+    assert _argv(services["prune"]["command"]) == ["python", "manage.py", "prune"]
+    # The roles are made by the image's init hook, from the script in the repository.
+    mount = "./deploy/postgres/init-roles.sh:/docker-entrypoint-initdb.d/10-roles.sh:ro"
+    assert mount in services["postgres"]["volumes"]
+    script = (ROOT / "deploy" / "postgres" / "init-roles.sh").read_text()
+    assert "CREATE ROLE registry_app LOGIN NOSUPERUSER" in script
+    assert "IN ROLE registry_audit_pruner" in script.replace("\n  ", " ")
+    assert "registry_app" not in script.split("IN ROLE registry_audit_pruner")[0].rsplit("CREATE ROLE", 1)[-1]
 
 
 def _redis_argv(service: str, env: dict[str, str]) -> list[str]:
@@ -687,6 +726,38 @@ def test_the_app_trusts_exactly_the_one_proxy_hop():
     # ...because nginx replaces X-Forwarded-For with the peer's address (nothing to forge).
     assert ["X-Forwarded-For", "$remote_addr"] in _nginx("proxy_set_header")
     assert ["X-Forwarded-Proto", "$scheme"] in _nginx("proxy_set_header")
+
+
+def test_the_app_reads_x_forwarded_for_only_from_the_proxy_address():
+    # Issue 36: any container that reached web directly was trusted for X-Forwarded-For.
+    import ipaddress
+
+    env = _compose()["x-app-env"]
+    trusted = _interpolate(env["DJANGO_TRUSTED_PROXIES"], {})
+    proxy = _interpolate(_services()["proxy"]["networks"]["default"]["ipv4_address"], {})
+    assert trusted == proxy
+    (subnet,) = _compose()["networks"]["default"]["ipam"]["config"]
+    assert ipaddress.ip_address(proxy) in ipaddress.ip_network(_interpolate(subnet["subnet"], {}))
+    # Every other service is on the same network with an address of Docker's choosing.
+    assert [name for name, service in _services().items() if "networks" in service] == ["proxy"]
+
+
+def test_access_logs_carry_no_query_string():
+    # Issue 36: nginx's default line ($request) and the Referer carry an OIDC code, a state, a token.
+    (fmt,) = _nginx("log_format")
+    assert fmt[0] == "registry"
+    text = re.sub(r"#[^\n]*", "", NGINX_CONF.read_text())
+    (line,) = re.findall(r"log_format\s+registry\s+([^;]*);", text)
+    for variable in ("$request ", "$request_uri", "$args", "$query_string", "$arg_", "$http_referer", "$is_args"):
+        assert variable not in line + " ", variable
+    assert "$uri" in line
+    assert [args for args in _nginx("access_log") if args != ["off"]] == [["/var/log/nginx/access.log", "registry"]]
+    # The app server's access line is granian's default: the path, never the query string.
+    argv = serve.command(host="0.0.0.0", port=8000, workers=1, access_log=True)
+    assert "--access-log" in argv and "--access-log-fmt" not in argv
+    from granian.log import DEFAULT_ACCESSLOG_FMT
+
+    assert "query_string" not in DEFAULT_ACCESSLOG_FMT
 
 
 def test_the_proxy_mounts_its_config_certificates_and_the_static_files():

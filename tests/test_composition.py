@@ -532,6 +532,25 @@ def test_an_import_still_needs_the_snippets_it_pins(support, tone_v1, ops):
     assert "import the included bundle first" in caught.value.details["content.includes[0]"][0]
 
 
+def test_an_import_refuses_includes_its_prompt_does_not_contain_as_a_publish_does(support, tone_v1, ops):
+    # Issue 36: an import stored a version whose `includes` claimed a snippet its text lacks
+    # (forged provenance, and a dependents list naming it); a publish refuses the same content.
+    forged = stored(publish(support, ops.actor, SOURCE))
+    forged["system_prompt"] = forged["system_prompt"].replace(TONE_1, "Be rude.")
+    with pytest.raises(InvalidContent) as published:
+        version_publish(bundle=support, content=forged, message="m", actor=ops.actor)
+    document, _ = bundle_export(bundle=support, actor=ops.actor)
+    _, canonical, digest = canonicalise(forged)
+    document = {**document, "name": "support-copy", "labels": []}
+    document["versions"] = [{**document["versions"][0], "content_hash": digest}]
+    with pytest.raises(InvalidContent) as imported:
+        bundle_import(document=document, objects={digest: canonical}, actor=ops.actor)
+    assert imported.value.details == published.value.details
+    assert "content.system_prompt" in imported.value.details
+    assert not Bundle.objects.filter(name="support-copy").exists()
+    assert not Include.objects.filter(bundle__name="support-copy").exists()
+
+
 @pytest.mark.parametrize(
     "change, where",
     [

@@ -13,8 +13,16 @@ from registry import bundle_cache, lifecycle
 from registry.lifecycle import version_drain
 from registry.models import BundleVersion
 from registry.services import label_move, label_rollback, version_revoke
+from sessions_app.models import SweepLease
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import SWEEP_LOCK_ID, session_end, session_start, session_touch, sessions_sweep
+from sessions_app.services import (
+    session_end,
+    session_start,
+    session_touch,
+    sessions_sweep,
+    sweep_lease_release,
+    sweep_lease_take,
+)
 from tests.test_worker import _database_url
 
 
@@ -169,29 +177,38 @@ def test_the_sweep_drains_what_the_events_missed(bundle, production, v1, v2, age
 
 @pytest.mark.django_db(transaction=True)
 def test_two_sweeps_never_run_at_once(bundle, production):
-    """While another connection (another beat) holds the sweep lock, a sweep does nothing."""
-    holding, release = threading.Event(), threading.Event()
-
-    def other_beat() -> None:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s)", [SWEEP_LOCK_ID])
-            holding.set()
-            release.wait(10)
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_ID])
-        connections["default"].close()
-
-    thread = threading.Thread(target=other_beat)
-    thread.start()
-    assert holding.wait(10)
-    try:
-        assert sessions_sweep() is None
-    finally:
-        release.set()
-        thread.join()
+    """While another beat holds the sweep's lease, a sweep does nothing; a lease whose holder
+    died runs out on the database's clock, and the sweep lets go of its own."""
+    assert sweep_lease_take(holder="other-beat")
+    assert sessions_sweep() is None
+    sweep_lease_release(holder="other-beat")
     assert sessions_sweep() == {"expired": 0, "drained": 0}
-    with connection.cursor() as cursor:  # and the sweep let go of its lock
+    assert not SweepLease.objects.exists()  # the sweep let go of its lease
+    assert sweep_lease_take(holder="dead-beat", seconds=0)  # ran out at once: its holder died
+    assert sessions_sweep() == {"expired": 0, "drained": 0}
+    with connection.cursor() as cursor:  # and no advisory lock is taken (PgBouncer, issue 36)
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
         assert cursor.fetchone()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_lease_survives_a_pooler_that_moves_statements_between_connections(bundle, production):
+    """Issue 36: behind PgBouncer in transaction mode every statement may run on another server
+    connection. The session-level advisory lock was taken on one and released (or not) on
+    another; the lease is a committed row, so another connection sees it and a release from
+    any connection frees it."""
+
+    assert sweep_lease_take(holder="beat-a")
+    other = connections.create_connection("default")  # another server connection, as a pooler gives
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT holder FROM sessions_app_sweeplease")
+            assert cursor.fetchone() == ("beat-a",)
+    finally:
+        other.close()
+    assert sessions_sweep() is None
+    sweep_lease_release(holder="beat-a")
+    assert sessions_sweep() is not None
 
 
 def test_requests_do_not_wait_on_a_broker_that_is_down(

@@ -143,6 +143,36 @@ def test_it_maps_mlflow_rest_shapes():
     assert second.message == "chat\n\nimported from mlflow Summarizer version 2, by ada"
 
 
+def _endless_mlflow(*, repeat_token: bool = False, per_page: int = 1):
+    """A tracking server whose searches never run out of pages (issue 36); it counts its calls."""
+    import httpx
+
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url)
+        token = "same" if repeat_token else f"t{len(calls)}"
+        items = [{"name": f"p{len(calls)}-{i}"} for i in range(per_page)]
+        return httpx.Response(200, json={"registered_models": items, "next_page_token": token})
+
+    return mlflow.TrackingServer("http://mlflow.invalid", transport=httpx.MockTransport(answer)), calls
+
+
+@pytest.mark.parametrize(
+    ("shape", "error", "most_calls"),
+    [
+        ({}, "more than 100 pages", 100),
+        ({"repeat_token": True}, "already given", 2),
+        ({"per_page": 5_000}, "more than 10000 items", 3),
+    ],
+)
+def test_mlflow_pagination_is_bounded(shape, error, most_calls):
+    server, calls = _endless_mlflow(**shape)
+    with server, pytest.raises(SourceError, match=error):
+        server.prompt_names()
+    assert len(calls) <= most_calls
+
+
 @pytest.mark.parametrize(
     ("doc", "error"),
     [

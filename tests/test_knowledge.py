@@ -102,6 +102,28 @@ def test_it_creates_packs_and_writes_reads_lists_and_deletes_files(world):
     assert ops.get("/api/v1/knowledge/ops/").json()["description"] == "Ops notes"
 
 
+def test_a_file_put_honours_if_match_and_if_none_match(world):
+    # Issue 36 (carried over): two editors who read the same file both replaced it; no precondition.
+    path = "/api/v1/knowledge/ops/files/arch/plan.md"
+    put = world.ops.put
+    assert put(path, {"content": "one\n"}, HTTP_IF_NONE_MATCH="*").status_code == 201
+    again = put(path, {"content": "other\n"}, HTTP_IF_NONE_MATCH="*")
+    assert again.status_code == 412 and again.json()["error"]["code"] == "precondition_failed"
+    read = world.ops.get(path)
+    etag = read["ETag"]
+    assert etag == '"' + hashlib.sha256(b"one\n").hexdigest() + '"'
+    first = put(path, {"content": "two\n"}, HTTP_IF_MATCH=etag)
+    assert first.status_code == 200 and first["ETag"] != etag
+    stale = put(path, {"content": "three\n"}, HTTP_IF_MATCH=etag)  # the second editor read "one" too
+    assert stale.status_code == 412, stale.content
+    assert stale.json()["error"]["details"]["current"]["sha256"] == first.json()["sha256"]
+    assert world.ops.get(path).json()["content"] == "two\n"
+    assert put(path, {"content": "four\n"}, HTTP_IF_MATCH=f'W/"x", {first["ETag"]}').status_code == 200
+    assert put(path, {"content": "five\n"}, HTTP_IF_MATCH="*").status_code == 200
+    assert put("/api/v1/knowledge/ops/files/new.md", {"content": "x"}, HTTP_IF_MATCH="*").status_code == 412
+    assert world.ops.get("/api/v1/knowledge/ops/files/new.md").status_code == 404
+
+
 @pytest.mark.parametrize(
     "path",
     ["a/../b.md", "../b.md", "/etc/passwd", "a//b.md", "./a.md", "a/", "a\\b.md", "x" * 510 + ".md", "é" * 257],

@@ -157,6 +157,48 @@ def test_the_service_ingress_budget_and_autoscaler_point_at_the_web_pods(tree):
     assert ingress["spec"]["rules"][0]["host"] in allowed
 
 
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_only_the_ingress_controller_reaches_the_web_pods_and_metrics_need_the_token(tree):
+    # Issue 36: any pod could reach web directly (forging X-Forwarded-For), and /metrics had no token.
+    web = _objects(tree, "Deployment")["prompt-registry-web"]
+    labels = web["spec"]["template"]["metadata"]["labels"]
+    policy = _objects(tree, "NetworkPolicy")["prompt-registry-web"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    (container_port,) = _container(tree, "prompt-registry-web")["ports"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": container_port["name"]}]
+    controller, monitoring = rule["from"]
+    assert controller == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+    assert monitoring == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ingress = _objects(tree, "Ingress")["prompt-registry"]
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    token = _env(_container(tree, "prompt-registry-web"))["METRICS_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "prompt-registry", "key": "METRICS_TOKEN"}
+    config = _objects(tree, "ConfigMap")["prompt-registry"]["data"]
+    assert config["DJANGO_TRUSTED_PROXIES"] and int(config["DJANGO_TRUSTED_PROXY_HOPS"]) == 1
+
+
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_only_the_audit_prune_cronjob_holds_the_pruners_database_url(tree):
+    # Issue 36: the audit prune's exception is a database role whose URL no Deployment reads.
+    for name, spec in _pod_specs(tree).items():
+        (container,) = spec["containers"]
+        assert "AUDIT_PRUNE_DATABASE_URL" not in _env(container), name
+    job = _objects(tree, "CronJob")["prompt-registry-audit-prune"]
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    spec = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["command"] == ["python", "manage.py", "prune"]
+    assert container["image"] == _container(tree, "prompt-registry-web")["image"]
+    env = _env(container)
+    ref = env["AUDIT_PRUNE_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "prompt-registry-audit-prune", "key": "AUDIT_PRUNE_DATABASE_URL"}
+    assert spec["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+    read, _ = _settings_env_names()
+    assert set(env) <= read
+
+
 def test_every_container_runs_the_image_and_the_commands_compose_and_the_dockerfile_run():
     (cmd,) = [args for op, args in _dockerfile_instructions() if op == "CMD"]
     compose = _services()

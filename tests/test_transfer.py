@@ -19,6 +19,7 @@ from django.db import connection
 from promptreg.cli import main
 
 from access.models import Role
+from registry.canonical import canonicalise
 from registry.models import Bundle, BundleVersion, Label
 from tests.conftest import content, make_api
 from tests.live import WebServer, registry_server  # noqa: F401 (fixture)
@@ -164,6 +165,31 @@ def test_an_import_with_a_bad_object_writes_nothing_and_answers_400(ops):
     again = ops.post("/api/v1/bundles/copy/import/", {"bundle": document, "objects": {}}).json()
     assert again["versions_created"] == [] and again["versions_present"] == [1, 2, 3]
     assert sorted(again["labels_unchanged"]) == ["canary", "production"] and again["revoked"] == []
+
+
+def _history(count: int) -> tuple[dict, dict[str, str]]:
+    """A document of `count` versions with their canonical bytes (as an export gives them)."""
+    versions, objects = [], {}
+    for n in range(1, count + 1):
+        _, data, digest = canonicalise(content(f"Long history {n}."))
+        versions.append({"number": n, "content_hash": digest, "message": f"v{n}"})
+        objects[digest] = data.decode()
+    return {"format": "promptreg.bundle/1", "name": "long", "versions": versions, "labels": []}, objects
+
+
+def test_one_import_call_publishes_at_most_100_new_versions(ops):
+    # Issue 36: one call published up to 1,000 versions in one transaction (about 20 s).
+    document, objects = _history(101)
+    response = ops.post("/api/v1/bundles/long/import/", {"bundle": document, "objects": objects})
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "validation_error" and "at most 100" in error["details"]["bundle.versions"][0]
+    assert not Bundle.objects.filter(name="long").exists()
+    # In parts, as promptreg import-bundles sends them: 100, then the rest with the whole document.
+    part = {**document, "versions": document["versions"][:100]}
+    assert ops.post("/api/v1/bundles/long/import/", {"bundle": part, "objects": objects}).status_code == 200
+    last = ops.post("/api/v1/bundles/long/import/", {"bundle": document, "objects": objects}).json()
+    assert (last["versions_created"], len(last["versions_present"])) == ([101], 100)
 
 
 MALFORMED = [

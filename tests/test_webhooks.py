@@ -14,7 +14,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from access.models import Role
 from audit.models import AuditEvent
 from tests.conftest import make_api
-from webhooks import services
+from webhooks import services, urlcheck
 from webhooks.models import Delivery, DeliveryStatus, Endpoint
 
 API = "/api/v1/webhooks/"
@@ -93,6 +93,15 @@ def test_it_shows_the_secret_once_and_audits_the_change(admin, receiver):
         "http://10.1.2.3/",
         "http://169.254.169.254/latest",
         "http://[::1]/",
+        # Issue 36: IPv6 forms of private IPv4 addresses (NAT64, mapped, compatible, 6to4, local NAT64).
+        "http://[64:ff9b::a00:1]/",
+        "http://[64:ff9b::a9fe:a9fe]/latest",
+        "http://[::ffff:10.0.0.1]/",
+        "http://[::ffff:0:a00:1]/",
+        "http://[::a00:1]/",
+        "http://[::127.0.0.1]/",
+        "http://[2002:a00:1::1]/",
+        "http://[64:ff9b:1::808:808]/",
     ],
 )
 def test_it_refuses_private_addresses_unless_allowed(admin, settings, url):
@@ -100,6 +109,12 @@ def test_it_refuses_private_addresses_unless_allowed(admin, settings, url):
     response = admin.post(API, {"url": url, "events": ["label.moved"]})
     assert response.status_code == 400
     assert "url" in response.json()["error"]["details"]
+
+
+@pytest.mark.parametrize("url", ["http://[64:ff9b::808:808]/", "http://[2002:808:808::1]/", "http://8.8.8.8/"])
+def test_it_accepts_ipv6_forms_of_public_ipv4_addresses(settings, url):
+    settings.WEBHOOK_ALLOW_PRIVATE_URLS = False
+    assert urlcheck.check_url(url) == url
 
 
 @pytest.mark.parametrize(

@@ -57,10 +57,13 @@ def bundle_edit(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     bundle = bundle_of(name)
     status = 200
     if request.method == "POST":
+        need_role(actor, Role.PUBLISHER, "Editing a bundle")
         form = BundleEditForm(request.POST)
         if form.is_valid():
+            fields = dict(form.cleaned_data)
+            expected = fields.pop("etag")
             try:
-                registry_services.bundle_update(bundle=bundle, actor=actor, **form.cleaned_data)
+                registry_services.bundle_update(bundle=bundle, actor=actor, expected_etag=expected, **fields)
             except DomainError as exc:
                 add_domain_error(form, exc)
                 status = exc.status
@@ -69,7 +72,13 @@ def bundle_edit(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
                 return HttpResponseRedirect(url("adminui_bundle", bundle.name))
     else:
         need_role(actor, Role.PUBLISHER, "Editing a bundle")
-        form = BundleEditForm(initial={"description": bundle.description, "when_to_use": bundle.when_to_use})
+        form = BundleEditForm(
+            initial={
+                "description": bundle.description,
+                "when_to_use": bundle.when_to_use,
+                "etag": registry_services.bundle_etag(bundle),
+            }
+        )
     return render(
         request,
         model_admin,

@@ -213,6 +213,8 @@ def export(args: argparse.Namespace, out: Output) -> dict[str, Any]:
 
 # Canonical bytes sent per import call (a call's body may be 2 MiB; JSON escaping adds a little).
 _IMPORT_CHUNK_BYTES = 1_000_000
+# New versions per import call: the server publishes at most 100 in one call (registry.transfer).
+_IMPORT_CHUNK_VERSIONS = 100
 
 
 def import_bundles(args: argparse.Namespace, out: Output) -> dict[str, Any]:
@@ -235,7 +237,7 @@ def import_bundles(args: argparse.Namespace, out: Output) -> dict[str, Any]:
             missing = [v for v in document["versions"] if v["content_hash"] not in present]
             for version in missing:
                 data = objects[version["content_hash"]]
-                if chunk and size + len(data) > _IMPORT_CHUNK_BYTES:
+                if chunk and (size + len(data) > _IMPORT_CHUNK_BYTES or len(chunk) >= _IMPORT_CHUNK_VERSIONS):
                     _import_part(registry, document, chunk, objects, args.allow_breaking)
                     chunk, size = [], 0
                 chunk.append(version)

@@ -34,6 +34,12 @@ TYPE_TAG = "_mlflow_prompt_type"
 MODEL_CONFIG_TAG = "_mlflow_prompt_model_config"
 RESPONSE_FORMAT_TAG = "_mlflow_prompt_response_format"
 _API = "/api/2.0/mlflow"
+# A server that never stops answering next_page_token (a bug, a loop of tokens, a hostile
+# server) must not keep the import reading for ever: 100 pages of 100 is far above any prompt
+# registry we know of (the registry itself keeps 1,000 versions a bundle at most).
+PAGE_SIZE = 100
+MAX_PAGES = 100
+MAX_ITEMS = 10_000
 
 
 class TrackingServer:
@@ -70,14 +76,26 @@ class TrackingServer:
         return found
 
     def _pages(self, path: str, key: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a paginated search, at most MAX_PAGES pages and MAX_ITEMS items (a
+        SourceError past either, or when a page token comes back a second time)."""
         results: list[dict[str, Any]] = []
-        token = None
-        while True:
-            page = self._get(path, {**params, "max_results": 100, **({"page_token": token} if token else {})})
-            results.extend(page.get(key, []))
+        token: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page = self._get(path, {**params, "max_results": PAGE_SIZE, **({"page_token": token} if token else {})})
+            items = page.get(key, [])
+            if not isinstance(items, list):
+                raise SourceError(f"MLflow answered {path} with {key} that is not a list")
+            results.extend(items)
+            if len(results) > MAX_ITEMS:
+                raise SourceError(f"MLflow's {path} holds more than {MAX_ITEMS} items; import fewer prompts (--prompt)")
             token = page.get("next_page_token")
             if not token:
                 return results
+            if not isinstance(token, str) or token in seen:
+                raise SourceError(f"MLflow's {path} answered a page token it had already given: the pages loop")
+            seen.add(token)
+        raise SourceError(f"MLflow's {path} has more than {MAX_PAGES} pages; import fewer prompts (--prompt)")
 
     def prompt_names(self) -> list[str]:
         query = {"filter": f"tags.`{PROMPT_TAG}` = 'true'"}

@@ -31,7 +31,11 @@ class Command(BaseCommand):
             with transaction.atomic():
                 results = [
                     transfer.bundle_import(
-                        document=document, objects=objects, actor=SYSTEM, allow_breaking=options["allow_breaking"]
+                        document=document,
+                        objects=objects,
+                        actor=SYSTEM,
+                        allow_breaking=options["allow_breaking"],
+                        max_publishes=None,  # an operator's command, not a request: no call to keep short
                     )
                     for document, objects in found
                 ]
