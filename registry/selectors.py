@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
@@ -9,7 +10,10 @@ from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, QuerySet
 
 from access.actors import Actor
 from core import limits
-from core.errors import NotFound
+from core.errors import ModelRetired, NotFound
+from modelcatalog import clock
+from modelcatalog import selectors as catalog_selectors
+from modelcatalog.selectors import ModelInfo, model_get
 from registry import pins
 from registry.contracts import Diff, diff_contents
 from registry.models import (
@@ -25,6 +29,7 @@ from registry.models import (
     VersionState,
     VersionTool,
 )
+from registry.parsed_content import version_model_name
 from registry.tool_signatures import derived_state
 
 
@@ -445,3 +450,112 @@ def tool_schema_diff(*, name: str, old: dict[str, Any], new: dict[str, Any]) -> 
 def mcp_drifts_open(version_id: int) -> list[McpDrift]:
     """A version's unresolved MCP drifts (registry.mcp_drift): the alert on its page."""
     return list(McpDrift.objects.filter(version_id=version_id, resolved_at__isnull=True).order_by("tool"))
+
+
+# --- the model a version names (modelcatalog) ---------------------------------------------------
+
+
+def version_model_info(version: BundleVersion) -> tuple[str | None, ModelInfo | None]:
+    """(the model name a version's content gives, its model-catalog entry or None)."""
+    # A row read whole (a locked version) carries its bytes: no read for them then. A stand-in
+    # built from a few columns (BundleVersion(id=..., content_hash=...)) has the field's
+    # default, b"", which no version's content is.
+    canonical = version.__dict__.get("canonical")
+    name = version_model_name(
+        version_id=version.pk,
+        content_hash=version.content_hash,
+        canonical=bytes(canonical) if canonical else None,
+    )
+    return name, (model_get(provider=None, name=name) if name else None)
+
+
+def retired_model(version: BundleVersion) -> ModelInfo | None:
+    """The catalog entry of the version's model when that model has retired (by the catalog's
+    clock), else None."""
+    _, info = version_model_info(version)
+    return info if info is not None and info.retired() else None
+
+
+def model_retired_error(*, info: ModelInfo, message: str, status: int, labels: Any = None) -> ModelRetired:
+    """The one shape of `model_retired` (publish 400, start 409, pinned 410)."""
+    details: dict[str, Any] = {
+        "model": info.name,
+        "retires_at": info.retires_at.isoformat() if info.retires_at else None,
+        "replacement": info.replacement,
+    }
+    if labels is not None:
+        details["labels"] = labels
+    return ModelRetired(message, details, status=status)
+
+
+def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dict[str, Any]]:
+    """GET /api/v1/models/retiring/: each model that retires within `within` (or has retired
+    and is still pinned by a label or a live session), soonest first, with every version of a
+    bundle `actor` may see that names it and is live or draining (the only versions sessions
+    can be on): the labels targeting it (with the target's weight) and its active sessions
+    (bounded as every count here: exact up to SESSION_COUNT_EXACT_LIMIT, then the sweep's tally).
+    One query for the versions with their counts, one for the labels; each version's model is
+    read from its content, kept per process by content hash (registry.parsed_content)."""
+    now = clock.now()
+    wanted = {(m.provider, m.name): m for m in catalog_selectors.model_list() if m.retiring_within(within, now)}
+    if not wanted:
+        return []
+    bundles = bundles_visible(actor)
+    by_model = _versions_by_model(bundles, set(wanted))
+    labels_of = _labels_by_version(bundles, {v.pk for found in by_model.values() for v in found})
+    out: list[dict[str, Any]] = []
+    for key, info in wanted.items():
+        found = by_model.get(key, [])
+        if info.retired(now) and not found:
+            continue  # retired long ago and nothing uses it: not news
+        rows: list[dict[str, Any]] = [
+            {
+                "bundle": v.bundle.name,
+                "version": v.number,
+                "state": v.state,
+                "labels": labels_of.get(v.pk, []),
+                "active_sessions": getattr(v, "active_sessions", 0),
+            }
+            for v in found
+        ]
+        out.append(
+            {
+                "model": info.as_dict(),
+                "retired": info.retired(now),
+                "days_left": max(0, (info.retirement - now).days) if info.retirement else None,
+                "versions": rows,
+                "labels": sum(len(r["labels"]) for r in rows),
+                "active_sessions": sum(r["active_sessions"] for r in rows),
+            }
+        )
+    out.sort(key=lambda m: (m["model"]["retires_at"] or "", m["model"]["provider"], m["model"]["name"]))
+    return out
+
+
+def _versions_by_model(bundles: QuerySet[Bundle], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[Any]]:
+    """The live and draining versions of `bundles` naming a model in `wanted`, by model, each
+    with `active_sessions`."""
+    versions = (
+        BundleVersion.objects.filter(state__in=[VersionState.LIVE, VersionState.DRAINING], bundle__in=bundles)
+        .select_related("bundle")
+        .only("id", "number", "content_hash", "state", "bundle__name")
+        .annotate(active_sessions=pins.active_annotation())
+        .order_by("bundle__name", "number")
+    )
+    by_model: dict[tuple[str, str], list[Any]] = {}
+    for version in versions:
+        _, info = version_model_info(version)
+        if info is not None and (info.provider, info.name) in wanted:
+            by_model.setdefault((info.provider, info.name), []).append(version)
+    return by_model
+
+
+def _labels_by_version(bundles: QuerySet[Bundle], version_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """{version id: [{label, weight}]} for the labels of `bundles` that target those versions."""
+    labels_of: dict[int, list[dict[str, Any]]] = {}
+    for label in Label.objects.filter(bundle__in=bundles).select_related("bundle").order_by("bundle__name", "name"):
+        weights = {t["version_id"]: t["weight"] for t in label.targets} if label.targets else {label.version_id: 100}
+        for version_id, weight in weights.items():
+            if version_id in version_ids:
+                labels_of.setdefault(version_id, []).append({"label": label.name, "weight": weight})
+    return labels_of
