@@ -3,7 +3,7 @@
 from typing import Any
 from uuid import UUID
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -242,7 +242,18 @@ class EvalRunDetailApi(BaseApi):
 class EvalCompareApi(BaseApi):
     roles = {"GET": Role.CI}
 
-    @extend_schema(summary="Two evaluation runs side by side, flips first")
+    @extend_schema(
+        summary="Two evaluation runs side by side, flips first",
+        description=(
+            "ci role (or higher). `?a=RUN&b=RUN`: both runs per item (pass rate, output tokens, cost), items whose "
+            "verdict flipped first (`broken`, `fixed`), then by the size of the change."
+        ),
+        parameters=[
+            OpenApiParameter("a", str, required=True, description="A run id"),
+            OpenApiParameter("b", str, required=True, description="A run id"),
+        ],
+        responses=OpenApiResponse(description="{a, b, same_suite, only_in_a, only_in_b, items: [...]}"),
+    )
     def get(self, request: Request) -> Response:
         ids = {key: request.query_params.get(key, "") for key in ("a", "b")}
         for key, value in ids.items():

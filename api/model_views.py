@@ -55,6 +55,7 @@ class DeriveIn(StrictInput):
 
 class ModelListApi(BaseApi):
     @extend_schema(
+        operation_id="models_list",
         summary="The model catalog",
         description=(
             "Every model the registry knows, with each fact's source (URL and the date it was read): the shipped "
@@ -70,6 +71,7 @@ class ModelDetailApi(BaseApi):
     roles = {"PUT": Role.OPS}
 
     @extend_schema(
+        operation_id="models_get",
         summary="One model of the catalog",
         description="One model by its catalog provider and name (not an alias), with each fact's source.",
         responses=OpenApiResponse(description="The model"),
