@@ -49,6 +49,14 @@ class SuiteVersionOut(serializers.Serializer):
         return len(suite_content.stored(version.canonical)["items"])
 
 
+class SuiteListOut(serializers.Serializer):
+    results = SuiteOut(many=True)
+
+
+class SuiteVersionListOut(serializers.Serializer):
+    results = SuiteVersionOut(many=True)
+
+
 class RunIn(StrictInput):
     suite = StrictCharField(max_length=SUITE_NAME_MAX)
     suite_version = StrictIntegerField(min_value=1)
@@ -96,6 +104,10 @@ class RunOut(RunSummaryOut):
     attestation = serializers.JSONField()
 
 
+class RunListOut(serializers.Serializer):
+    results = RunSummaryOut(many=True)
+
+
 def _suite_version_answer(version: SuiteVersion, *, with_content: bool) -> dict[str, Any]:
     data: dict[str, Any] = dict(SuiteVersionOut(version).data)
     if with_content:
@@ -106,7 +118,7 @@ def _suite_version_answer(version: SuiteVersion, *, with_content: bool) -> dict[
 class SuiteListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(summary="List suites", operation_id="suites_list", responses=SuiteOut(many=True))
+    @extend_schema(summary="List suites", operation_id="suites_list", responses=SuiteListOut)
     def get(self, request: Request) -> Response:
         return Response({"results": SuiteOut(Suite.objects.all()[:1000], many=True).data})
 
@@ -131,7 +143,7 @@ class SuiteDetailApi(BaseApi):
 class SuiteVersionListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(summary="List a suite's versions", responses=SuiteVersionOut(many=True))
+    @extend_schema(summary="List a suite's versions", responses=SuiteVersionListOut)
     def get(self, request: Request, name: str) -> Response:
         suite = selectors.suite_get(name=name)
         versions = SuiteVersion.objects.filter(suite=suite).order_by("-number")[:1000]
@@ -188,7 +200,7 @@ class EvalPlanApi(BaseApi):
 class EvalRunListApi(BaseApi):
     roles = {"GET": Role.CI, "POST": Role.CI}
 
-    @extend_schema(summary="List a version's evaluation runs", responses=RunSummaryOut(many=True))
+    @extend_schema(summary="List a version's evaluation runs", responses=RunListOut)
     def get(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)

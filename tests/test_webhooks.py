@@ -13,8 +13,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from access.models import Role
 from audit.models import AuditEvent
+from core import urlcheck
 from tests.conftest import make_api
-from webhooks import services, urlcheck
+from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus, Endpoint
 
 API = "/api/v1/webhooks/"

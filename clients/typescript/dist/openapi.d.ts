@@ -426,7 +426,7 @@ export interface paths {
          * List a version's evaluation runs
          * @description List a version's evaluation runs
          */
-        get: operations["v1_bundles_versions_evals_list"];
+        get: operations["v1_bundles_versions_evals_retrieve"];
         put?: never;
         /**
          * Record an evaluation run
@@ -1234,7 +1234,7 @@ export interface paths {
          * List a suite's versions
          * @description List a suite's versions
          */
-        get: operations["v1_suites_versions_list"];
+        get: operations["v1_suites_versions_retrieve"];
         put?: never;
         /**
          * Publish a suite version
@@ -1258,7 +1258,7 @@ export interface paths {
          * Get a suite version with its content
          * @description Get a suite version with its content
          */
-        get: operations["v1_suites_versions_retrieve"];
+        get: operations["v1_suites_versions_retrieve_2"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2325,6 +2325,9 @@ export interface components {
             threshold: number;
             results: unknown[];
         };
+        RunListOut: {
+            results: components["schemas"]["RunSummaryOut"][];
+        };
         RunOut: {
             /** Format: uuid */
             id: string;
@@ -2445,6 +2448,9 @@ export interface components {
             /** @default  */
             description: string;
         };
+        SuiteListOut: {
+            results: components["schemas"]["SuiteOut"][];
+        };
         SuiteOut: {
             name: string;
             description: string;
@@ -2462,6 +2468,9 @@ export interface components {
             /** @description The suite document: {items: [{id, input, expect, tags}]}. */
             content: unknown;
             message: string;
+        };
+        SuiteVersionListOut: {
+            results: components["schemas"]["SuiteVersionOut"][];
         };
         SuiteVersionOut: {
             suite: string;
@@ -6088,7 +6097,7 @@ export interface operations {
             };
         };
     };
-    v1_bundles_versions_evals_list: {
+    v1_bundles_versions_evals_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -6105,7 +6114,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RunSummaryOut"][];
+                    "application/json": components["schemas"]["RunListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11377,7 +11386,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SuiteOut"][];
+                    "application/json": components["schemas"]["SuiteListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11723,7 +11732,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_list: {
+    v1_suites_versions_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -11739,7 +11748,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SuiteVersionOut"][];
+                    "application/json": components["schemas"]["SuiteVersionListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11975,7 +11984,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve: {
+    v1_suites_versions_retrieve_2: {
         parameters: {
             query?: never;
             header?: never;

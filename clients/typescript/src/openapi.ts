@@ -427,7 +427,7 @@ export interface paths {
          * List a version's evaluation runs
          * @description List a version's evaluation runs
          */
-        get: operations["v1_bundles_versions_evals_list"];
+        get: operations["v1_bundles_versions_evals_retrieve"];
         put?: never;
         /**
          * Record an evaluation run
@@ -1235,7 +1235,7 @@ export interface paths {
          * List a suite's versions
          * @description List a suite's versions
          */
-        get: operations["v1_suites_versions_list"];
+        get: operations["v1_suites_versions_retrieve"];
         put?: never;
         /**
          * Publish a suite version
@@ -1259,7 +1259,7 @@ export interface paths {
          * Get a suite version with its content
          * @description Get a suite version with its content
          */
-        get: operations["v1_suites_versions_retrieve"];
+        get: operations["v1_suites_versions_retrieve_2"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2326,6 +2326,9 @@ export interface components {
             threshold: number;
             results: unknown[];
         };
+        RunListOut: {
+            results: components["schemas"]["RunSummaryOut"][];
+        };
         RunOut: {
             /** Format: uuid */
             id: string;
@@ -2446,6 +2449,9 @@ export interface components {
             /** @default  */
             description: string;
         };
+        SuiteListOut: {
+            results: components["schemas"]["SuiteOut"][];
+        };
         SuiteOut: {
             name: string;
             description: string;
@@ -2463,6 +2469,9 @@ export interface components {
             /** @description The suite document: {items: [{id, input, expect, tags}]}. */
             content: unknown;
             message: string;
+        };
+        SuiteVersionListOut: {
+            results: components["schemas"]["SuiteVersionOut"][];
         };
         SuiteVersionOut: {
             suite: string;
@@ -6089,7 +6098,7 @@ export interface operations {
             };
         };
     };
-    v1_bundles_versions_evals_list: {
+    v1_bundles_versions_evals_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -6106,7 +6115,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RunSummaryOut"][];
+                    "application/json": components["schemas"]["RunListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11378,7 +11387,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SuiteOut"][];
+                    "application/json": components["schemas"]["SuiteListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11724,7 +11733,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_list: {
+    v1_suites_versions_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -11740,7 +11749,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SuiteVersionOut"][];
+                    "application/json": components["schemas"]["SuiteVersionListOut"];
                 };
             };
             /** @description malformed_json or validation_error */
@@ -11976,7 +11985,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve: {
+    v1_suites_versions_retrieve_2: {
         parameters: {
             query?: never;
             header?: never;
