@@ -130,7 +130,7 @@ class SuiteListApi(BaseApi):
 
 
 class SuiteDetailApi(BaseApi):
-    @extend_schema(summary="Get a suite", responses=SuiteOut)
+    @extend_schema(summary="Get a suite", operation_id="suite_get", responses=SuiteOut)
     def get(self, request: Request, name: str) -> Response:
         suite = selectors.suite_get(name=name)
         versions = SuiteVersion.objects.filter(suite=suite).order_by("-number")
@@ -143,7 +143,7 @@ class SuiteDetailApi(BaseApi):
 class SuiteVersionListApi(BaseApi):
     roles = {"POST": Role.PUBLISHER}
 
-    @extend_schema(summary="List a suite's versions", responses=SuiteVersionListOut)
+    @extend_schema(summary="List a suite's versions", operation_id="suite_versions_list", responses=SuiteVersionListOut)
     def get(self, request: Request, name: str) -> Response:
         suite = selectors.suite_get(name=name)
         versions = SuiteVersion.objects.filter(suite=suite).order_by("-number")[:1000]
@@ -170,7 +170,9 @@ class SuiteVersionListApi(BaseApi):
 
 
 class SuiteVersionDetailApi(BaseApi):
-    @extend_schema(summary="Get a suite version with its content", responses=SuiteVersionOut)
+    @extend_schema(
+        summary="Get a suite version with its content", operation_id="suite_version_get", responses=SuiteVersionOut
+    )
     def get(self, request: Request, name: str, number: int) -> Response:
         version = selectors.suite_version_get(suite=selectors.suite_get(name=name), number=number)
         return Response(_suite_version_answer(version, with_content=True))

@@ -1214,7 +1214,7 @@ export interface paths {
          * Get a suite
          * @description Get a suite
          */
-        get: operations["v1_suites_retrieve"];
+        get: operations["suite_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1234,7 +1234,7 @@ export interface paths {
          * List a suite's versions
          * @description List a suite's versions
          */
-        get: operations["v1_suites_versions_retrieve"];
+        get: operations["suite_versions_list"];
         put?: never;
         /**
          * Publish a suite version
@@ -1258,7 +1258,7 @@ export interface paths {
          * Get a suite version with its content
          * @description Get a suite version with its content
          */
-        get: operations["v1_suites_versions_retrieve_2"];
+        get: operations["suite_version_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -11612,7 +11612,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_retrieve: {
+    suite_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -11732,7 +11732,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve: {
+    suite_versions_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -11984,7 +11984,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve_2: {
+    suite_version_get: {
         parameters: {
             query?: never;
             header?: never;

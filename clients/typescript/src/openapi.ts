@@ -1215,7 +1215,7 @@ export interface paths {
          * Get a suite
          * @description Get a suite
          */
-        get: operations["v1_suites_retrieve"];
+        get: operations["suite_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1235,7 +1235,7 @@ export interface paths {
          * List a suite's versions
          * @description List a suite's versions
          */
-        get: operations["v1_suites_versions_retrieve"];
+        get: operations["suite_versions_list"];
         put?: never;
         /**
          * Publish a suite version
@@ -1259,7 +1259,7 @@ export interface paths {
          * Get a suite version with its content
          * @description Get a suite version with its content
          */
-        get: operations["v1_suites_versions_retrieve_2"];
+        get: operations["suite_version_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -11613,7 +11613,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_retrieve: {
+    suite_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -11733,7 +11733,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve: {
+    suite_versions_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -11985,7 +11985,7 @@ export interface operations {
             };
         };
     };
-    v1_suites_versions_retrieve_2: {
+    suite_version_get: {
         parameters: {
             query?: never;
             header?: never;
