@@ -503,7 +503,10 @@ def _call_of(route: TurnRoute, session_id: str, headers: dict[bytes, bytes], bod
     answers or declines those."""
     if not route.batched:
         return None  # one by one (a render: its work is the render, not the read)
-    if route.schema_in is not None and (not body or not _json_body(headers, body)):
+    if route.body_optional:
+        if body:
+            return None  # an end with an outcome: one by one
+    elif route.schema_in is not None and (not body or not _json_body(headers, body)):
         return None
     lookup = bearer_lookup(headers.get(b"authorization", b""))
     if lookup is None:

@@ -26,6 +26,8 @@ from access.actors import Actor
 from core import provider_input, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
+from evidence import report as evidence_report
+from evidence import services as evidence_services
 from knowledge.render import render_session
 from registry import variables as content_variables
 from registry.parsed_content import content_document
@@ -35,7 +37,7 @@ from skills import services as skill_services
 from skills.models import SessionSkill, SkillTurn
 from skills.turn_request import provider_request
 
-FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k"}
+FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k", "response", "usage"}
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -47,6 +49,8 @@ class TurnRequest:
     prefix_sha256: str | None
     format: str | None
     k: int
+    usage: evidence_report.Usage | None = None  # the previous model call's, as reported
+    tools: evidence_report.ToolResults = evidence_report.ToolResults()
 
 
 def parse(body: Any) -> TurnRequest:
@@ -64,6 +68,11 @@ def parse(body: Any) -> TurnRequest:
     fmt = body.get("format")
     if fmt is not None and fmt not in providers.FORMATS:
         raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}, or absent."]})
+    # the previous model call's usage, from `response` (in this format) and/or `usage`
+    # (evidence.report: 400 for a response of another format, negative or absurd figures)
+    usage = evidence_report.reported_usage(fmt, body.get("response"), body.get("usage"))
+    # tool errors in the format's own shape, before it is read into the neutral one
+    tools = evidence_report.tool_results(body.get("messages"))
     # a conversation in the format's own shape is read into the neutral one (core.provider_input)
     messages = skill_services.check_messages(provider_input.to_neutral(fmt, body.get("messages")))
     try:
@@ -82,7 +91,16 @@ def parse(body: Any) -> TurnRequest:
     sha = body.get("prefix_sha256")
     if sha is not None and (not isinstance(sha, str) or not SHA256_RE.fullmatch(sha)):
         raise InvalidContent("prefix_sha256 is not a SHA-256.", {"prefix_sha256": ["64 lowercase hex digits."]})
-    return TurnRequest(messages=messages, invoked=invoked, variables=variables, prefix_sha256=sha, format=fmt, k=k)
+    return TurnRequest(
+        messages=messages,
+        invoked=invoked,
+        variables=variables,
+        prefix_sha256=sha,
+        format=fmt,
+        k=k,
+        usage=usage,
+        tools=tools,
+    )
 
 
 # The per-turn text the registry wrote into an earlier request (skills.turn_request.turn_text:
@@ -199,5 +217,9 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
             answer["request_notes"] = built.notes
     answer["cache"] = providers.cache_report(
         system=prefix.system, tools=prefix.tools, model=model, prefix_sha256=prefix.sha256
+    )
+    # Counted after the commit, in memory (batched): the report adds no statement to the turn.
+    evidence_services.turn_reported(
+        session=session, usage=request.usage, tools=request.tools, default_model=model.get("name")
     )
     return answer

@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "webhooks",
     "metrics",
     "retention",
+    "evidence",
 ]
 
 MIDDLEWARE = [
@@ -513,6 +514,11 @@ WEBHOOK_SECRET_KEYS = [key.strip() for key in env_str("WEBHOOK_SECRET_KEYS", "")
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
 # /metrics: scrapes send this as a Bearer token; unset, only loopback clients are answered.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Evidence (evidence/, docs/api.md#evidence): how long after its session ended a score is
+# accepted, and model prices (USD per million tokens) that override evidence.pricing's table:
+# {"model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}}.
+EVIDENCE_SCORE_WINDOW_DAYS = env_int("EVIDENCE_SCORE_WINDOW_DAYS", 7)
+EVIDENCE_MODEL_PRICES: dict[str, dict[str, float]] = {}
 # Each web process adds its fetch counts to the database from a background thread (metrics.usage).
 USAGE_FLUSH_THREAD = True
 

@@ -13,7 +13,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
-    "access", "adminui", "api", "audit", "config", "core", "edge", "knowledge", "mcp_server",
+    "access", "adminui", "api", "audit", "config", "core", "edge", "evidence", "knowledge", "mcp_server",
     "metrics", "registry", "retention", "sessions_app", "skills", "webhooks",
 ]  # fmt: skip
 
