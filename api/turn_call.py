@@ -220,6 +220,6 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     )
     # Counted after the commit, in memory (batched): the report adds no statement to the turn.
     evidence_services.turn_reported(
-        session=session, usage=request.usage, tools=request.tools, default_model=model.get("name")
+        session=session, number=route["turn"], usage=request.usage, tools=request.tools, default_model=model.get("name")
     )
     return answer

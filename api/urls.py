@@ -9,6 +9,7 @@ from api import (
     transfer_views,
     views,
     views_composition,
+    views_evidence,
     views_skills,
     webhook_views,
 )
@@ -26,6 +27,8 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/diff/", views.VersionDiffApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/revoke/", views.VersionRevokeApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/evidence/", views_evidence.VersionEvidenceApi.as_view()),
+    path("bundles/<str:name>/evidence/compare/", views_evidence.EvidenceCompareApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
     path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),

@@ -32,6 +32,8 @@ INTEGER_COLUMNS = (
     "escalated",
     "abandoned",
     "failed",
+    "turns",
+    "turn_sessions",
     "usage_turns",
     "input_tokens",
     "output_tokens",

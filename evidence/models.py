@@ -73,6 +73,9 @@ class EvidenceDay(models.Model):
     escalated = models.BigIntegerField(default=0)
     abandoned = models.BigIntegerField(default=0)
     failed = models.BigIntegerField(default=0)
+    # Turn calls, and the sessions whose first turn call it was (turns and cost per session).
+    turns = models.BigIntegerField(default=0)
+    turn_sessions = models.BigIntegerField(default=0)
     # Turns that reported usage, and the sums of what they reported.
     usage_turns = models.BigIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)

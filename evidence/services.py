@@ -31,10 +31,15 @@ MAX_REASON = 1000
 MAX_COMMENT = 4000
 
 
-def turn_usage_delta(*, usage: Usage | None, tools: ToolResults, default_model: str | None) -> counts.Delta:
-    """What one turn adds to its version's rollup: its usage priced by evidence.pricing (the
-    model the usage names, else the pinned content's), and its tool results."""
+def turn_usage_delta(
+    *, usage: Usage | None, tools: ToolResults, default_model: str | None, first: bool = False
+) -> counts.Delta:
+    """What one turn adds to its version's rollup: the turn (`first`: its session's first), its
+    usage priced by evidence.pricing (the model the usage names, else the pinned content's),
+    and its tool results."""
     delta = counts.Delta()
+    delta.values["turns"] = 1
+    delta.values["turn_sessions"] = 1 if first else 0
     delta.values["tool_results"] = tools.results
     delta.values["tool_errors"] = tools.errors
     if usage is None:
@@ -61,12 +66,13 @@ def turn_usage_delta(*, usage: Usage | None, tools: ToolResults, default_model: 
     return delta
 
 
-def turn_reported(*, session: Session, usage: Usage | None, tools: ToolResults, default_model: str | None) -> None:
-    """Count a turn's report, after the turn's transaction commits (a turn that fails counts
-    nothing); in memory, flushed in batches (evidence.counts): no statement of its own."""
-    if usage is None and not tools.results:
-        return
-    delta = turn_usage_delta(usage=usage, tools=tools, default_model=default_model)
+def turn_reported(
+    *, session: Session, number: int, usage: Usage | None, tools: ToolResults, default_model: str | None
+) -> None:
+    """Count a turn call (`number`: its turn, 1 the session's first) with its report, after the
+    turn's transaction commits (a turn that fails counts nothing); in memory, flushed in batches
+    (evidence.counts): no statement of its own."""
+    delta = turn_usage_delta(usage=usage, tools=tools, default_model=default_model, first=number == 1)
     transaction.on_commit(partial(counts.record, session.version_id, session.label, delta))
 
 
