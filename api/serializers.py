@@ -98,6 +98,21 @@ class ScoreOut(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
+class GuardIn(serializers.Serializer):
+    """A rollout guard (checked by evidence.rollouts.guard_spec; docs/operations.md)."""
+
+    metrics = serializers.JSONField()
+    min_sessions = serializers.IntegerField(required=False)
+    action = serializers.ChoiceField(choices=["hold", "rollback"], required=False)
+    promote_steps = serializers.ListField(child=serializers.IntegerField(), required=False)
+    reason = serializers.CharField()
+
+
+class GuardOverrideIn(StrictInput):
+    action = serializers.ChoiceField(choices=["pause", "resume", "acknowledge"])
+    reason = StrictCharField(max_length=1000)
+
+
 class BundleIn(StrictInput):
     name = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
     description = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")

@@ -29,6 +29,8 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/evidence/", views_evidence.VersionEvidenceApi.as_view()),
     path("bundles/<str:name>/evidence/compare/", views_evidence.EvidenceCompareApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/guard/", views_evidence.LabelGuardApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/guard/override/", views_evidence.LabelGuardOverrideApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
     path("bundles/<str:name>/labels/", views.LabelListApi.as_view()),

@@ -9,8 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.authentication import actor_of
+from api.serializers import GuardIn, GuardOverrideIn
 from api.views import BaseApi
-from core.errors import InvalidContent
+from core.errors import InvalidContent, NotFound
+from evidence import rollouts
 from evidence import selectors as evidence_selectors
 from registry import selectors as registry_selectors
 from registry.models import Bundle
@@ -98,3 +100,69 @@ class EvidenceCompareApi(BaseApi):
         a, b = _arms(request, bundle)
         since, until = _day(request, "since"), _day(request, "until")
         return Response(evidence_selectors.arms_compared(a, b, since=since, until=until))
+
+
+class LabelGuardApi(BaseApi):
+    """A split label's rollout guard (docs/operations.md#guarded-rollouts): PUT sets it (ops),
+    GET shows it with its last verdict, DELETE removes it (ops)."""
+
+    @extend_schema(summary="A label's rollout guard", responses={200: OpenApiResponse(description="The guard")})
+    def get(self, request: Request, name: str, label: str) -> Response:
+        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
+        found = registry_selectors.label_get(bundle=bundle, name=label)
+        return Response(rollouts.guard_out(_guard_of(found)))
+
+    @extend_schema(
+        summary="Guard a split label's rollout",
+        request=GuardIn,
+        responses={200: OpenApiResponse(description="The guard")},
+    )
+    def put(self, request: Request, name: str, label: str) -> Response:
+        actor = actor_of(request)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor)
+        data = request.data if isinstance(request.data, dict) else {}
+        spec = {k: v for k, v in data.items() if k != "reason"}
+        guard = rollouts.guard_set(
+            bundle=bundle, label_name=label, spec=spec, actor=actor, reason=data.get("reason", "")
+        )
+        return Response(rollouts.guard_out(guard))
+
+    @extend_schema(summary="Remove a label's rollout guard", responses={204: None})
+    def delete(self, request: Request, name: str, label: str) -> Response:
+        actor = actor_of(request)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor)
+        found = registry_selectors.label_get(bundle=bundle, name=label)
+        rollouts.guard_remove(guard=_guard_of(found), actor=actor, reason=request.query_params.get("reason", ""))
+        return Response(status=204)
+
+
+class LabelGuardOverrideApi(BaseApi):
+    """Ops overrides a guard: pause, resume, or acknowledge a hold / rollback and continue."""
+
+    @extend_schema(
+        summary="Override a rollout guard",
+        request=GuardOverrideIn,
+        responses={200: OpenApiResponse(description="The guard")},
+    )
+    def post(self, request: Request, name: str, label: str) -> Response:
+        actor = actor_of(request)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor)
+        found = registry_selectors.label_get(bundle=bundle, name=label)
+        data = _valid_override(request)
+        guard = rollouts.guard_override(
+            guard=_guard_of(found), action=data["action"], actor=actor, reason=data["reason"]
+        )
+        return Response(rollouts.guard_out(guard))
+
+
+def _guard_of(label: Any) -> Any:
+    guard = rollouts.guard_of(label=label)
+    if guard is None:
+        raise NotFound(f"Label {label.name!r} has no guard.")
+    return guard
+
+
+def _valid_override(request: Request) -> dict[str, Any]:
+    serializer = GuardOverrideIn(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)

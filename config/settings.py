@@ -476,6 +476,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "registry.tasks.change_expire_sweep_task",
         "schedule": 300.0,
     },
+    # Guarded rollouts (evidence.rollouts): every watching guard judged, a lifecycle task.
+    "rollout-guard": {
+        "task": "evidence.tasks.rollout_guard_task",
+        "schedule": float(env_int("ROLLOUT_GUARD_INTERVAL", 60)),
+    },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",

@@ -116,3 +116,36 @@ class ScoreDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of version {self.version_id} via {self.label or '-'} on {self.day}"
+
+
+class GuardState(models.TextChoices):
+    WATCHING = "watching"  # judged on every round
+    PAUSED = "paused"  # ops paused it: not judged until resumed
+    HELD = "held"  # a metric was worse and the action was `hold`: weights frozen
+    ROLLED_BACK = "rolled_back"  # a metric was worse and the new arm went to weight 0
+    PROMOTED = "promoted"  # the last step reached: the label targets the new version alone
+    BLOCKED = "blocked"  # the action was refused (a policy, approvals): needs a person
+    ENDED = "ended"  # the label no longer holds the guarded split (a person moved it)
+
+
+class RolloutGuard(models.Model):
+    """A guard on a split label (evidence.rollouts): the metrics it watches with the regression
+    each tolerates, the minimum ended sessions per arm, its action and optional promote steps.
+    One per label; the worker judges it every ROLLOUT_GUARD_INTERVAL seconds."""
+
+    label = models.OneToOneField("registry.Label", on_delete=models.CASCADE, related_name="guard")
+    baseline = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    candidate = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    spec = models.JSONField()
+    state = models.CharField(max_length=16, choices=GuardState.choices, default=GuardState.WATCHING)
+    step = models.PositiveSmallIntegerField(default=0)  # index into spec["promote_steps"]
+    # Ended sessions per arm when the current step began: each step needs its own minimum.
+    step_base = models.JSONField(default=dict)
+    since = models.DateField()  # the first UTC day of evidence it judges (rollups are per day)
+    last_judged_at = models.DateTimeField(null=True, blank=True)
+    last_verdict = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField()
+    updated_by = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return f"guard of {self.label_id}: {self.state}"

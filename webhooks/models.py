@@ -19,6 +19,8 @@ class Event(models.TextChoices):
     CHANGE_REQUESTED = "change.requested"
     CHANGE_APPROVED = "change.approved"
     CHANGE_REJECTED = "change.rejected"
+    # A rollout guard acted (held, rolled back, promoted a step, was blocked), with the evidence.
+    ROLLOUT_GUARDED = "rollout.guarded"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 
