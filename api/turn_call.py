@@ -15,6 +15,7 @@ It is the four per-turn calls composed, not a second implementation of them: the
 transaction, after every field of the request was checked, so a malformed field changes
 nothing (no turn opened, no notice claimed)."""
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 from django.db import transaction
 
 from access.actors import Actor
-from core import provider_input, providers
+from core import observe, provider_input, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from evidence import report as evidence_report
@@ -218,6 +219,8 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     answer["cache"] = providers.cache_report(
         system=prefix.system, tools=prefix.tools, model=model, prefix_sha256=prefix.sha256
     )
+    if request.usage is not None:
+        observe.usage_reported(dataclasses.asdict(request.usage))
     # Counted after the commit, in memory (batched): the report adds no statement to the turn.
     evidence_services.turn_reported(
         session=session, number=route["turn"], usage=request.usage, tools=request.tools, default_model=model.get("name")

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from access.actors import Actor
 from access.models import Role
+from core import observe
 from core.errors import Conflict, Forbidden, InvalidContent
 from evidence import counts
 from evidence.models import Outcome, Score, SessionOutcome
@@ -199,4 +200,5 @@ def score_record(*, session: Session, actor: Actor, score: ScoreIn) -> tuple[Sco
         at=now,
     )
     counts.score_add_now(version_id=session.version_id, label=session.label, name=score.name, value=score.value)
+    observe.score_recorded(name=score.name, value=score.value, source=score.source, comment=score.comment)
     return row, True

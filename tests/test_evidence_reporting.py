@@ -252,3 +252,48 @@ def test_scores_are_idempotent_by_id_scoped_to_the_key_and_closed_after_the_wind
     assert closed.status_code == 409 and closed.json()["error"]["details"]["window_days"] == 7
     assert Score.objects.filter(session_id=world.session).count() == 4
     assert json.loads(again.content)["value"] == 1.0
+
+
+class _Span:
+    def __init__(self) -> None:
+        self.attributes: dict = {}
+        self.events: list = []
+
+    def set_attributes(self, attributes: dict) -> None:
+        self.attributes.update(attributes)
+
+    def set_attribute(self, name: str, value) -> None:
+        self.attributes[name] = value
+
+    def add_event(self, name: str, attributes: dict) -> None:
+        self.events.append((name, attributes))
+
+    def get_span_context(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(is_valid=False)
+
+
+def test_the_turn_span_carries_the_genai_usage_and_a_score_is_an_evaluation_event(world, monkeypatch):
+    from types import SimpleNamespace
+
+    from core import observe
+
+    span = _Span()
+    monkeypatch.setattr(observe, "_trace", SimpleNamespace(get_current_span=lambda: span))
+    world.turn({"messages": [user("x")], "format": "anthropic", "response": ANTHROPIC})
+    assert span.attributes["gen_ai.usage.input_tokens"] == 2400
+    assert span.attributes["gen_ai.usage.output_tokens"] == 50
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 2000
+    assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] == 300
+    assert span.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    world.agent.post(f"/api/v1/sessions/{world.session}/scores/", {"name": "thumbs", "value": 1, "source": "user"})
+    assert (
+        "gen_ai.evaluation.result",
+        {
+            "gen_ai.evaluation.name": "thumbs",
+            "gen_ai.evaluation.score.value": 1.0,
+            "registry.evaluation.source": "user",
+        },
+    ) in span.events
+    assert span.attributes["gen_ai.prompt.name"] == "support"  # the pin, on the same span

@@ -58,7 +58,9 @@ def guard_worker(tmp_path):
 def test_the_worker_rolls_back_a_guarded_5050_rollout_whose_new_arm_is_worse(
     bundle, production, v2, ops, agent, guard_worker
 ):
-    label_move(bundle=bundle, name="production", targets=[(production.version, 50), (v2, 50)], actor=ops.actor, reason="ab")
+    label_move(
+        bundle=bundle, name="production", targets=[(production.version, 50), (v2, 50)], actor=ops.actor, reason="ab"
+    )
     guard = {"metrics": [{"name": "outcome.resolved", "tolerance": 0.02}], "min_sessions": 50, "action": "rollback"}
     response = ops.put("/api/v1/bundles/refunds/labels/production/guard/", {**guard, "reason": "guard v2"})
     assert response.status_code == 200, response.content
