@@ -37,7 +37,8 @@ from access.actors import Actor
 from api.answers import JSON, Answer, bundle_answer, django_response, session_answer
 from api.authentication import actor_of
 from api.knowledge import RenderOut
-from api.serializers import EndIn, RenderIn, ScoreIn, ScoreOut, SessionIn, SessionOut, session_in
+from api.serializers import RenderIn, SessionIn, SessionOut, session_in
+from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
 from api.serializers_skills import TurnCallIn, TurnCallOut
 from api.turn_call import session_turn
 from api.views import BaseApi

@@ -70,49 +70,6 @@ class RenderIn(StrictInput):
     variables = serializers.JSONField(required=False, allow_null=True)
 
 
-class EndIn(StrictInput):
-    """An end's optional body: `outcome` {"status", "reason"?} (checked by
-    evidence.services.outcome_in). No body, or an empty object, is a plain end."""
-
-    outcome = serializers.JSONField(required=False, allow_null=True)
-
-
-class ScoreIn(StrictInput):
-    """A score's body (checked by evidence.services.score_in, which both lanes call)."""
-
-    name = serializers.CharField(max_length=100)
-    value = serializers.FloatField()
-    # `source`: a field named like Field.source (the stubs type that attribute): a declaration.
-    source = serializers.CharField(required=False, max_length=100)  # type: ignore[assignment]
-    comment = serializers.CharField(required=False, max_length=4000)
-    id = serializers.CharField(required=False, max_length=200)
-
-
-class ScoreOut(serializers.Serializer):
-    id = serializers.CharField()
-    session = serializers.UUIDField()
-    name = serializers.CharField()
-    value = serializers.FloatField()
-    source = serializers.CharField()  # type: ignore[assignment]  # see ScoreIn.source
-    comment = serializers.CharField()
-    at = serializers.DateTimeField()
-
-
-class GuardIn(serializers.Serializer):
-    """A rollout guard (checked by evidence.rollouts.guard_spec; docs/operations.md)."""
-
-    metrics = serializers.JSONField()
-    min_sessions = serializers.IntegerField(required=False)
-    action = serializers.ChoiceField(choices=["hold", "rollback"], required=False)
-    promote_steps = serializers.ListField(child=serializers.IntegerField(), required=False)
-    reason = serializers.CharField()
-
-
-class GuardOverrideIn(StrictInput):
-    action = serializers.ChoiceField(choices=["pause", "resume", "acknowledge"])
-    reason = StrictCharField(max_length=1000)
-
-
 class BundleIn(StrictInput):
     name = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
     description = StrictCharField(required=False, allow_blank=True, max_length=limits.TEXT_MAX_CHARS, default="")

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.authentication import actor_of
-from api.serializers import GuardIn, GuardOverrideIn
+from api.serializers_evidence import GuardIn, GuardOverrideIn
 from api.views import BaseApi
 from core.errors import InvalidContent, NotFound
 from evidence import rollouts

@@ -46,6 +46,36 @@ def _bad(field: str, message: str) -> InvalidContent:
     return InvalidContent(f"guard.{field}: {message}", {f"guard.{field}": [message]})
 
 
+def _metric(i: int, m: Any) -> dict[str, Any]:
+    """One metric of a guard, checked."""
+    if not isinstance(m, dict) or set(m) - {"name", "tolerance", "relative", "better"}:
+        raise _bad(f"metrics[{i}]", "An object with name, tolerance, relative?, better?.")
+    name = m.get("name")
+    known = name in selectors.LOWER_IS_BETTER or name == "outcome.resolved"
+    if not isinstance(name, str) or not (known or (name.startswith("score.") and len(name) <= 106)):
+        raise _bad(f"metrics[{i}].name", "outcome.<status>, cost_per_turn, tool_error_rate or score.<name>.")
+    tolerance = m.get("tolerance", 0)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance <= 1e6:
+        raise _bad(f"metrics[{i}].tolerance", "A number, 0 or more (points as a share: 0.02 is 2 points).")
+    relative = m.get("relative", False)
+    if not isinstance(relative, bool):
+        raise _bad(f"metrics[{i}].relative", "true or false.")
+    better = m.get("better", "lower" if name in selectors.LOWER_IS_BETTER else "higher")
+    if better not in ("higher", "lower"):
+        raise _bad(f"metrics[{i}].better", "higher or lower.")
+    return {"name": name, "tolerance": float(tolerance), "relative": relative, "better": better}
+
+
+def _steps(steps: Any) -> list[int] | None:
+    if steps is None:
+        return None
+    ok = isinstance(steps, list) and 1 <= len(steps) <= 10
+    ok = ok and all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= 100 for s in steps)
+    if not ok or steps != sorted(set(steps)) or steps[-1] != 100:
+        raise _bad("promote_steps", "Increasing weights from 1 to 100, ending at 100 (e.g. [1, 5, 25, 100]).")
+    return list(steps)
+
+
 def guard_spec(value: Any) -> dict[str, Any]:
     """A guard as PUT .../guard/ takes it, checked (400 naming the field):
     {"metrics": [{"name", "tolerance", "relative"?, "better"?}], "min_sessions", "action",
@@ -58,37 +88,14 @@ def guard_spec(value: Any) -> dict[str, Any]:
     metrics = value.get("metrics")
     if not isinstance(metrics, list) or not 1 <= len(metrics) <= MAX_METRICS:
         raise _bad("metrics", f"1 to {MAX_METRICS} metrics.")
-    checked = []
-    for i, m in enumerate(metrics):
-        if not isinstance(m, dict) or set(m) - {"name", "tolerance", "relative", "better"}:
-            raise _bad(f"metrics[{i}]", "An object with name, tolerance, relative?, better?.")
-        name = m.get("name")
-        known = name in selectors.LOWER_IS_BETTER or name == "outcome.resolved"
-        if not isinstance(name, str) or not (known or (name.startswith("score.") and len(name) <= 106)):
-            raise _bad(f"metrics[{i}].name", "outcome.<status>, cost_per_turn, tool_error_rate or score.<name>.")
-        tolerance = m.get("tolerance", 0)
-        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance <= 1e6:
-            raise _bad(f"metrics[{i}].tolerance", "A number, 0 or more (points as a share: 0.02 is 2 points).")
-        relative = m.get("relative", False)
-        if not isinstance(relative, bool):
-            raise _bad(f"metrics[{i}].relative", "true or false.")
-        default = "lower" if name in selectors.LOWER_IS_BETTER else "higher"
-        better = m.get("better", default)
-        if better not in ("higher", "lower"):
-            raise _bad(f"metrics[{i}].better", "higher or lower.")
-        checked.append({"name": name, "tolerance": float(tolerance), "relative": relative, "better": better})
+    checked = [_metric(i, m) for i, m in enumerate(metrics)]
     minimum = value.get("min_sessions", 100)
     if isinstance(minimum, bool) or not isinstance(minimum, int) or not 2 <= minimum <= 10_000_000:
         raise _bad("min_sessions", "A whole number from 2.")
     action = value.get("action", "rollback")
     if action not in ACTIONS:
         raise _bad("action", "hold or rollback.")
-    steps = value.get("promote_steps")
-    if steps is not None:
-        ok = isinstance(steps, list) and 1 <= len(steps) <= 10
-        ok = ok and all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= 100 for s in steps)
-        if not ok or steps != sorted(set(steps)) or steps[-1] != 100:
-            raise _bad("promote_steps", "Increasing weights from 1 to 100, ending at 100 (e.g. [1, 5, 25, 100]).")
+    steps = _steps(value.get("promote_steps"))
     spec: dict[str, Any] = {"metrics": checked, "min_sessions": minimum, "action": action}
     if steps is not None:
         spec["promote_steps"] = steps

@@ -134,6 +134,10 @@ class ScoreIn:
     client_id: str | None
 
 
+def _text_error(value: Any, limit: int) -> bool:
+    return not isinstance(value, str) or len(value) > limit or "\x00" in value
+
+
 def score_in(data: Any) -> ScoreIn:
     """A score's body, checked (400 naming each bad field)."""
     if not isinstance(data, dict):
@@ -144,21 +148,15 @@ def score_in(data: Any) -> ScoreIn:
     name, value = data.get("name"), data.get("value")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         errors["name"] = ["1 to 100 letters, digits, '_', '.', ':' or '-', starting with a letter or digit."]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or abs(value) > MAX_SCORE
-    ):
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not isinstance(value, int | float) or not number or not math.isfinite(value) or abs(value) > MAX_SCORE:
         errors["value"] = [f"A finite number between -{MAX_SCORE:g} and {MAX_SCORE:g}."]
     source, comment, client_id = data.get("source") or "", data.get("comment") or "", data.get("id")
-    if not isinstance(source, str) or len(source) > 100 or "\x00" in source:
+    if _text_error(source, 100):
         errors["source"] = ["A string of at most 100 characters (user, judge, human, or your own)."]
-    if not isinstance(comment, str) or len(comment) > MAX_COMMENT or "\x00" in comment:
+    if _text_error(comment, MAX_COMMENT):
         errors["comment"] = [f"A string of at most {MAX_COMMENT} characters."]
-    if client_id is not None and (
-        not isinstance(client_id, str) or not 1 <= len(client_id) <= 200 or "\x00" in client_id
-    ):
+    if client_id is not None and (_text_error(client_id, 200) or not client_id):
         errors["id"] = ["A string of 1 to 200 characters."]
     if errors:
         raise InvalidContent("Bad score.", errors)
