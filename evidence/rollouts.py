@@ -16,8 +16,9 @@ the regression it tolerates: the candidate is worse by more than `tolerance`, at
 confidence."""
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -34,6 +35,7 @@ from registry import selectors as registry_selectors
 from registry.models import Bundle, BundleVersion, Label
 from registry.services import label_move
 
+T = TypeVar("T")
 GUARD_ACTOR = Actor(name="rollout-guard", role=Role.OPS)
 ACTIONS = ("hold", "rollback")
 SHARE_METRICS = ("outcome.", "tool_error_rate")
@@ -200,6 +202,33 @@ def guard_remove(*, guard: RolloutGuard, actor: Actor, reason: str) -> None:
         data={"state": guard.state},
     )
     guard.delete()
+
+
+def label_change_guarded(
+    *, bundle: Bundle, label_name: str, guard: Any, actor: Actor, reason: str, change: Callable[[], T]
+) -> T:
+    """A label change (`change`: the move of PUT .../labels/{label}/, or the policy change of
+    PATCH) with its guard, in one transaction: the role and the guard are checked first, so a
+    refused guard moves nothing; `guard` None removes the label's guard. A move that became a
+    change request (required approvals) cannot carry a guard: 409, and nothing is requested."""
+    require_role(actor, Role.OPS, "Guarding a rollout")
+    if guard is not None:
+        guard_spec(guard)
+    with transaction.atomic():
+        result = change()
+        if getattr(result, "change", None) is not None:
+            raise Conflict(
+                "This move needs approvals: it would become a change request, which cannot carry a guard. "
+                "Guard the label once the move is applied.",
+                {"guard": ["Set it after the change is approved."]},
+            )
+        if guard is None:
+            found = RolloutGuard.objects.filter(label__bundle=bundle, label__name=label_name).first()
+            if found is not None:
+                guard_remove(guard=found, actor=actor, reason=reason)
+        else:
+            guard_set(bundle=bundle, label_name=label_name, spec=guard, actor=actor, reason=reason)
+    return result
 
 
 OVERRIDES = ("pause", "resume", "acknowledge")

@@ -105,3 +105,25 @@ def test_bad_guards_are_refused_in_the_contracts_shape(bundle, split, ops, agent
     assert unsplit.status_code == 409
     assert ops.get("/api/v1/bundles/refunds/labels/staging/guard/").status_code == 404
     assert not RolloutGuard.objects.exists()
+
+
+LABEL = "/api/v1/bundles/refunds/labels/production/"
+
+
+def test_a_put_of_a_split_with_its_guard_is_one_change_and_a_refused_guard_moves_nothing(
+    bundle, production, v2, ops, publisher
+):
+    targets = [{"version": 1, "weight": 90}, {"version": 2, "weight": 10}]
+    refused = publisher.put(LABEL, {"targets": targets, "guard": RESOLVED, "reason": "r"})
+    assert refused.status_code == 403 and weights() == {1: 100}
+    bad = ops.put(LABEL, {"targets": targets, "guard": {**RESOLVED, "action": "pray"}, "reason": "r"})
+    assert bad.status_code == 400 and "guard.action" in bad.json()["error"]["details"] and weights() == {1: 100}
+    moved = ops.put(LABEL, {"targets": targets, "guard": RESOLVED, "reason": "ship v2 guarded"})
+    assert moved.status_code == 200, moved.content
+    assert weights() == {1: 90, 2: 10} and RolloutGuard.objects.get().candidate.number == 2
+    # PATCH on the split: a new guard, then null removes it; the targets stay
+    patched = ops.patch(LABEL, {"guard": {**RESOLVED, "action": "hold"}, "reason": "hold instead"})
+    assert patched.status_code == 200, patched.content
+    assert RolloutGuard.objects.get().spec["action"] == "hold"
+    assert ops.patch(LABEL, {"guard": None, "reason": "done"}).status_code == 200
+    assert not RolloutGuard.objects.exists() and weights() == {1: 90, 2: 10}
