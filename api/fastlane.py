@@ -76,6 +76,7 @@ from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
 from edge.django_lane import pool, read_body
 from edge.http import edge_headers, headers_of, host_allowed, release_connection, request_is_secure
+from metrics.access import request_logged
 from metrics.instruments import request_answered
 from registry.models import Bundle
 from sessions_app.models import Session
@@ -565,6 +566,8 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if call is not None:
         call.span = span
 
+    seen: list[observe.Notes] = []  # what the pool thread noted (key prefix), for the access log
+
     def work() -> Answer:
         context = RequestContext(request_id=request_id, client_ip=scope_client_ip(scope))
         token, notes = current.set(context), observe.begin()
@@ -573,6 +576,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
             with fastlane_trace.current(span):
                 return serve(route=route, session_id=session_id, headers=headers, body=body, counted=counted)
         finally:
+            noted = observe.current.get()
+            if noted is not None:
+                seen.append(noted)
             observe.end(notes)
             current.reset(token)
 
@@ -592,6 +598,14 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         raise Decline(replay(body)) from None
     await _send(send, answer, route, secure, request_id)
     fastlane_trace.answered(span, answer.status)
-    request_answered(
-        route=route.route, method=route.method, status=answer.status, seconds=time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    request_answered(route=route.route, method=route.method, status=answer.status, seconds=seconds)
+    request_logged(
+        route=route.route,
+        method=route.method,
+        status=answer.status,
+        seconds=seconds,
+        request_id=request_id,
+        key_prefix=seen[0].key_prefix if seen else (call.prefix if call is not None else ""),
+        session_id=session_id,
     )

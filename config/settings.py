@@ -537,6 +537,9 @@ SESSION_RENEW_FRACTION = 0.25
 LOG_FORMAT = env_str("LOG_FORMAT", "plain").lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}.")
+# The access log (metrics.access): one line per request from every HTTP lane; on by default in
+# the JSON format, ACCESS_LOG=0 turns it off (ACCESS_LOG=1 writes it in the plain format too).
+ACCESS_LOG = env_bool("ACCESS_LOG", LOG_FORMAT == "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
