@@ -566,8 +566,6 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if call is not None:
         call.span = span
 
-    seen: list[observe.Notes] = []  # what the pool thread noted (key prefix), for the access log
-
     def work() -> Answer:
         context = RequestContext(request_id=request_id, client_ip=scope_client_ip(scope))
         token, notes = current.set(context), observe.begin()
@@ -576,9 +574,6 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
             with fastlane_trace.current(span):
                 return serve(route=route, session_id=session_id, headers=headers, body=body, counted=counted)
         finally:
-            noted = observe.current.get()
-            if noted is not None:
-                seen.append(noted)
             observe.end(notes)
             current.reset(token)
 
@@ -600,12 +595,6 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     fastlane_trace.answered(span, answer.status)
     seconds = time.perf_counter() - started
     request_answered(route=route.route, method=route.method, status=answer.status, seconds=seconds)
-    request_logged(
-        route=route.route,
-        method=route.method,
-        status=answer.status,
-        seconds=seconds,
-        request_id=request_id,
-        key_prefix=seen[0].key_prefix if seen else (call.prefix if call is not None else ""),
-        session_id=session_id,
-    )
+    lookup = bearer_lookup(headers.get(b"authorization", b""))  # the key's public prefix, as sent
+    prefix = lookup[0] if lookup is not None else ""
+    request_logged(route.route, route.method, answer.status, seconds, request_id, prefix, session_id)

@@ -12,7 +12,6 @@ logger = logging.getLogger("registry.access")
 
 
 def request_logged(
-    *,
     route: str,
     method: str,
     status: int,

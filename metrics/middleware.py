@@ -27,12 +27,12 @@ class RequestMetricsMiddleware:
         # response is closed, after this returns.
         notes = observe.current.get()
         request_logged(
-            route=route,
-            method=request.method or "",
-            status=response.status_code,
-            seconds=seconds,
-            request_id=request_context.get().request_id or response.get("X-Request-ID", ""),
-            key_prefix=notes.key_prefix if notes is not None else "",
-            session_id=notes.session_id if notes is not None else "",
+            route,
+            request.method or "",
+            response.status_code,
+            seconds,
+            request_context.get().request_id or response.get("X-Request-ID", ""),
+            notes.key_prefix if notes is not None else "",
+            notes.session_id if notes is not None else "",
         )
         return response

@@ -1,0 +1,28 @@
+"""The admin shows the evidence: the version page and the move confirmation page (issue 39)."""
+
+from evidence.services import OutcomeIn, session_end_outcome
+from sessions_app.services import session_start
+from tests.test_adminui_views import ops_user, reader, u, words  # noqa: F401 (fixtures)
+
+
+def test_the_version_page_and_the_move_confirmation_show_the_evidence(
+    reader,  # noqa: F811
+    ops_user,  # noqa: F811
+    bundle,
+    v1,
+    v2,
+    production,
+    agent,
+):
+    for status in ("resolved", "resolved", "failed"):
+        session, _ = session_start(bundle=bundle, actor=agent.actor)
+        session_end_outcome(session=session, actor=agent.actor, outcome=OutcomeIn(status=status, reason=""))
+    page = words(reader.get(u("adminui_version", "refunds", 1)))
+    assert "Evidence from production" in page
+    assert "Sessions 0 with turn calls, 3 ended with an outcome" in page
+    assert "Outcome: resolved 66.7 % (" in page and "n = 3" in page
+    assert "Outcome: escalated 0.0 %" in page
+    response = ops_user.post(u("adminui_move", "refunds"), {"label": "production", "version": "2", "reason": "ship"})
+    confirm = words(response)
+    assert "Evidence of the version the label leaves" in confirm and "Outcome: resolved 66.7 %" in confirm
+    assert "Evidence of the version it moves to" in confirm
