@@ -297,3 +297,16 @@ def test_the_turn_span_carries_the_genai_usage_and_a_score_is_an_evaluation_even
         },
     ) in span.events
     assert span.attributes["gen_ai.prompt.name"] == "support"  # the pin, on the same span
+
+
+def test_a_report_adds_no_statement_to_the_turn(world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    body = {"messages": [user("refund order 7")], "format": "anthropic"}
+    world.turn(body)  # warm: the caches a first turn fills
+    with CaptureQueriesContext(connection) as plain:
+        world.turn(body)
+    with CaptureQueriesContext(connection) as reported:
+        world.turn({**body, "response": ANTHROPIC, "usage": {"latency_ms": 800}})
+    assert len(reported.captured_queries) == len(plain.captured_queries)
