@@ -5,10 +5,10 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-
-from evidence.models import EvidenceDay, Score, SessionOutcome
 from promptreg import Registry
 from promptreg.aio import AsyncRegistry
+
+from evidence.models import EvidenceDay, Score, SessionOutcome
 from tests.live import registry_server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
