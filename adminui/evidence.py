@@ -53,3 +53,18 @@ def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
 
 def version_evidence_rows(version: BundleVersion, label: str | None = None) -> list[tuple[str, str]]:
     return evidence_rows(evidence_selectors.version_evidence(evidence_selectors.Arm(version, label)))
+
+
+def evidence_summary(version: BundleVersion) -> str:
+    """One line of a version's evidence for the drain dashboard (its final evidence once it
+    drained): the resolved share of its outcomes and its cost per session, each with its n."""
+    evidence = evidence_selectors.version_evidence(evidence_selectors.Arm(version))
+    outcomes = evidence["sessions"]["ended_with_outcome"]
+    if not outcomes and not evidence["sessions"]["with_turns"]:
+        return "no reports"
+    resolved = evidence["outcomes"]["resolved"]
+    parts = [f"resolved {_share(resolved)}" if outcomes else "no outcome reported"]
+    cost = evidence["cost_usd"]["per_session"]
+    if cost["value"] is not None:
+        parts.append(f"${cost['value']:,.4f} per session (n = {cost['n']})")
+    return "; ".join(parts)

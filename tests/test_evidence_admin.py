@@ -26,3 +26,17 @@ def test_the_version_page_and_the_move_confirmation_show_the_evidence(
     confirm = words(response)
     assert "Evidence of the version the label leaves" in confirm and "Outcome: resolved 66.7 %" in confirm
     assert "Evidence of the version it moves to" in confirm
+
+
+def test_the_drain_view_shows_a_versions_final_evidence(reader, bundle, v1, v2, production, agent, ops):  # noqa: F811
+    from registry.services import label_move
+
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_end_outcome(session=session, actor=agent.actor, outcome=OutcomeIn(status="resolved", reason=""))
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    data = reader.get(u("adminui_drain_json")).json()
+    versions = {v["number"]: v for v in data["bundles"][0]["versions"]}
+    assert versions[1]["state"] == "drained"
+    assert versions[1]["evidence_text"].startswith("resolved 100.0 % (")
+    assert "n = 1" in versions[1]["evidence_text"]
+    assert "resolved 100.0 %" in words(reader.get(u("adminui_drain")))
