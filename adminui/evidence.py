@@ -55,10 +55,11 @@ def version_evidence_rows(version: BundleVersion, label: str | None = None) -> l
     return evidence_rows(evidence_selectors.version_evidence(evidence_selectors.Arm(version, label)))
 
 
-def evidence_summary(version: BundleVersion) -> str:
-    """One line of a version's evidence for the drain dashboard (its final evidence once it
-    drained): the resolved share of its outcomes and its cost per session, each with its n."""
-    evidence = evidence_selectors.version_evidence(evidence_selectors.Arm(version))
+def evidence_summary(version: BundleVersion, label: str | None = None) -> str:
+    """One line of a version's evidence (through `label`, or every label) for the drain
+    dashboard (its final evidence once it drained) and a split's confirmation: the resolved
+    share of its outcomes and its cost per session, each with its n."""
+    evidence = evidence_selectors.version_evidence(evidence_selectors.Arm(version, label))
     outcomes = evidence["sessions"]["ended_with_outcome"]
     if not outcomes and not evidence["sessions"]["with_turns"]:
         return "no reports"

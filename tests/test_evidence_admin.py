@@ -2,7 +2,7 @@
 
 from evidence.services import OutcomeIn, session_end_outcome
 from sessions_app.services import session_start
-from tests.test_adminui_views import ops_user, reader, u, words  # noqa: F401 (fixtures)
+from tests.test_adminui_views import ops_user, reader, split_post, u, words  # noqa: F401 (fixtures)
 
 
 def test_the_version_page_and_the_move_confirmation_show_the_evidence(
@@ -40,3 +40,12 @@ def test_the_drain_view_shows_a_versions_final_evidence(reader, bundle, v1, v2, 
     assert versions[1]["evidence_text"].startswith("resolved 100.0 % (")
     assert "n = 1" in versions[1]["evidence_text"]
     assert "resolved 100.0 %" in words(reader.get(u("adminui_drain")))
+
+
+def test_the_split_confirmation_shows_each_arms_evidence(ops_user, bundle, v1, v2, production, agent):  # noqa: F811
+    session, _ = session_start(bundle=bundle, actor=agent.actor)
+    session_end_outcome(session=session, actor=agent.actor, outcome=OutcomeIn(status="failed", reason=""))
+    response = ops_user.post(u("adminui_move", "refunds"), split_post([("1", "90"), ("2", "10")], allow_breaking="on"))
+    page = words(response)
+    assert "Evidence on production: resolved 0.0 % (" in page and "n = 1" in page  # v1's, through production
+    assert "Evidence on production: no reports" in page  # v2 has none yet

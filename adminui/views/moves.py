@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 
 from access.actors import actor_for_user
 from adminui import selectors
-from adminui.evidence import version_evidence_rows
+from adminui.evidence import evidence_summary, version_evidence_rows
 from adminui.forms import MoveForm
 from adminui.views.base import label_state_text, render, split_text
 from core.errors import Conflict, InvalidContent
@@ -111,6 +111,8 @@ def _split_page(
             "active": active.get(versions[t["version"]].pk, 0),
             "new": t["version"] not in was,
             "check": checks.get(t["version"]),
+            # what production says about it so far, through this label (evidence.selectors)
+            "evidence": evidence_summary(versions[t["version"]], preview.label_name),
         }
         for t in after
     ]
