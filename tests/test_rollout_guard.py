@@ -33,6 +33,11 @@ def weights() -> dict[int, int]:
 
 
 def test_a_worse_new_arm_is_rolled_back_with_the_evidence_in_the_label_history(bundle, split, ops, agent):
+    from access.actors import SYSTEM
+    from webhooks.models import Delivery
+    from webhooks.services import endpoint_create
+
+    endpoint_create(url="http://127.0.0.1:9/hook", events=["rollout.guarded"], actor=SYSTEM)
     assert ops.put(GUARD, {**RESOLVED, "reason": "guard the v2 rollout"}).status_code == 200
     run_sessions(bundle, agent, n=40, resolved_share={1: 0.8, 2: 0.5})
     guards_judge()
@@ -44,6 +49,10 @@ def test_a_worse_new_arm_is_rolled_back_with_the_evidence_in_the_label_history(b
     assert reason.startswith("guard: outcome.resolved worse by ") and "points" in reason and "n=" in reason
     assert RolloutGuard.objects.get().state == GuardState.ROLLED_BACK
     assert AuditEvent.objects.filter(action="rollout.guarded", reason=reason).exists()
+    delivery = Delivery.objects.get(event="rollout.guarded")  # the webhook, with the evidence
+    data = delivery.payload.get("data", delivery.payload)
+    assert data["action"] == "rollback" and data["reason"] == reason
+    assert data["evidence"][0]["metric"] == "outcome.resolved" and data["evidence"][0]["verdict"] == "worse"
     body = ops.get(GUARD).json()
     assert body["state"] == "rolled_back" and body["last_verdict"]["action"] == "rollback"
     assert guards_judge() == 0  # no longer watching: nothing more happens
