@@ -76,6 +76,7 @@ from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
 from edge.django_lane import pool, read_body
 from edge.http import edge_headers, headers_of, host_allowed, release_connection, request_is_secure
+from metrics.access import request_logged
 from metrics.instruments import request_answered
 from registry.models import Bundle
 from sessions_app.models import Session
@@ -508,7 +509,10 @@ def _call_of(route: TurnRoute, session_id: str, headers: dict[bytes, bytes], bod
     answers or declines those."""
     if not route.batched:
         return None  # one by one (a render: its work is the render, not the read)
-    if route.schema_in is not None and (not body or not _json_body(headers, body)):
+    if route.body_optional:
+        if body:
+            return None  # an end with an outcome: one by one
+    elif route.schema_in is not None and (not body or not _json_body(headers, body)):
         return None
     lookup = bearer_lookup(headers.get(b"authorization", b""))
     if lookup is None:
@@ -594,6 +598,8 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         raise Decline(replay(body)) from None
     await _send(send, answer, route, secure, request_id)
     fastlane_trace.answered(span, answer.status)
-    request_answered(
-        route=route.route, method=route.method, status=answer.status, seconds=time.perf_counter() - started
-    )
+    seconds = time.perf_counter() - started
+    request_answered(route=route.route, method=route.method, status=answer.status, seconds=seconds)
+    lookup = bearer_lookup(headers.get(b"authorization", b""))  # the key's public prefix, as sent
+    prefix = lookup[0] if lookup is not None else ""
+    request_logged(route.route, route.method, answer.status, seconds, request_id, prefix, session_id)

@@ -43,10 +43,12 @@ from api.answers import JSON, Answer, bundle_answer, django_response, session_an
 from api.authentication import actor_of
 from api.knowledge import RenderOut
 from api.serializers import RenderIn, SessionIn, SessionOut, session_in
+from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
 from api.serializers_skills import TurnCallIn, TurnCallOut
 from api.turn_call import session_turn
 from api.views import BaseApi
 from core.errors import Forbidden
+from evidence import services as evidence_services
 from knowledge.render import session_render
 from registry.models import Bundle
 from sessions_app import turns
@@ -82,6 +84,9 @@ class TurnRoute:
     roles: frozenset[str]
     openapi: dict[str, Any] = field(default_factory=dict)  # extend_schema's further arguments
     batched: bool = False  # the fast lane batches it (api.fastlane.serve_calls has its group)
+    # The body is optional: a call without one is batched (when `batched`), one with a body is
+    # served one by one (an end with an `outcome`).
+    body_optional: bool = False
 
     @property
     def route(self) -> str:
@@ -174,7 +179,30 @@ def _heartbeat(call: TurnCall) -> Answer:
 
 
 def _end(call: TurnCall) -> Answer:
-    return session_answer(turns.turn_end(session_id=call.session_id, actor=call.actor, loaded=call.loaded))
+    serializer = EndIn(data=call.data or {})
+    serializer.is_valid(raise_exception=True)
+    outcome = serializer.validated_data.get("outcome")
+    if outcome is None:
+        return session_answer(turns.turn_end(session_id=call.session_id, actor=call.actor, loaded=call.loaded))
+    checked = evidence_services.outcome_in(outcome)
+    session = turns.session_seen(session_id=call.session_id, actor=call.actor, loaded=call.loaded)
+    return session_answer(evidence_services.session_end_outcome(session=session, actor=call.actor, outcome=checked))
+
+
+def _score(call: TurnCall) -> Answer:
+    checked = evidence_services.score_in(call.data)
+    session = turns.session_seen(session_id=call.session_id, actor=call.actor, loaded=call.loaded)
+    score, created = evidence_services.score_record(session=session, actor=call.actor, score=checked)
+    out = {
+        "id": score.client_id if score.client_id is not None else str(score.pk),
+        "session": str(score.session_id),
+        "name": score.name,
+        "value": score.value,
+        "source": score.source,
+        "comment": score.comment,
+        "at": score.at,
+    }
+    return Answer(201 if created else 200, [JSON], JSONRenderer().render(out))
 
 
 def _render(call: TurnCall) -> Answer:
@@ -265,18 +293,22 @@ ROUTES: list[TurnRoute] = [
         path="sessions/<uuid:session_id>/end/",
         method="POST",
         answer=_end,
-        schema_in=None,
+        schema_in=EndIn,
         schema_out=SessionOut,
-        doc="POST: end the session.",
+        doc="POST: end the session (optionally with its outcome).",
         roles=SESSION_ROLES,
         openapi={
             "summary": "End a session",
             "description": (
                 "Ends the session; ending it again answers 200 as well. When it was the last session on a "
-                "draining version, the worker marks that version drained."
+                "draining version, the worker marks that version drained. Optional body "
+                '`{"outcome": {"status": "resolved" | "escalated" | "abandoned" | "failed", "reason"?}}`: '
+                "how the session went (docs/api.md#evidence); the same outcome again answers 200, another "
+                "one 409."
             ),
         },
         batched=True,
+        body_optional=True,
     ),
     TurnRoute(
         name="render",
@@ -310,6 +342,27 @@ ROUTES: list[TurnRoute] = [
         },
     ),
 ]
+
+ROUTES.append(
+    TurnRoute(
+        name="scores",
+        path="sessions/<uuid:session_id>/scores/",
+        method="POST",
+        answer=_score,
+        schema_in=ScoreIn,
+        schema_out={201: ScoreOut, 200: ScoreOut},
+        doc="POST: a named score of the session (a user's thumbs, a judge's verdict, a human review).",
+        openapi={
+            "operation_id": "session_score",
+            "summary": "Score a session",
+            "description": (
+                "Records a named score `{name, value, source?, comment?, id?}` of the session, while it is "
+                "active and up to EVIDENCE_SCORE_WINDOW_DAYS (default 7) after it ended (409 after). The same "
+                "`id` again answers 200 with the score recorded first (docs/api.md#evidence)."
+            ),
+        },
+    )
+)
 
 BY_NAME: dict[str, TurnRoute] = {route.name: route for route in ROUTES}
 

@@ -122,6 +122,8 @@ class LabelIn(StrictInput):
         help_text=RETIRING_HELP,
     )
     compatibility = serializers.ChoiceField(choices=Compatibility.choices, required=False)
+    # A rollout guard for a split (ops; docs/operations.md#guarded-rollouts): set with the move.
+    guard = serializers.JSONField(required=False)
 
 
 class PinPolicyIn(StrictInput):
@@ -149,6 +151,8 @@ class LabelPolicyIn(StrictInput):
         required=False,
         max_length=limits.REQUIRED_CHECKS_MAX,
     )
+    # A split label's rollout guard (ops); null removes it.
+    guard = serializers.JSONField(required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
 
 

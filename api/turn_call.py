@@ -15,6 +15,7 @@ It is the four per-turn calls composed, not a second implementation of them: the
 transaction, after every field of the request was checked, so a malformed field changes
 nothing (no turn opened, no notice claimed)."""
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -23,9 +24,11 @@ from typing import Any
 from django.db import transaction
 
 from access.actors import Actor
-from core import provider_input, provider_messages, providers
+from core import observe, provider_input, provider_messages, providers
 from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
+from evidence import report as evidence_report
+from evidence import services as evidence_services
 from knowledge.render import render_session
 from modelcatalog import selectors as catalog
 from registry import guard
@@ -37,7 +40,7 @@ from skills import services as skill_services
 from skills.models import SessionSkill, SkillTurn
 from skills.turn_request import provider_request, turn_cards, turn_text
 
-FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k", "model", "window"}
+FIELDS = {"messages", "invoked", "variables", "prefix_sha256", "format", "k", "model", "window", "response", "usage"}
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_MODEL_NAME = 200
 
@@ -53,6 +56,8 @@ class TurnRequest:
     # the conversation as read for `format` (core.provider_input): `messages` is its neutral shape
     conversation: provider_input.Read | None = None
     model: str | None = None
+    usage: evidence_report.Usage | None = None  # the previous model call's, as reported
+    tools: evidence_report.ToolResults = evidence_report.ToolResults()
 
 
 def _windowed(messages: Any, size: Any) -> Any:
@@ -103,6 +108,11 @@ def parse(body: Any) -> TurnRequest:
     model = body.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip() or len(model) > MAX_MODEL_NAME):
         raise InvalidContent("model is not a model name.", {"model": [f"A name of 1 to {MAX_MODEL_NAME} characters."]})
+    # the previous model call's usage, from `response` (in this format) and/or `usage`
+    # (evidence.report: 400 for a response of another format, negative or absurd figures)
+    usage = evidence_report.reported_usage(fmt, body.get("response"), body.get("usage"))
+    # tool errors in the format's own shape, before it is read into the neutral one
+    tools = evidence_report.tool_results(body.get("messages"))
     # a conversation in the format's own shape is read into the neutral one (core.provider_input)
     conversation = _read(fmt, _windowed(body.get("messages"), body.get("window")))
     neutral = conversation.neutral if conversation is not None else body.get("messages")
@@ -132,6 +142,8 @@ def parse(body: Any) -> TurnRequest:
         k=k,
         conversation=conversation,
         model=model,
+        usage=usage,
+        tools=tools,
     )
 
 
@@ -319,5 +331,11 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     floor, source = catalog.cache_floor(model)
     answer["cache"] = providers.cache_report(
         system=prefix.system, tools=prefix.tools, floor=floor, source=source, prefix_sha256=prefix.sha256
+    )
+    if request.usage is not None:
+        observe.usage_reported(dataclasses.asdict(request.usage))
+    # Counted after the commit, in memory (batched): the report adds no statement to the turn.
+    evidence_services.turn_reported(
+        session=session, number=route["turn"], usage=request.usage, tools=request.tools, default_model=model.get("name")
     )
     return answer

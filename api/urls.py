@@ -13,6 +13,7 @@ from api import (
     transfer_views,
     views,
     views_composition,
+    views_evidence,
     views_skills,
     webhook_views,
 )
@@ -32,6 +33,10 @@ urlpatterns = [
     path("bundles/<str:name>/versions/<int:number>/diff/", views.VersionDiffApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/revoke/", views.VersionRevokeApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/usage/", views.VersionUsageApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/evidence/", views_evidence.VersionEvidenceApi.as_view()),
+    path("bundles/<str:name>/evidence/compare/", views_evidence.EvidenceCompareApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/guard/", views_evidence.LabelGuardApi.as_view()),
+    path("bundles/<str:name>/labels/<str:label>/guard/override/", views_evidence.LabelGuardOverrideApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/evals/", evals.EvalRunListApi.as_view()),

@@ -43,6 +43,7 @@ from api.serializers import (
     VersionOut,
     VersionUsageOut,
 )
+from api.views_guard import guarded
 from audit import selectors as audit_selectors
 from core import limits
 from core.errors import InvalidContent, NotFound
@@ -442,19 +443,24 @@ class LabelDetailApi(BaseApi):
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(LabelIn, request)
         version, targets = _version_or_targets(bundle, data)
-        outcome = changes.label_move_or_request(
-            bundle=bundle,
-            name=label,
-            version=version,
-            targets=targets,
-            actor=actor_of(request),
-            reason=data["reason"],
-            allow_breaking=data["allow_breaking"],
-            allow_retiring=data["allow_retiring"],
-            compatibility=data.get("compatibility"),
-            expected_revision=_if_match(request),
-            must_not_exist=request.headers.get("If-None-Match", "").strip() == "*",
-        )
+
+        def move() -> changes.MoveOutcome:
+            return changes.label_move_or_request(
+                bundle=bundle,
+                name=label,
+                version=version,
+                targets=targets,
+                actor=actor_of(request),
+                reason=data["reason"],
+                allow_breaking=data["allow_breaking"],
+                allow_retiring=data["allow_retiring"],
+                compatibility=data.get("compatibility"),
+                expected_revision=_if_match(request),
+                must_not_exist=request.headers.get("If-None-Match", "").strip() == "*",
+            )
+
+        # with `guard`: the move and the rollout guard in one transaction (api.views_guard)
+        outcome = guarded(data, move, bundle=bundle, label=label, actor=actor_of(request), reason=data["reason"])
         if outcome.change is not None:
             return Response({"change": ChangeRequestOut(outcome.change).data}, status=202)
         moved, created = outcome.label, outcome.created
@@ -482,15 +488,21 @@ class LabelDetailApi(BaseApi):
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         data = _valid(LabelPolicyIn, request)
         reason = data.pop("reason")
-        changed = registry_services.label_policy_set(
-            bundle=bundle,
-            name=label,
-            changes=data,
-            actor=actor_of(request),
-            reason=reason,
-            expected_revision=_if_match(request),
-        )
-        return _label_answer(registry_selectors.label_get(bundle=bundle, name=changed.name))
+        policy_only = "guard" not in data
+
+        def policy() -> None:
+            if data or policy_only:  # read after guarded() took the guard out of `data`
+                registry_services.label_policy_set(
+                    bundle=bundle,
+                    name=label,
+                    changes=data,
+                    actor=actor_of(request),
+                    reason=reason,
+                    expected_revision=_if_match(request),
+                )
+
+        guarded(data, policy, bundle=bundle, label=label, actor=actor_of(request), reason=reason)
+        return _label_answer(registry_selectors.label_get(bundle=bundle, name=label))
 
 
 class LabelHistoryApi(BaseApi):

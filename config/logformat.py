@@ -30,6 +30,10 @@ class JsonFormatter(logging.Formatter):
         request_id = request_context.get().request_id
         if request_id:
             line["request_id"] = request_id
+        access = getattr(record, "access", None)
+        if isinstance(access, dict):  # an access log line (metrics.access): its fields, as given
+            line.update(access)
+            return json.dumps(line, ensure_ascii=False, default=str)
         notes = observe.current.get()
         if notes is not None:
             if notes.key_prefix:

@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "metrics",
     "retention",
     "evals",
+    "evidence",
 ]
 
 MIDDLEWARE = [
@@ -523,6 +524,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "registry.tasks.mcp_drift_task",
         "schedule": float(env_int("MCP_DRIFT_INTERVAL", 300)),
     },
+    # Guarded rollouts (evidence.rollouts): every watching guard judged, a lifecycle task.
+    "rollout-guard": {
+        "task": "evidence.tasks.rollout_guard_task",
+        "schedule": float(env_int("ROLLOUT_GUARD_INTERVAL", 60)),
+    },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",
@@ -564,6 +570,11 @@ WEBHOOK_SECRET_KEYS = [key.strip() for key in env_str("WEBHOOK_SECRET_KEYS", "")
 WEBHOOK_ALLOW_PRIVATE_URLS = env_bool("WEBHOOK_ALLOW_PRIVATE_URLS", False)
 # /metrics: scrapes send this as a Bearer token; unset, only loopback clients are answered.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Evidence (evidence/, docs/api.md#evidence): how long after its session ended a score is
+# accepted, and model prices (USD per million tokens) that override evidence.pricing's table:
+# {"model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}}.
+EVIDENCE_SCORE_WINDOW_DAYS = env_int("EVIDENCE_SCORE_WINDOW_DAYS", 7)
+EVIDENCE_MODEL_PRICES: dict[str, dict[str, float]] = {}
 # Each web process adds its fetch counts to the database from a background thread (metrics.usage).
 USAGE_FLUSH_THREAD = True
 
@@ -577,6 +588,9 @@ SESSION_RENEW_FRACTION = 0.25
 LOG_FORMAT = env_str("LOG_FORMAT", "plain").lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}.")
+# The access log (metrics.access): one line per request from every HTTP lane; on by default in
+# the JSON format, ACCESS_LOG=0 turns it off (ACCESS_LOG=1 writes it in the plain format too).
+ACCESS_LOG = env_bool("ACCESS_LOG", LOG_FORMAT == "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -91,6 +91,43 @@ def session_attributes(*, session_id: object, bundle: str, version: int, content
     }
 
 
+# A turn's reported usage (the GenAI conventions' usage attributes; input tokens include the
+# cached ones, as the conventions ask) and a score (their `gen_ai.evaluation.result` event).
+USAGE_ATTRIBUTES = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
+    "model": "gen_ai.response.model",
+}
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+
+
+def usage_reported(figures: dict[str, Any]) -> None:
+    """The previous model call's usage a turn reported, on the current span (tracing on);
+    `figures`: neutral names (evidence.report.Usage's) to values, None for not reported."""
+    if _trace is None:
+        return
+    attributes = {USAGE_ATTRIBUTES[k]: v for k, v in figures.items() if k in USAGE_ATTRIBUTES and v is not None}
+    if figures.get("stop_reason") is not None:
+        attributes["gen_ai.response.finish_reasons"] = [figures["stop_reason"]]
+    if attributes:
+        _trace.get_current_span().set_attributes(attributes)
+
+
+def score_recorded(*, name: str, value: float, source: str, comment: str) -> None:
+    """A session's score as a `gen_ai.evaluation.result` event on the current span (whose
+    attributes carry the pin: gen_ai.prompt.name / gen_ai.prompt.version, session_used)."""
+    if _trace is None:
+        return
+    attributes: dict[str, Any] = {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": value}
+    if source:
+        attributes["registry.evaluation.source"] = source
+    if comment:
+        attributes["gen_ai.evaluation.explanation"] = comment[:1000]
+    _trace.get_current_span().add_event(EVALUATION_EVENT, attributes)
+
+
 def trace_ids() -> tuple[str, str] | None:
     """(trace id, span id) of the current span in hex, or None (tracing off, or no span)."""
     if _trace is None:

@@ -13,8 +13,8 @@ import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
-    "access", "adminui", "api", "audit", "config", "core", "edge", "knowledge", "mcp_server",
-    "metrics", "modelcatalog", "registry", "retention", "sessions_app", "skills", "webhooks",
+    "access", "adminui", "api", "audit", "config", "core", "edge", "evals", "evidence", "knowledge",
+    "mcp_server", "metrics", "modelcatalog", "registry", "retention", "sessions_app", "skills", "webhooks",
 ]  # fmt: skip
 
 

@@ -3,6 +3,9 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
+from audit.context import current as request_context
+from core import observe
+from metrics.access import request_logged
 from metrics.instruments import request_answered
 
 
@@ -18,7 +21,18 @@ class RequestMetricsMiddleware:
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         route = match.route if match is not None else "unmatched"
-        request_answered(
-            route=route, method=request.method or "", status=response.status_code, seconds=time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        request_answered(route=route, method=request.method or "", status=response.status_code, seconds=seconds)
+        # The request's notes and id are still set here: audit.context resets them when the
+        # response is closed, after this returns.
+        notes = observe.current.get()
+        request_logged(
+            route,
+            request.method or "",
+            response.status_code,
+            seconds,
+            request_context.get().request_id or response.get("X-Request-ID", ""),
+            notes.key_prefix if notes is not None else "",
+            notes.session_id if notes is not None else "",
         )
         return response

@@ -9,6 +9,8 @@ What goes, oldest first:
   never outlives its session: a longer setting is capped at RETENTION_SESSIONS_DAYS);
 - sessions that ended or expired more than RETENTION_SESSIONS_DAYS ago (an active session,
   however old, is never touched: every statement selects `status <> 'active'` rows, locked);
+- with each session, its raw evidence (its outcome and scores: evidence_sessionoutcome,
+  evidence_score); the evidence rollups (evidence_evidenceday, evidence_scoreday) are kept;
 - finished webhook deliveries (not pending) older than RETENTION_DELIVERIES_DAYS;
 - per-day usage rollups (metrics_versionday) older than RETENTION_USAGE_ROLLUP_DAYS;
 - audit events older than RETENTION_AUDIT_DAYS, the one delete the audit trigger allows
@@ -122,6 +124,10 @@ WITH doomed AS (
     DELETE FROM skills_sessionskill WHERE session_id IN (SELECT id FROM doomed)
 ), reads AS (
     DELETE FROM knowledge_fileread WHERE session_id IN (SELECT id FROM doomed)
+), outcomes AS (
+    DELETE FROM evidence_sessionoutcome WHERE session_id IN (SELECT id FROM doomed)
+), scores AS (
+    DELETE FROM evidence_score WHERE session_id IN (SELECT id FROM doomed)
 )
 DELETE FROM sessions_app_session WHERE id IN (SELECT id FROM doomed)
 """

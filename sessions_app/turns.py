@@ -71,13 +71,17 @@ def turn_heartbeat(*, session_id: Any, actor: Actor, loaded: Loaded = UNREAD) ->
     return session_for_turn(session_id=session_id, actor=actor, loaded=loaded, force=True)
 
 
+def session_seen(*, session_id: Any, actor: Actor, loaded: Loaded = UNREAD) -> Session:
+    """The session of a call that acts on it whatever its state (an end, a score): 404 unless
+    `actor` may see it; the one the fast lane read, or read here."""
+    if isinstance(loaded, _Unread):
+        return session_get(session_id=session_id, actor=actor)
+    return session_visible(session=loaded, session_id=session_id, actor=actor)
+
+
 def turn_end(*, session_id: Any, actor: Actor, loaded: Loaded = UNREAD) -> Session:
     """End the session (ending an ended one answers it as it is)."""
-    if isinstance(loaded, _Unread):
-        session = session_get(session_id=session_id, actor=actor)
-    else:
-        session = session_visible(session=loaded, session_id=session_id, actor=actor)
-    return session_end(session=session, actor=actor)
+    return session_end(session=session_seen(session_id=session_id, actor=actor, loaded=loaded), actor=actor)
 
 
 def pinned_content(*, version_id: int, content_hash: str, held: bool) -> bytes | None:

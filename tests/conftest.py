@@ -80,6 +80,9 @@ class Api:
     def put(self, path: str, body: Any = None, **extra: Any):
         return self._send("put", path, body, **extra)
 
+    def patch(self, path: str, body: Any = None, **extra: Any):
+        return self._send("patch", path, body, **extra)
+
 
 def make_api(role: str, name: str | None = None) -> Api:
     key, secret = api_key_create(name=name or f"test-{role}", role=role, actor=SYSTEM)

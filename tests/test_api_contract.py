@@ -856,6 +856,12 @@ CONTRACT_PATHS = {
     "/api/v1/sessions/{session_id}/render/": {"post"},
     "/api/v1/sessions/{session_id}/knowledge/{tool}": {"get"},
     "/api/v1/sessions/{session_id}/turn/": {"post"},  # issue 21: one call per turn
+    # Issue 39: evidence from production and guarded rollouts.
+    "/api/v1/sessions/{session_id}/scores/": {"post"},
+    "/api/v1/bundles/{name}/versions/{number}/evidence/": {"get"},
+    "/api/v1/bundles/{name}/evidence/compare/": {"get"},
+    "/api/v1/bundles/{name}/labels/{label}/guard/": {"get", "put", "delete"},
+    "/api/v1/bundles/{name}/labels/{label}/guard/override/": {"post"},
 }
 
 

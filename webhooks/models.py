@@ -30,6 +30,8 @@ class Event(models.TextChoices):
     # An MCP server no longer offers a tool as a live or draining version pinned it (removed, or
     # another schema): names the sessions at risk (registry.mcp_drift).
     TOOL_DRIFT = "tool.drift"
+    # A rollout guard acted (held, rolled back, promoted a step, was blocked), with the evidence.
+    ROLLOUT_GUARDED = "rollout.guarded"
     # Opt-in: one per lapsed session, so high volume.
     SESSION_EXPIRED = "session.expired"
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 
 from access.actors import actor_for_user
 from adminui import selectors
+from adminui.evidence import evidence_summary, version_evidence_rows
 from adminui.forms import MoveForm
 from adminui.views.base import label_state_text, render, split_text
 from core.errors import Conflict, InvalidContent
@@ -81,6 +82,9 @@ def _single_page(
         checks_list=[checks.out()] if checks and checks.required else [],
         approvals_list=[approvals.out()] if approvals and approvals.required else [],
         classification=preview.check.diff,
+        # What production says about the version the label leaves and the one it moves to.
+        evidence_leaving=version_evidence_rows(preview.label.version) if preview.label is not None else [],
+        evidence_moving_to=version_evidence_rows(preview.targets[0][0]) if preview.targets else [],
         # The checkbox is offered to whoever may make this move: for a protected label, ops.
         can_allow_breaking=preview.allowed,
         **common,
@@ -107,6 +111,8 @@ def _split_page(
             "active": active.get(versions[t["version"]].pk, 0),
             "new": t["version"] not in was,
             "check": checks.get(t["version"]),
+            # what production says about it so far, through this label (evidence.selectors)
+            "evidence": evidence_summary(versions[t["version"]], preview.label_name),
         }
         for t in after
     ]

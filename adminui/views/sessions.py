@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from access.models import Role
 from adminui import selectors
+from adminui.evidence import evidence_summary
 from adminui.forms import SessionSearchForm
 from adminui.views.base import need_view, render, url, when
 from core.errors import NotFound
@@ -39,6 +40,7 @@ def drain_data(bundle_name: str | None) -> list[dict[str, Any]]:
                 "drained_at": v.drained_at.isoformat() if v.drained_at else None,
                 "draining_since_text": when(v.draining_since),
                 "drained_at_text": when(v.drained_at),
+                "evidence_text": evidence_summary(v),
                 "url": url("adminui_version", v.bundle.name, v.number),
                 "sessions_url": url(
                     "sessions_app_session_changelist", query=f"bundle={v.bundle.name}&version={v.number}&status=active"

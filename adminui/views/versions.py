@@ -14,6 +14,7 @@ from access.actors import Actor
 from access.models import Role
 from adminui import selectors
 from adminui.diffing import OTHER_FIELDS, content_diff, pretty
+from adminui.evidence import version_evidence_rows
 from adminui.forms import JSON_FIELDS, RevokeForm, VersionForm, VersionSearchForm, add_domain_error
 from adminui.moves import classify
 from adminui.tool_cards import HEADINGS, tool_cards
@@ -202,6 +203,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         classification=classify(content_of(previous), content) if previous else None,
         labels=selectors.labels_targeting(version),
         usage=version_usage(version=version),
+        evidence_rows=version_evidence_rows(version),
         can_publish=actor.has_role(Role.PUBLISHER),
         can_move=actor.has_role(Role.PUBLISHER) and version.state != VersionState.REVOKED,
         can_revoke=actor.has_role(Role.OPS) and version.state != VersionState.REVOKED,

@@ -310,3 +310,22 @@ def whole_request(partial: dict[str, Any], held: dict[str, Any], reuse: dict[str
     whole.update(partial)
     whole[list_key] = [*held[list_key][:lead], *partial.get(list_key, [])]
     return whole
+
+
+def end_body(outcome: str | None, reason: str | None) -> dict[str, Any] | None:
+    """An end's body: none for a plain end, else the outcome (docs/api.md#evidence)."""
+    if outcome is None:
+        return None
+    return {"outcome": {"status": outcome, **({"reason": reason} if reason is not None else {})}}
+
+
+def report_of(response: Any, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The turn's report of the previous model call: the provider's answer as the SDK returned
+    it (a pydantic model is dumped to its JSON shape) and/or the neutral usage."""
+    out: dict[str, Any] = {}
+    if response is not None:
+        dump = getattr(response, "model_dump", None) or getattr(response, "to_dict", None)
+        out["response"] = dump(mode="json") if getattr(response, "model_dump", None) else (dump() if dump else response)
+    if usage is not None:
+        out["usage"] = usage
+    return out

@@ -23,6 +23,8 @@ from promptreg._core import (
     Retry,
     Snapshots,
     TurnPrefix,
+    end_body,
+    report_of,
     session_path,
     start_body,
     transport_error,
@@ -257,15 +259,32 @@ class AsyncPinnedSession:
         self._keeper = asyncio.get_running_loop().create_task(run())
         return self
 
-    async def end(self) -> None:
+    async def end(self, outcome: str | None = None, *, reason: str | None = None) -> None:
+        """`PinnedSession.end`: with `outcome`, how the session went."""
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
         if self.offline or self.ended:
             return
-        self.info = await self.registry.json("POST", session_path(self.id, "end/"))
+        body = end_body(outcome, reason)
+        self.info = await self.registry.json("POST", session_path(self.id, "end/"), json=body)
         self.ended = True
+
+    async def score(
+        self,
+        name: str,
+        value: float,
+        *,
+        source: str | None = None,
+        comment: str | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7
+        days after its end; the same `id` again is recorded once."""
+        body = {"name": name, "value": value, "source": source, "comment": comment, "id": id}
+        payload = {k: v for k, v in body.items() if v is not None}
+        return await self.registry.json("POST", session_path(self.id, "scores/"), json=payload)
 
     def _online(self, what: str) -> None:
         if self.offline:
@@ -292,10 +311,13 @@ class AsyncPinnedSession:
         variables: dict[str, Any] | None = None,
         format: str | None = None,
         k: int | None = None,
+        response: Any = None,
+        usage: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """`PinnedSession.turn`: one call per turn, the prefix kept by its hash."""
         self._online("turn")
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
+        body.update(report_of(response, usage))  # the previous model call's answer or usage
         answer = await self.registry.json("POST", session_path(self.id, "turn/"), json=body)
         return self.turn_prefix.absorb(answer)
 

@@ -22,6 +22,8 @@ from promptreg._core import (
     Retry,
     Snapshots,
     TurnPrefix,
+    end_body,
+    report_of,
     session_path,
     start_body,
     transport_error,
@@ -375,15 +377,33 @@ class PinnedSession:
         self._keeper.start()
         return self
 
-    def end(self) -> None:
-        """End the session (idempotent) and stop the keep-alive."""
+    def end(self, outcome: str | None = None, *, reason: str | None = None) -> None:
+        """End the session (idempotent) and stop the keep-alive. `outcome` (`resolved`,
+        `escalated`, `abandoned`, `failed`) and `reason`: how it went, for the version's
+        evidence (docs/api.md#evidence); another outcome than the first is refused (409)."""
         self._stop.set()
         if self._keeper is not None and self._keeper is not threading.current_thread():
             self._keeper.join(timeout=self.registry.retry.timeout)
         if self.offline or self.ended:
             return
-        self.info = self.registry.json("POST", session_path(self.id, "end/"))
+        body = end_body(outcome, reason)
+        self.info = self.registry.json("POST", session_path(self.id, "end/"), json=body)
         self.ended = True
+
+    def score(
+        self,
+        name: str,
+        value: float,
+        *,
+        source: str | None = None,
+        comment: str | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7
+        days after its end; the same `id` again is recorded once."""
+        body = {"name": name, "value": value, "source": source, "comment": comment, "id": id}
+        payload = {k: v for k, v in body.items() if v is not None}
+        return self.registry.json("POST", session_path(self.id, "scores/"), json=payload)
 
     # --- per-turn calls ----------------------------------------------------------------------
 
@@ -414,6 +434,8 @@ class PinnedSession:
         variables: dict[str, Any] | None = None,
         format: str | None = None,
         k: int | None = None,
+        response: Any = None,
+        usage: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One call per turn: what render, route, turns and compact answer, in one request.
 
@@ -426,6 +448,7 @@ class PinnedSession:
         (`prefix_unchanged` tells which happened); the answer is always whole."""
         self._online("turn")
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
+        body.update(report_of(response, usage))  # the previous model call's answer or usage
         return self.turn_prefix.absorb(self.registry.json("POST", session_path(self.id, "turn/"), json=body))
 
     def step(

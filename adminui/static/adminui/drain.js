@@ -28,10 +28,11 @@
           el("td", {}, [v.labels.join(", ")]),
           el("td", {"class": "sessions"}, [el("a", {href: v.sessions_url}, [String(v.active_sessions)])]),
           el("td", {"class": "draining-since"}, [v.draining_since_text]),
-          el("td", {"class": "drained-at"}, [v.drained_at_text])
+          el("td", {"class": "drained-at"}, [v.drained_at_text]),
+          el("td", {"class": "evidence"}, [v.evidence_text])
         ]);
       });
-      var head = el("tr", {}, ["Version", "State", "Labels", "Active sessions", "Draining since (UTC)", "Drained at (UTC)"].map(
+      var head = el("tr", {}, ["Version", "State", "Labels", "Active sessions", "Draining since (UTC)", "Drained at (UTC)", "Evidence"].map(
         function (t) { return el("th", {}, [t]); }));
       parts.push(el("table", {"class": "adminui-table drain-table", "data-bundle": b.bundle},
         [el("thead", {}, [head]), el("tbody", {}, rows)]));
