@@ -352,6 +352,7 @@ ROUTES.append(
         schema_in=ScoreIn,
         schema_out={201: ScoreOut, 200: ScoreOut},
         doc="POST: a named score of the session (a user's thumbs, a judge's verdict, a human review).",
+        roles=SESSION_ROLES,
         openapi={
             "operation_id": "session_score",
             "summary": "Score a session",

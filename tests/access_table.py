@@ -19,6 +19,7 @@ SAMPLES: dict[str, tuple[Any, int]] = {
     "end": (None, 200),
     "render": (None, 200),
     "turn": ({"messages": [{"role": "user", "content": "refund order 42"}]}, 200),
+    "scores": ({"name": "thumbs", "value": 1}, 201),
 }
 
 
