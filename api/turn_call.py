@@ -295,8 +295,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
     else:
         answer["prefix"] = {"system": prefix.system, "tools": prefix.tools}
     answer["tail"] = rendered.tail
-    model = content.get("model") or {}
-    retiring = catalog.retirement_notice(model)
+    retiring = catalog.retirement_notice(model)  # the model this turn names (the pinned one, or the call's)
     answer["notices"] = [*rendered.notices, retiring] if retiring else rendered.notices
     answer["skills"] = {
         "resident": route["resident"],

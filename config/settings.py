@@ -574,7 +574,6 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # accepted, and model prices (USD per million tokens) that override evidence.pricing's table:
 # {"model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}}.
 EVIDENCE_SCORE_WINDOW_DAYS = env_int("EVIDENCE_SCORE_WINDOW_DAYS", 7)
-EVIDENCE_MODEL_PRICES: dict[str, dict[str, float]] = {}
 # Each web process adds its fetch counts to the database from a background thread (metrics.usage).
 USAGE_FLUSH_THREAD = True
 

@@ -29,11 +29,11 @@ from tests.test_skills import SKILLS
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MODELS = {
-    "anthropic": "claude-sonnet-4-5",
+    "anthropic": "claude-sonnet-4-6",
     "openai-chat": "gpt-5",
     "openai-responses": "gpt-5",
     "gemini": "gemini-2.5-flash",
-    "bedrock-converse": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "bedrock-converse": "anthropic.claude-sonnet-4-6-v1:0",
 }
 TURNS = 10
 WIDE_TURN = 4  # the model call that makes twelve parallel tool calls

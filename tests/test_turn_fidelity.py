@@ -280,8 +280,8 @@ def test_a_version_without_a_model_needs_the_calls_model_or_is_a_400_naming_it(w
 def test_the_calls_model_is_within_what_the_version_allows(world):
     assert refused(world, {"messages": [user("hi")], "format": "anthropic", "model": "gpt-5"})["details"]["model"]
     assert refused(world, {"messages": [user("hi")], "format": "anthropic", "model": ""})["details"]["model"]
-    same = accepted(world, {"messages": [user("hi")], "format": "anthropic", "model": "claude-sonnet-4-5"})
-    assert same["request"]["model"] == "claude-sonnet-4-5"
+    same = accepted(world, {"messages": [user("hi")], "format": "anthropic", "model": "claude-sonnet-4-6"})
+    assert same["request"]["model"] == "claude-sonnet-4-6"
     doc = turn_content()
     doc["model"]["allowed"] = ["claude-haiku-4-5"]
     world.publish(doc)
