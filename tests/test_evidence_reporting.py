@@ -146,7 +146,7 @@ def test_it_counts_the_tool_results_since_the_models_last_answer_in_each_format(
     assert tool_results(chat) == ToolResults(results=1, errors=1)
 
 
-def test_it_prices_dated_and_bedrock_model_ids_and_knows_it_does_not_know_others(settings):
+def test_it_prices_dated_and_bedrock_model_ids_and_knows_it_does_not_know_others(db):
     # One catalog: a dated id and Bedrock's spelling price as the model they name.
     assert price_of("claude-sonnet-4-5-20250929") == price_of("anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert price_of("claude-sonnet-4-6") is not None
@@ -184,10 +184,14 @@ def test_a_turn_with_a_response_adds_its_usage_cost_and_tool_errors_to_the_rollu
     assert (day.usage_turns, day.input_tokens, day.output_tokens) == (2, 3400, 60)
     assert (day.cache_read_tokens, day.cache_write_tokens) == (2000, 300)
     assert (day.tool_results, day.tool_errors) == (1, 1)
-    assert day.priced_turns == 2  # the first names its model; the second is the pinned claude-sonnet-4-5
-    # 100 plain input at $3, 2,000 cache reads at $0.30, 300 writes at $3.75; then 1,000 plain at $3
-    assert day.input_cost == pytest.approx((100 * 3 + 2000 * 0.3 + 300 * 3.75 + 1000 * 3) / 1e6)
-    assert day.output_cost == pytest.approx(60 * 15 / 1e6)
+    assert day.priced_turns == 2  # the first names its model; the second is priced as the pinned model
+    # Priced by the model catalog: the first turn's 100 plain input tokens, 2,000 cache reads and
+    # 300 writes at its model's prices; the second's 1,000 plain at the pinned model's.
+    pinned = json.loads(bytes(Session.objects.get(pk=world.session).version.canonical))["model"]["name"]
+    first = price_of(ANTHROPIC["model"]).cost(input_tokens=2400, output_tokens=50, cache_read=2000, cache_write=300)
+    second = price_of(pinned).cost(input_tokens=1000, output_tokens=10, cache_read=0, cache_write=0)
+    assert day.input_cost == pytest.approx(first[0] + second[0])
+    assert day.output_cost == pytest.approx(first[1] + second[1])
     assert sum(day.latency_buckets) == 1
 
 
