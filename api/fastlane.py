@@ -14,13 +14,10 @@ thread, with one SQL read, one pipelined Redis round trip and one statement per 
 Only plain calls are answered there; any other, and every call of a route that is not batched,
 goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool):
 
-1. one SQL statement reads the key (by prefix, under access.selectors.KEY_WHERE) joined with the
-   session, its version and its bundle (a start: with the bundle its body names): the
-   selectors sessions_app.selectors.key_session_rows and key_bundle_rows;
-2. access.services.api_key_match checks the hash and notes last_used_at, as for every request;
-3. access.ratelimit.api_throttle_wait counts the request (one pipelined Redis round trip);
-4. the route's answer runs with the session read in 1 as `loaded` (sessions_app.turns: the
-   rules of session_checked and the lease of session_touch).
+one SQL statement reads the key joined with the session, its version and its bundle
+(sessions_app.selectors.key_session_rows, key_bundle_rows); access.services.api_key_match checks
+the hash; access.ratelimit.api_throttle_wait counts the request; the route's answer runs with
+the session read as `loaded` (sessions_app.turns: session_checked's rules, session_touch's lease).
 
 Nothing about a key, session or version is cached: each call is answered from a read of
 PostgreSQL that started after the call arrived. Errors are rendered by
@@ -532,13 +529,9 @@ async def _body(scope: Scope, receive: Receive, send: Send, headers: dict[bytes,
 
 async def _send(send: Send, answer: Answer, route: TurnRoute, secure: bool, request_id: str) -> None:
     """The answer with the headers Django's middleware would add around it."""
-    response_headers = [
-        *answer.headers,
-        (b"content-length", str(len(answer.body)).encode()),
-        (b"allow", route.allow),
-        *edge_headers(secure, request_id),
-    ]
-    await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
+    length = (b"content-length", str(len(answer.body)).encode())
+    headers = [*answer.headers, length, (b"allow", route.allow), *edge_headers(secure, request_id)]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": answer.body})
 
 

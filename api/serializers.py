@@ -12,7 +12,7 @@ from core import limits
 from registry.changes import change_state_now
 from registry.contracts import LEVELS
 from registry.lifecycle import pin_policy
-from registry.models import BundleVersion, CheckStatus, Compatibility
+from registry.models import BundleVersion, Compatibility
 from registry.selectors import bundle_label_map, label_targets_out
 from sessions_app.models import SessionStatus
 
@@ -154,64 +154,6 @@ class LabelPolicyIn(StrictInput):
     # A split label's rollout guard (ops); null removes it.
     guard = serializers.JSONField(required=False, allow_null=True)
     reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
-
-
-class CheckIn(StrictInput):
-    """A check result from CI (type checks; the service checks names and URLs)."""
-
-    name = StrictCharField(max_length=limits.CHECK_NAME_MAX)
-    status = serializers.ChoiceField(choices=CheckStatus.choices)
-    summary = StrictCharField(required=False, allow_blank=True, max_length=limits.CHECK_SUMMARY_MAX, default="")
-    details_url = StrictCharField(required=False, allow_blank=True, max_length=limits.CHECK_DETAILS_URL_MAX, default="")
-
-
-class CheckOut(serializers.Serializer):
-    name = serializers.CharField()
-    status = serializers.CharField()
-    summary = serializers.CharField()
-    details_url = serializers.CharField()
-    content_hash = serializers.CharField(help_text="The content the result is about (not the version number).")
-    version = serializers.SerializerMethodField()
-    reported_by = serializers.CharField()
-    reported_at = serializers.DateTimeField()
-    evidence = serializers.JSONField(
-        allow_null=True,
-        help_text=(
-            "For an `eval:<suite>` check: the run's id, the suite's hash and the attestation's digest "
-            "(GET /api/v1/evals/{run}/ has the statement), or `stale: true` once the suite has a newer version."
-        ),
-    )
-    stale = serializers.SerializerMethodField()
-
-    def get_version(self, check) -> int:
-        return self.context["version"]
-
-    def get_stale(self, check) -> bool:
-        return bool((check.evidence or {}).get("stale"))
-
-
-class CheckListOut(serializers.Serializer):
-    results = CheckOut(many=True)
-
-
-class ApprovalIn(StrictInput):
-    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
-
-
-class ApprovalOut(serializers.Serializer):
-    approver = serializers.CharField()
-    reason = serializers.CharField()
-    content_hash = serializers.CharField(help_text="The content approved (not the version number).")
-    version = serializers.SerializerMethodField()
-    approved_at = serializers.DateTimeField()
-
-    def get_version(self, approval) -> int:
-        return self.context["version"]
-
-
-class ApprovalListOut(serializers.Serializer):
-    author = serializers.CharField(help_text="Who published the version: their approval never counts.")
-    results = ApprovalOut(many=True)
 
 
 class RollbackIn(StrictInput):

@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from api import (
     change_views,
+    checks,
     evals,
     knowledge,
     model_views,
@@ -37,8 +38,8 @@ urlpatterns = [
     path("bundles/<str:name>/evidence/compare/", views_evidence.EvidenceCompareApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/guard/", views_evidence.LabelGuardApi.as_view()),
     path("bundles/<str:name>/labels/<str:label>/guard/override/", views_evidence.LabelGuardOverrideApi.as_view()),
-    path("bundles/<str:name>/versions/<int:number>/checks/", views.VersionCheckListApi.as_view()),
-    path("bundles/<str:name>/versions/<int:number>/approvals/", views.VersionApprovalListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/checks/", checks.VersionCheckListApi.as_view()),
+    path("bundles/<str:name>/versions/<int:number>/approvals/", checks.VersionApprovalListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/evals/", evals.EvalRunListApi.as_view()),
     path("bundles/<str:name>/versions/<int:number>/evals/plan/", evals.EvalPlanApi.as_view()),
     path("evals/compare/", evals.EvalCompareApi.as_view()),

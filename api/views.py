@@ -15,9 +15,6 @@ from api.answers import etag_matches
 from api.authentication import actor_of
 from api.pagination import Cursor, paginated
 from api.serializers import (
-    ApprovalIn,
-    ApprovalListOut,
-    ApprovalOut,
     AuditEventOut,
     AuditQuery,
     BundleIn,
@@ -25,9 +22,6 @@ from api.serializers import (
     CatalogEntryOut,
     ChangeRequestedOut,
     ChangeRequestOut,
-    CheckIn,
-    CheckListOut,
-    CheckOut,
     DiffOut,
     DiffQuery,
     LabelIn,
@@ -265,95 +259,6 @@ class VersionRevokeApi(BaseApi):
         data = _valid(RevokeIn, request)
         registry_services.version_revoke(version=version, actor=actor_of(request), reason=data["reason"])
         return Response(VersionOut(registry_selectors.version_get(bundle=bundle, number=number)).data)
-
-
-class VersionCheckListApi(BaseApi):
-    # ci is below agent: reading and reporting checks are what a ci key may do. The service
-    # decides who may report (ci, ops, admin: not a publisher).
-    roles = {"GET": Role.CI, "POST": Role.CI}
-
-    @extend_schema(
-        summary="List a version's checks",
-        description=(
-            "The latest report of each check name for the version's content hash, by name (not paged: a "
-            "content hash has few checks)."
-        ),
-        operation_id="version_checks_list",
-        responses=CheckListOut,
-    )
-    def get(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        version = registry_selectors.version_get(bundle=bundle, number=number)
-        checks = registry_selectors.checks_latest(bundle_id=bundle.pk, content_hash=version.content_hash)
-        return Response({"results": CheckOut(checks, many=True, context={"version": number}).data})
-
-    @extend_schema(
-        summary="Report a check",
-        description=(
-            "ci role (or ops). Records `{name, status, summary?, details_url?}` for the version's content hash: "
-            "201 with the check. The latest report per name counts; a label with `required_checks` moves only "
-            "to content whose every required check's latest report is `success`."
-        ),
-        request=CheckIn,
-        responses={201: CheckOut},
-    )
-    def post(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(CheckIn, request)
-        check = registry_services.check_report(version=version, actor=actor_of(request), **data)
-        return Response(CheckOut(check, context={"version": number}).data, status=201)
-
-
-class VersionApprovalListApi(BaseApi):
-    # Reading is open to every role of the bundle; the service decides who may approve
-    # (publisher, ops, admin; never the version's author; never ci).
-    roles = {"GET": Role.AGENT, "POST": Role.PUBLISHER, "DELETE": Role.PUBLISHER}
-
-    @extend_schema(
-        summary="List a version's approvals",
-        description="The approvals of the version's content hash, oldest first (one per approver; not paged).",
-        operation_id="version_approvals_list",
-        responses=ApprovalListOut,
-    )
-    def get(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        version = registry_selectors.version_get(bundle=bundle, number=number)
-        approvals = registry_selectors.approvals_of(bundle_id=bundle.pk, content_hash=version.content_hash)
-        results = ApprovalOut(approvals, many=True, context={"version": number}).data
-        return Response({"author": version.author, "results": results})
-
-    @extend_schema(
-        summary="Approve a version",
-        description=(
-            "Publisher, ops or admin, other than the version's author (403: four eyes). Records `{reason}` for the "
-            "version's content hash: 201 with the approval, or 200 with the earlier one if this identity already "
-            "approved it (it counts once). A label with `required_approvals: N` moves only to content that N "
-            "distinct identities approved (409 `approvals_required` otherwise)."
-        ),
-        request=ApprovalIn,
-        responses={201: ApprovalOut, 200: ApprovalOut},
-    )
-    def post(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(ApprovalIn, request)
-        approval, created = registry_services.approval_record(version=version, actor=actor_of(request), **data)
-        return Response(ApprovalOut(approval, context={"version": number}).data, status=201 if created else 200)
-
-    @extend_schema(
-        summary="Withdraw your approval",
-        description="Withdraws the caller's own approval of the version's content, with `{reason}`: 204, or 404.",
-        request=ApprovalIn,
-        responses={204: None},
-    )
-    def delete(self, request: Request, name: str, number: int) -> Response:
-        bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(ApprovalIn, request)
-        if not registry_services.approval_withdraw(version=version, actor=actor_of(request), **data):
-            raise NotFound("You have not approved this version.")
-        return Response(status=204)
 
 
 _ETAG = re.compile(r'^(?:W/)?"rev-([1-9][0-9]{0,9})"$')

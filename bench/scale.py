@@ -70,7 +70,8 @@ def measure(bundle_name: str, secret: str, calls: int) -> dict[str, dict[str, fl
     from sessions_app import turns
     from sessions_app.models import Session
     from sessions_app.selectors import session_get
-    from sessions_app.services import session_end, sessions_tally
+    from sessions_app.services import session_end
+    from sessions_app.sweep import sessions_tally
 
     # The counts above SESSION_COUNT_EXACT_LIMIT show the sweep's tally: as a running sweep would
     # have left it.
@@ -122,7 +123,8 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
     from registry.models import Bundle, Label
     from registry.selectors import version_get
     from registry.services import label_move, label_rollback
-    from sessions_app.services import session_expire_lapsed, sessions_tally
+    from sessions_app.services import session_expire_lapsed
+    from sessions_app.sweep import sessions_tally
     from skills.selectors import version_skill_metrics
 
     bundle = Bundle.objects.get(name=bundle_name)

@@ -12,6 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config import logsetup
 from core import limits
 from core.redis_client import redis_tls_options
 
@@ -590,17 +591,4 @@ if LOG_FORMAT not in ("plain", "json"):
 # The access log (metrics.access): one line per request from every HTTP lane; on by default in
 # the JSON format, ACCESS_LOG=0 turns it off (ACCESS_LOG=1 writes it in the plain format too).
 ACCESS_LOG = env_bool("ACCESS_LOG", LOG_FORMAT == "json")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "default": {"()": "config.logformat.JsonFormatter"}
-        if LOG_FORMAT == "json"
-        else {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # Parts of the MCP SDK log whole messages at DEBUG (its SSE transport; a protocol is such a message):
-    # whatever LOG_LEVEL says, its loggers stay at WARNING so no protocol text reaches a log.
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
-}
+LOGGING = logsetup.logging_config(LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))

@@ -10,6 +10,7 @@ means the same thing a version's does; line endings are `\\n` before hashing."""
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from core.errors import InvalidContent
@@ -38,49 +39,64 @@ def _lf(value: Any) -> Any:
     return value
 
 
-def _item_errors(index: int, item: Any, seen: set[str], errors: dict[str, list[str]]) -> dict[str, Any] | None:
-    where = f"items[{index}]"
-    if not isinstance(item, dict):
-        errors.setdefault(where, []).append("An object with input and expect.")
-        return None
-    for key in sorted(set(item) - ITEM_KEYS):
-        errors.setdefault(f"{where}.{key}", []).append(f"Unknown field; an item has {', '.join(sorted(ITEM_KEYS))}.")
-    item_id = item.get("id", f"item-{index + 1}")
-    if not isinstance(item_id, str) or not re.fullmatch(ITEM_ID_RE, item_id):
-        errors.setdefault(f"{where}.id", []).append(f"Must match {ITEM_ID_RE}.")
-    elif item_id in seen:
-        errors.setdefault(f"{where}.id", []).append(f"{item_id!r} is used by an earlier item.")
-    else:
-        seen.add(item_id)
-    given = item.get("input")
+def _input_errors(where: str, given: Any, err: Callable[[str, str], None]) -> dict[str, Any]:
     if not isinstance(given, dict) or set(given) - INPUT_KEYS:
-        errors.setdefault(f"{where}.input", []).append(f"An object with {', '.join(sorted(INPUT_KEYS))}.")
-        given = {}
+        err(f"{where}.input", f"An object with {', '.join(sorted(INPUT_KEYS))}.")
+        return {}
     messages = given.get("messages")
     if not isinstance(messages, list) or not messages or len(messages) > MAX_MESSAGES:
-        errors.setdefault(f"{where}.input.messages", []).append(f"A list of 1 to {MAX_MESSAGES} messages.")
+        err(f"{where}.input.messages", f"A list of 1 to {MAX_MESSAGES} messages.")
     elif not all(isinstance(m, dict) for m in messages):
-        errors.setdefault(f"{where}.input.messages", []).append("Each message is an object.")
+        err(f"{where}.input.messages", "Each message is an object.")
     for scope in ("variables", "turn_variables"):
         if scope in given and not isinstance(given[scope], dict):
-            errors.setdefault(f"{where}.input.{scope}", []).append("An object of name: value.")
-    expect = item.get("expect")
+            err(f"{where}.input.{scope}", "An object of name: value.")
+    return given
+
+
+def _expect_errors(where: str, expect: Any, err: Callable[[str, str], None]) -> list[Any]:
     if not isinstance(expect, list) or not expect or len(expect) > MAX_EXPECT:
-        errors.setdefault(f"{where}.expect", []).append(f"A list of 1 to {MAX_EXPECT} expectations.")
-        expect = []
+        err(f"{where}.expect", f"A list of 1 to {MAX_EXPECT} expectations.")
+        return []
     for position, expectation in enumerate(expect):
         problem = scorers.problem(expectation)
         if problem:
-            errors.setdefault(f"{where}.expect[{position}]", []).append(problem)
-    tags = item.get("tags", [])
+            err(f"{where}.expect[{position}]", problem)
+    return expect
+
+
+def _tags(where: str, tags: Any, err: Callable[[str, str], None]) -> list[str]:
     if (
         not isinstance(tags, list)
         or len(tags) > MAX_TAGS
         or not all(isinstance(t, str) and re.fullmatch(TAG_RE, t) for t in tags)
     ):
-        errors.setdefault(f"{where}.tags", []).append(f"At most {MAX_TAGS} tags, each matching {TAG_RE}.")
-        tags = []
-    return {"id": item_id, "input": given, "expect": expect, "tags": sorted(set(tags))}
+        err(f"{where}.tags", f"At most {MAX_TAGS} tags, each matching {TAG_RE}.")
+        return []
+    return sorted(set(tags))
+
+
+def _item_errors(index: int, item: Any, seen: set[str], errors: dict[str, list[str]]) -> dict[str, Any] | None:
+    where = f"items[{index}]"
+
+    def err(path: str, message: str) -> None:
+        errors.setdefault(path, []).append(message)
+
+    if not isinstance(item, dict):
+        err(where, "An object with input and expect.")
+        return None
+    for key in sorted(set(item) - ITEM_KEYS):
+        err(f"{where}.{key}", f"Unknown field; an item has {', '.join(sorted(ITEM_KEYS))}.")
+    item_id = item.get("id", f"item-{index + 1}")
+    if not isinstance(item_id, str) or not re.fullmatch(ITEM_ID_RE, item_id):
+        err(f"{where}.id", f"Must match {ITEM_ID_RE}.")
+    elif item_id in seen:
+        err(f"{where}.id", f"{item_id!r} is used by an earlier item.")
+    else:
+        seen.add(item_id)
+    given = _input_errors(where, item.get("input"), err)
+    expect = _expect_errors(where, item.get("expect"), err)
+    return {"id": item_id, "input": given, "expect": expect, "tags": _tags(where, item.get("tags", []), err)}
 
 
 def canonicalise(content: Any) -> tuple[dict[str, Any], bytes, str]:

@@ -41,6 +41,82 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) < 1e12
 
 
+def _text_problem(e: dict[str, Any]) -> str | None:
+    value = e.get("value")
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
+        return f"value: text of 1 to {MAX_TEXT} characters."
+    if not isinstance(e.get("case_sensitive", False), bool):
+        return "case_sensitive: true or false."
+    return None
+
+
+def _regex_problem(e: dict[str, Any]) -> str | None:
+    try:
+        patterns.compile_bounded(e.get("pattern"), PATTERN)
+    except patterns.PatternRefused as exc:
+        return f"pattern: {exc}"
+    return None
+
+
+def _schema_problem(e: dict[str, Any]) -> str | None:
+    schema = e.get("schema")
+    if schema is None:
+        return None
+    if not isinstance(schema, dict):
+        return "schema: a JSON Schema object (or leave it out for the version's output schema)."
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"schema: not a valid JSON Schema ({exc.message[:200]})."
+    return None
+
+
+def _tool_call_problem(e: dict[str, Any]) -> str | None:
+    name = e.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= 128:
+        return "name: the tool's name."
+    if not isinstance(e.get("arguments", {}), dict):
+        return "arguments: an object the call's arguments must contain."
+    return None
+
+
+def _judge_problem(e: dict[str, Any]) -> str | None:
+    if not isinstance(e.get("bundle"), str) or not e["bundle"]:
+        return "bundle: the judge bundle's name."
+    digest = e.get("content_hash")
+    if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        return "content_hash: the judge version's content hash (64 hex digits): a judge is pinned by hash."
+    minimum = e.get("min_score", 0.5)
+    if not _number(minimum) or not 0 <= minimum <= 1:
+        return "min_score: a number from 0 to 1."
+    return None
+
+
+def _max_tokens_problem(e: dict[str, Any]) -> str | None:
+    value = e.get("value")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return "value: a positive integer (output tokens)."
+    return None
+
+
+def _max_cost_problem(e: dict[str, Any]) -> str | None:
+    if not _number(e.get("value")) or e["value"] < 0:
+        return "value: a non-negative number (USD per reply)."
+    return None
+
+
+_PROBLEMS: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "contains": _text_problem,
+    "equals": _text_problem,
+    "regex": _regex_problem,
+    "json_schema": _schema_problem,
+    "tool_call": _tool_call_problem,
+    "judge": _judge_problem,
+    "max_tokens": _max_tokens_problem,
+    "max_cost": _max_cost_problem,
+}
+
+
 def problem(expectation: Any) -> str | None:
     """Why `expectation` is not a valid scorer, or None."""
     if not isinstance(expectation, dict) or expectation.get("type") not in KINDS:
@@ -49,48 +125,7 @@ def problem(expectation: Any) -> str | None:
     extra = set(expectation) - _KEYS[kind] - {"type"}
     if extra:
         return f"Unknown field {sorted(extra)[0]!r} for {kind}; it takes {', '.join(sorted(_KEYS[kind]))}."
-    if kind in ("contains", "equals"):
-        value = expectation.get("value")
-        if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
-            return f"value: text of 1 to {MAX_TEXT} characters."
-        if not isinstance(expectation.get("case_sensitive", False), bool):
-            return "case_sensitive: true or false."
-    elif kind == "regex":
-        try:
-            patterns.compile_bounded(expectation.get("pattern"), PATTERN)
-        except patterns.PatternRefused as exc:
-            return f"pattern: {exc}"
-    elif kind == "json_schema":
-        schema = expectation.get("schema")
-        if schema is not None:
-            if not isinstance(schema, dict):
-                return "schema: a JSON Schema object (or leave it out for the version's output schema)."
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as exc:
-                return f"schema: not a valid JSON Schema ({exc.message[:200]})."
-    elif kind == "tool_call":
-        name = expectation.get("name")
-        if not isinstance(name, str) or not 0 < len(name) <= 128:
-            return "name: the tool's name."
-        if not isinstance(expectation.get("arguments", {}), dict):
-            return "arguments: an object the call's arguments must contain."
-    elif kind == "judge":
-        if not isinstance(expectation.get("bundle"), str) or not expectation["bundle"]:
-            return "bundle: the judge bundle's name."
-        digest = expectation.get("content_hash")
-        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            return "content_hash: the judge version's content hash (64 hex digits): a judge is pinned by hash."
-        if not _number(expectation.get("min_score", 0.5)) or not 0 <= expectation.get("min_score", 0.5) <= 1:
-            return "min_score: a number from 0 to 1."
-    elif kind == "max_tokens":
-        value = expectation.get("value")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return "value: a positive integer (output tokens)."
-    elif kind == "max_cost":
-        if not _number(expectation.get("value")) or expectation["value"] < 0:
-            return "value: a non-negative number (USD per reply)."
-    return None
+    return _PROBLEMS[kind](expectation)
 
 
 def _contains(text: str, part: str, case_sensitive: bool) -> bool:

@@ -7,6 +7,7 @@ takes no lock (runs are append-only and a check's latest report wins by id)."""
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +23,8 @@ from core.limits import EVAL_CHECK_PREFIX, TEXT_MAX_CHARS, storable
 from evals import attestation, content, scorers
 from evals.models import SUITE_NAME_RE, EvalRun, RunStatus, Suite, SuiteVersion
 from registry import variables
+from registry.checks import CHECK_REPORTERS, check_record
 from registry.models import Bundle, BundleVersion, CheckStatus, VersionCheck
-from registry.services import CHECK_REPORTERS, check_record
 
 MAX_RUNS = 10  # runs per item in one evaluation
 MAX_RESULTS = 5_000  # items x runs in one record
@@ -149,48 +150,60 @@ def _checks_mark_stale(*, suite: Suite, version: SuiteVersion, actor: Actor) -> 
     return count
 
 
+def _valid_usage(usage: Any) -> bool:
+    return isinstance(usage, dict) and all(
+        not isinstance(v, bool) and isinstance(v, int) and 0 <= v < 1 << 40 for v in usage.values()
+    )
+
+
+# Each field of a reply: its default, whether a value is acceptable, and what to say when not.
+_REPLY_RULES: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
+    "text": (
+        "",
+        lambda v: isinstance(v, str) and len(v) <= MAX_REPLY_CHARS,
+        f"Text of at most {MAX_REPLY_CHARS} characters.",
+    ),
+    "tool_calls": (
+        [],
+        lambda v: isinstance(v, list) and len(v) <= 128 and all(isinstance(c, dict) for c in v),
+        "A list of at most 128 {name, arguments}.",
+    ),
+    "usage": ({}, _valid_usage, "Token counts: non-negative integers."),
+    "cost_usd": (
+        None,
+        lambda v: v is None or (scorers._number(v) and v >= 0),
+        "A non-negative number, or null when unknown.",
+    ),
+    "error": (None, lambda v: v is None or isinstance(v, str), "Text, or null."),
+    "judges": ({}, lambda v: isinstance(v, dict), "An object: expectation index -> {score, reason}."),
+    "latency_ms": (
+        None,
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        "Milliseconds, or null.",
+    ),
+}
+
+
 def _reply(value: Any, where: str, errors: dict[str, list[str]]) -> dict[str, Any]:
-    """The runner's reply, in the neutral shape scorers read (evals.scorers), bounded."""
+    """The runner's reply, in the neutral shape scorers read (evals.scorers), bounded; every
+    problem goes to `errors` (and the record is then refused whole)."""
     if not isinstance(value, dict):
         errors.setdefault(where, []).append("An object: text, tool_calls, usage, cost_usd, error, judges.")
         return {"text": "", "tool_calls": [], "error": "no reply"}
     for key in sorted(set(value) - REPLY_KEYS):
         errors.setdefault(f"{where}.{key}", []).append(f"Unknown field; a reply has {', '.join(sorted(REPLY_KEYS))}.")
-    text = value.get("text", "")
-    calls = value.get("tool_calls", [])
-    usage = value.get("usage") or {}
-    if not isinstance(text, str) or len(text) > MAX_REPLY_CHARS:
-        errors.setdefault(f"{where}.text", []).append(f"Text of at most {MAX_REPLY_CHARS} characters.")
-        text = ""
-    if not isinstance(calls, list) or len(calls) > 128 or not all(isinstance(c, dict) for c in calls):
-        errors.setdefault(f"{where}.tool_calls", []).append("A list of at most 128 {name, arguments}.")
-        calls = []
-    if not isinstance(usage, dict) or any(
-        isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 40 for v in usage.values()
-    ):
-        errors.setdefault(f"{where}.usage", []).append("Token counts: non-negative integers.")
-        usage = {}
-    cost = value.get("cost_usd")
-    if cost is not None and (not scorers._number(cost) or cost < 0):
-        errors.setdefault(f"{where}.cost_usd", []).append("A non-negative number, or null when unknown.")
-        cost = None
-    error = value.get("error")
-    if error is not None and not isinstance(error, str):
-        errors.setdefault(f"{where}.error", []).append("Text, or null.")
-        error = "invalid"
-    judges = value.get("judges") or {}
-    if not isinstance(judges, dict):
-        errors.setdefault(f"{where}.judges", []).append("An object: expectation index -> {score, reason}.")
-        judges = {}
-    return {
-        "text": text.replace("\r\n", "\n"),
-        "tool_calls": [{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls],
-        "usage": usage,
-        "cost_usd": cost,
-        "error": error[:1000] if error else None,
-        "judges": judges,
-        "latency_ms": value.get("latency_ms") if isinstance(value.get("latency_ms"), int) else None,
-    }
+    reply: dict[str, Any] = {}
+    for field_name, (default, ok, message) in _REPLY_RULES.items():
+        given = value.get(field_name)
+        given = default if given is None else given
+        if not ok(given):
+            errors.setdefault(f"{where}.{field_name}", []).append(message)
+            given = default
+        reply[field_name] = given
+    reply["text"] = reply["text"].replace("\r\n", "\n")
+    reply["tool_calls"] = [{"name": c.get("name"), "arguments": c.get("arguments")} for c in reply["tool_calls"]]
+    reply["error"] = reply["error"][:1000] if reply["error"] else None
+    return reply
 
 
 def eval_plan(*, version: BundleVersion, suite_version: SuiteVersion) -> list[str]:
@@ -212,30 +225,11 @@ def eval_plan(*, version: BundleVersion, suite_version: SuiteVersion) -> list[st
     return problems
 
 
-@transaction.atomic
-def eval_run_record(
-    *,
-    version: BundleVersion,
-    suite_version: SuiteVersion,
-    provider: str,
-    model: str,
-    runs: int,
-    threshold: float,
-    results: object,
-    actor: Actor,
-) -> EvalRun:
-    """Score the runner's replies for every item x run, store the run, and report the
-    `eval:<suite>` check on the version's content hash with its in-toto attestation."""
-    if actor.role not in CHECK_REPORTERS:
-        raise Forbidden("Recording an evaluation needs the ci role (or ops): it reports a check.")
-    bundle = Bundle.objects.get(pk=version.bundle_id)
-    require_bundle_scope(actor, bundle.name)
-    doc = content.stored(suite_version.canonical)
+def _scored(doc: dict[str, Any], results: list[Any], *, runs: int, output_schema: Any) -> list[dict[str, Any]]:
+    """Every item x run of the suite scored here, or InvalidContent naming every problem (an
+    unknown item, a run out of range or reported twice, a missing one, a bad reply)."""
     items = {item["id"]: item for item in doc["items"]}
     errors: dict[str, list[str]] = {}
-    if not isinstance(results, list) or len(results) > MAX_RESULTS:
-        raise InvalidContent("`results` is not valid.", {"results": [f"A list of at most {MAX_RESULTS} results."]})
-    output_schema = json.loads(bytes(version.canonical)).get("output_schema")
     scored: list[dict[str, Any]] = []
     seen: set[tuple[str, int]] = set()
     for index, entry in enumerate(results):
@@ -255,28 +249,59 @@ def eval_run_record(
         if not isinstance(digest, str) or len(digest) > 64:
             errors.setdefault(f"{where}.request_sha256", []).append("The request's SHA-256, hex.")
             digest = ""
-        reply = _reply(entry.get("reply"), f"{where}.reply", errors)
-        item = items[entry["item"]]
-        verdicts = [scorers.score(e, reply, index=i, output_schema=output_schema) for i, e in enumerate(item["expect"])]
         scored.append(
-            {
-                "item": item["id"],
-                "run": run,
-                "tags": item["tags"],
-                "request_sha256": digest,
-                "reply": reply,
-                "scores": verdicts,
-                "passed": not reply["error"] and all(v["passed"] for v in verdicts),
-                "error": bool(reply["error"]),
-            }
+            _one_scored(
+                items[entry["item"]], run, digest, _reply(entry.get("reply"), f"{where}.reply", errors), output_schema
+            )
         )
     missing = [f"{i} run {r}" for i in items for r in range(1, runs + 1) if (i, r) not in seen]
     if missing:
-        errors.setdefault("results", []).append(
-            f"Missing: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}."
-        )
+        more = " ..." if len(missing) > 10 else ""
+        errors.setdefault("results", []).append(f"Missing: {', '.join(missing[:10])}{more}.")
     if errors:
         raise InvalidContent("The evaluation results are not valid; see details.", errors)
+    return scored
+
+
+def _one_scored(
+    item: dict[str, Any], run: int, digest: str, reply: dict[str, Any], output_schema: Any
+) -> dict[str, Any]:
+    verdicts = [scorers.score(e, reply, index=i, output_schema=output_schema) for i, e in enumerate(item["expect"])]
+    return {
+        "item": item["id"],
+        "run": run,
+        "tags": item["tags"],
+        "request_sha256": digest,
+        "reply": reply,
+        "scores": verdicts,
+        "passed": not reply["error"] and all(v["passed"] for v in verdicts),
+        "error": bool(reply["error"]),
+    }
+
+
+@transaction.atomic
+def eval_run_record(
+    *,
+    version: BundleVersion,
+    suite_version: SuiteVersion,
+    provider: str,
+    model: str,
+    runs: int,
+    threshold: float,
+    results: object,
+    actor: Actor,
+) -> EvalRun:
+    """Score the runner's replies for every item x run, store the run, and report the
+    `eval:<suite>` check on the version's content hash with its in-toto attestation."""
+    if actor.role not in CHECK_REPORTERS:
+        raise Forbidden("Recording an evaluation needs the ci role (or ops): it reports a check.")
+    bundle = Bundle.objects.get(pk=version.bundle_id)
+    require_bundle_scope(actor, bundle.name)
+    doc = content.stored(suite_version.canonical)
+    if not isinstance(results, list) or len(results) > MAX_RESULTS:
+        raise InvalidContent("`results` is not valid.", {"results": [f"A list of at most {MAX_RESULTS} results."]})
+    output_schema = json.loads(bytes(version.canonical)).get("output_schema")
+    scored = _scored(doc, results, runs=runs, output_schema=output_schema)
     passed = sum(1 for s in scored if s["passed"])
     pass_rate = passed / len(scored)
     costs = [s["reply"]["cost_usd"] for s in scored]

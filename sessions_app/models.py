@@ -163,7 +163,7 @@ class ActiveTally(models.Model):
 
 
 class SweepLease(models.Model):
-    """Who runs the periodic sweep now, until when (sessions_app.services.sessions_sweep). A row,
+    """Who runs the periodic sweep now, until when (sessions_app.sweep.sessions_sweep). A row,
     not a session-level advisory lock: behind PgBouncer in transaction mode the lock and its
     unlock could reach different server connections (the lock then leaked for good, and every
     later sweep was skipped), and a lease row works whatever pool sits in between. Times are

@@ -8,7 +8,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from registry import lifecycle
-from sessions_app import services
+from sessions_app import sweep
 
 
 @shared_task(
@@ -31,4 +31,4 @@ def version_drain_task(*, version_id: int) -> bool:
     max_retries=3,
 )
 def sweep_task() -> dict[str, int] | None:
-    return services.sessions_sweep()
+    return sweep.sessions_sweep()

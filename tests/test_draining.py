@@ -15,14 +15,8 @@ from registry.models import BundleVersion
 from registry.services import label_move, label_rollback, version_revoke
 from sessions_app.models import SweepLease
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import (
-    session_end,
-    session_start,
-    session_touch,
-    sessions_sweep,
-    sweep_lease_release,
-    sweep_lease_take,
-)
+from sessions_app.services import session_end, session_start, session_touch
+from sessions_app.sweep import sessions_sweep, sweep_lease_release, sweep_lease_take
 from tests.test_worker import _database_url
 
 

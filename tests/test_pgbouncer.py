@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from sessions_app.services import sessions_sweep
+from sessions_app.sweep import sessions_sweep
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

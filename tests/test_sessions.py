@@ -10,7 +10,8 @@ from registry.models import BundleVersion
 from registry.services import label_move, version_revoke
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_bundle_body, session_for_fetch
-from sessions_app.services import session_end, session_start, session_touch, sessions_sweep
+from sessions_app.services import session_end, session_start, session_touch
+from sessions_app.sweep import sessions_sweep
 from tests.conftest import pinned_body
 
 

@@ -29,47 +29,13 @@ import os
 import sys
 from typing import Any
 
-from promptreg import bundledir, evalrun, importers, transfer
+from promptreg import bundledir, evalcli, importers, transfer
+from promptreg.cliout import Failure, Output, _registry
 from promptreg.errors import Conflict, InvalidRequest, NotFound, RegistryError, Unavailable
 from promptreg.importers import langfuse as importers_langfuse
 from promptreg.importers import mlflow as importers_mlflow
 from promptreg.importers import openai as importers_openai
 from promptreg.sync import Registry
-
-
-class Failure(Exception):
-    """Stop with this message (and JSON document) and exit status."""
-
-    def __init__(self, message: str, *, status: int = 1, doc: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.doc = doc or {"error": message}
-
-
-class Output:
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-        self.lines: list[str] = []
-
-    def say(self, line: str) -> None:
-        if not self.as_json:
-            print(line)
-
-    def warn(self, line: str) -> None:
-        if not self.as_json:
-            print(line, file=sys.stderr)
-
-    def done(self, doc: dict[str, Any]) -> None:
-        if self.as_json:
-            print(json.dumps(doc, indent=2, ensure_ascii=False))
-
-
-def _registry(args: argparse.Namespace) -> Registry:
-    url = args.url or os.environ.get("REGISTRY_URL")
-    key = args.api_key or os.environ.get("REGISTRY_API_KEY")
-    if not url or not key:
-        raise Failure("Give the registry with --url and --api-key, or REGISTRY_URL and REGISTRY_API_KEY.", status=2)
-    return Registry(url, key)
 
 
 def _places(directory: bundledir.BundleDir, details: dict[str, Any]) -> list[dict[str, str]]:
@@ -403,121 +369,6 @@ def check_report(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     return check
 
 
-def _suite_ref(text: str) -> tuple[str, int | None]:
-    name, _, version = text.partition("@")
-    if version and not version.isdigit():
-        raise Failure(f"--suite {text}: give NAME or NAME@VERSION.", status=2)
-    return name, int(version) if version else None
-
-
-def eval_import(args: argparse.Namespace, out: Output) -> dict[str, Any]:
-    registry = _registry(args)
-    with open(args.file, encoding="utf-8") as handle:
-        text = handle.read()
-    try:
-        yml = args.file.endswith((".yml", ".yaml"))
-        items = evalrun.items_from_prompt_yml(text) if yml else evalrun.items_from_jsonl(text)
-    except ValueError as exc:
-        raise Failure(f"{args.file}: {exc}") from None
-    try:
-        registry.json("GET", f"/api/v1/suites/{args.suite}/")
-    except NotFound:
-        registry.json("POST", "/api/v1/suites/", json={"name": args.suite})
-    body = {"content": {"items": items}, "message": args.message or f"promptreg eval import {args.file}"}
-    version = registry.json("POST", f"/api/v1/suites/{args.suite}/versions/", json=body)
-    out.say(f"{args.suite} version {version['number']} ({version['content_hash'][:12]}): {len(items)} items")
-    return version
-
-
-def eval_run(args: argparse.Namespace, out: Output) -> dict[str, Any]:
-    registry = _registry(args)
-    report_key = os.environ.get("REGISTRY_REPORT_KEY")
-    reporter = Registry(registry.url, report_key) if report_key else registry
-    suite, suite_version = _suite_ref(args.suite)
-    version = evalrun.resolve_version(registry, args.bundle, args.version, args.label)
-    plan = registry.json(
-        "POST",
-        f"/api/v1/bundles/{args.bundle}/versions/{version}/evals/plan/",
-        json={"suite": suite, **({"suite_version": suite_version} if suite_version else {})},
-    )
-    if plan["problems"]:
-        for problem in plan["problems"]:
-            out.warn(problem)
-        raise Failure(f"{len(plan['problems'])} item(s) cannot run on version {version}: nothing was sent", doc=plan)
-    items = plan["content"]["items"]
-    model = args.model or registry.version_info(args.bundle, version)["content"].get("model", {}).get("name")
-    prices = evalrun.catalog_prices(registry, args.provider, model)
-    calls, cost = evalrun.estimate(items, args.runs, prices)
-    priced = f"about {cost:.4f} USD at most" if cost is not None else "cost unknown (the catalog has no price)"
-    out.warn(f"{calls} model calls on {model or 'the version model'} ({args.provider}): {priced}")
-    runner = evalrun.Runner(
-        registry, args.bundle, version, args.provider, args.base_url, args.model, prices, args.max_cost, total=calls
-    )
-    results = evalrun.run_all(runner, items, args.runs, args.concurrency)
-    out.warn("")
-    if runner.stopped:
-        raise Failure(f"{runner.stopped}; nothing was recorded", doc={"error": runner.stopped})
-    body = {
-        "suite": suite,
-        "suite_version": plan["suite_version"],
-        "provider": args.provider,
-        "model": model or "",
-        "runs": args.runs,
-        "threshold": args.threshold,
-        "results": results,
-    }
-    run = reporter.json("POST", f"/api/v1/bundles/{args.bundle}/versions/{version}/evals/", json=body)
-    for result in run["results"]:
-        failed = [s["detail"] for s in result["scores"] if not s["passed"]]
-        mark = "pass" if result["passed"] else "FAIL"
-        out.say(f"{mark}  {result['item']} #{result['run']}" + (f"  {failed[0]}" if failed else ""))
-    out.say(
-        f"eval:{suite} {run['status']}: {run['passed']}/{run['total']} ({run['pass_rate']:.1%}, threshold "
-        f"{args.threshold:.0%}) on {args.bundle}@{version}; run {run['id']}"
-    )
-    if run["status"] != "success":
-        raise Failure(f"eval:{suite} failed on {args.bundle}@{version}", doc=run)
-    return run
-
-
-def eval_compare(args: argparse.Namespace, out: Output) -> dict[str, Any]:
-    answer = _registry(args).json("GET", "/api/v1/evals/compare/", params={"a": args.a, "b": args.b})
-    a, b = answer["a"], answer["b"]
-    out.say(f"a: v{a['version']} {a['pass_rate']:.1%}   b: v{b['version']} {b['pass_rate']:.1%}")
-    for row in answer["items"]:
-        flip = row["flip"] or ""
-        out.say(f"{flip:<7} {row['item']}: {row['a']['pass_rate']:.0%} -> {row['b']['pass_rate']:.0%}")
-    return answer
-
-
-def _eval_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    p = commands.add_parser("eval", parents=[common], help="evaluation suites and runs (docs/evals.md)")
-    evals = p.add_subparsers(dest="eval_command", required=True)
-    p = evals.add_parser("import", parents=[common], help="publish a suite version from a JSONL or .prompt.yml file")
-    p.add_argument("suite")
-    p.add_argument("file")
-    p.add_argument("--message")
-    p.set_defaults(run=eval_import)
-    p = evals.add_parser("run", parents=[common], help="run a suite on a version through a provider's SDK")
-    p.add_argument("bundle")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--version", type=int)
-    which.add_argument("--label", help="the version this label targets (default production)")
-    p.add_argument("--suite", required=True, help="NAME or NAME@VERSION (default its latest version)")
-    p.add_argument("--provider", required=True, choices=sorted(evalrun.FORMATS))
-    p.add_argument("--runs", type=int, default=1, help="runs per item (1 to 10)")
-    p.add_argument("--threshold", type=float, default=1.0, help="pass rate the check needs (0 to 1)")
-    p.add_argument("--base-url", help="the provider's endpoint (default: the SDK's)")
-    p.add_argument("--model", help="instead of the version's model")
-    p.add_argument("--concurrency", type=int, default=4, help="model calls at once")
-    p.add_argument("--max-cost", type=float, help="stop once this many USD are spent (by the catalog's prices)")
-    p.set_defaults(run=eval_run)
-    p = evals.add_parser("compare", parents=[common], help="two runs side by side")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.set_defaults(run=eval_compare)
-
-
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: accepted before or after the command, and a subcommand's absent option must not
@@ -590,7 +441,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("mcp-stdio", parents=[common], help="serve MCP on stdio, forwarding to the registry")
     p.set_defaults(run=mcp_stdio)
-    _eval_parser(commands, common)
+    evalcli.add_parser(commands, common)
     return top
 
 

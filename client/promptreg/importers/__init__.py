@@ -303,28 +303,31 @@ def refusal_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _version_lines(step: dict[str, Any], dry_run: bool) -> list[str]:
+    if step.get("refused"):
+        head = f"  {step['ref']} -> refused"
+    else:
+        state = "already there" if step["exists"] else "would publish" if dry_run else "published"
+        head = f"  {step['ref']} -> version {step['version']} ({state})"
+    return [head, *(f"      note: {note}" for note in step["notes"])]
+
+
+def _label_line(move: dict[str, Any], dry_run: bool) -> str:
+    if move["to"] is None:
+        return f"  label {move['label']}: not moved (its version is refused)"
+    if not move["moved"]:
+        return f"  label {move['label']}: already at version {move['to']}"
+    source = "(new)" if move["from"] is None else f"version {move['from']}"
+    return f"  label {move['label']}: {source} -> version {move['to']}{' (would move)' if dry_run else ''}"
+
+
 def describe(doc: dict[str, Any], *, dry_run: bool) -> list[str]:
     """The plan (or what was done) as lines for people."""
-    would = "would " if dry_run else ""
     head = f"{doc['source']} {doc['name']} -> bundle {doc['bundle']}"
     lines = [head if doc["bundle_exists"] else f"{head} ({'would create' if dry_run else 'created'})"]
     for step in doc["versions"]:
-        if step.get("refused"):
-            lines.append(f"  {step['ref']} -> refused")
-            lines.extend(f"      note: {note}" for note in step["notes"])
-            continue
-        state = "already there" if step["exists"] else f"{would}publish" if dry_run else "published"
-        lines.append(f"  {step['ref']} -> version {step['version']} ({state})")
-        lines.extend(f"      note: {note}" for note in step["notes"])
-    for move in doc["labels"]:
-        if move["to"] is None:
-            lines.append(f"  label {move['label']}: not moved (its version is refused)")
-        elif move["moved"]:
-            source = "(new)" if move["from"] is None else f"version {move['from']}"
-            tail = " (would move)" if dry_run else ""
-            lines.append(f"  label {move['label']}: {source} -> version {move['to']}{tail}")
-        else:
-            lines.append(f"  label {move['label']}: already at version {move['to']}")
+        lines += _version_lines(step, dry_run)
+    lines += [_label_line(move, dry_run) for move in doc["labels"]]
     added = sum(not s["exists"] for s in doc["versions"])
     moved = sum(m["moved"] for m in doc["labels"])
     if not added and not moved and doc["bundle_exists"] and not doc.get("refused"):
