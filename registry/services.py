@@ -485,7 +485,7 @@ def _policy_apply(*, label: Label, changes: dict[str, Any], actor: Actor, reason
     label.revision += 1
     label.updated_at = timezone.now()
     label.updated_by = actor.name
-    label._change_reason = reason  # recorded by django-simple-history
+    label._change_reason = lifecycle.common.history_reason(reason)  # recorded by django-simple-history
     label.save()
     audit_record(
         actor=actor,
@@ -525,7 +525,7 @@ def _label_create(
         updated_at=timezone.now(),
         updated_by=actor.name,
     )
-    label._change_reason = reason
+    label._change_reason = lifecycle.common.history_reason(reason)
     label.save()  # a concurrent first move of the same name fails here; label_move retries
     audit_record(
         actor=actor,

@@ -130,3 +130,17 @@ def test_production_is_still_created_protected_and_backward(ops, bundle, v1):
     assert created["compatibility"] == "backward"
     assert created["required_checks"] == []
     assert created["required_approvals"] == 0
+
+
+def test_a_move_with_a_reason_longer_than_the_history_column_is_recorded_whole_in_the_audit(ops, bundle, v1):
+    """The label history keeps a reason in 100 characters (django-simple-history's column): a
+    longer one (reasons may be 10,000) is cut there with an ellipsis, kept whole in the audit log,
+    and the move is not a 500."""
+    from audit.models import AuditEvent
+
+    reason = "ship it: " + "x" * 300
+    answer = ops.put("/api/v1/bundles/refunds/labels/production/", {"version": 1, "reason": reason})
+    assert answer.status_code == 201, answer.content
+    history = ops.get("/api/v1/bundles/refunds/labels/production/history/").json()["results"]
+    assert history[0]["reason"] == reason[:99] + "\u2026"
+    assert AuditEvent.objects.filter(reason=reason).exists()

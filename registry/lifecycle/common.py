@@ -11,6 +11,15 @@ from modelcatalog.selectors import content_model_name, model_get, retirement_war
 from registry.models import BundleVersion
 from registry.selectors import model_retired_error
 
+# django-simple-history keeps a move's reason in a varchar(100) (HistoricalLabel.history_change_reason);
+# a reason may be up to TEXT_MAX_CHARS, kept whole in the audit log, so the history keeps its start.
+HISTORY_REASON_MAX = 100
+
+
+def history_reason(reason: str) -> str:
+    """The reason as the label's history can hold it: whole when it fits, else cut with an ellipsis."""
+    return reason if len(reason) <= HISTORY_REASON_MAX else reason[: HISTORY_REASON_MAX - 1] + "\u2026"
+
 
 def require_text(field: str, value: object, *, max_chars: int = TEXT_MAX_CHARS) -> str:
     """A required free-text field (a reason, a change message): a non-blank string, returned

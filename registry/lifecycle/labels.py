@@ -29,7 +29,7 @@ from core.errors import (
 from core.limits import MAX_SPLIT_TARGETS
 from modelcatalog.selectors import retirement_warning
 from registry.contracts import Change, Diff, by_severity, diff_contents
-from registry.lifecycle.common import content_of
+from registry.lifecycle.common import content_of, history_reason
 from registry.lifecycle.locks import versions_lock
 from registry.lifecycle.versions import version_make_live, version_release
 from registry.models import Bundle, BundleVersion, Compatibility, Label, VersionState
@@ -509,7 +509,7 @@ def label_apply_targets(
     label.release = release_id
     label.updated_at = timezone.now()
     label.updated_by = actor.name
-    label._change_reason = reason  # recorded by django-simple-history
+    label._change_reason = history_reason(reason)  # recorded by django-simple-history
     label.save()
     from_number = locked[old_primary].number
     label_moved_emit(
