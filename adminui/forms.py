@@ -17,7 +17,7 @@ from registry.canonical import CONTENT_FIELDS, DEFAULTS
 CODE = {"class": "adminui-code", "spellcheck": "false", "autocomplete": "off"}
 # Optional content fields (docs/rendering.md): left out of the document when their box is empty,
 # so a version written here keeps them exactly when its author does.
-OPTIONAL_JSON_FIELDS = ("variables", "knowledge", "skills", "compaction")
+OPTIONAL_JSON_FIELDS = ("variables", "knowledge", "skills", "compaction", "mcp_servers")
 JSON_FIELDS = ("tools", "guardrails", "output_schema", "model", "metadata", *OPTIONAL_JSON_FIELDS)
 ABSENT: Any = object()
 # The content fields this form has no box for (skills, compaction, any field added later): derived
@@ -161,6 +161,12 @@ class VersionForm(forms.Form):
         help_text='Optional: {"keep_tool_results": n, "max_tool_result_chars": n, "placeholder": "...", '
         '"elide_step": n}, how long sessions drop old tool results (elide_step: elide them n + 1 at a time, so the '
         "provider's cached conversation survives n tool calls). Empty: the default policy.",
+    )
+    mcp_servers = JsonField(
+        default=ABSENT,
+        help_text='Optional: [{"name", "url", "tools": ["tool_name", ...]}], tools whose schemas come from an MCP '
+        "server: a declared tool not in Tools yet is listed from its server at publish and pinned into Tools "
+        "(docs/operations.md, Retiring a tool backend). Empty: none.",
     )
     # Not content: a message to try the skills' routing on, for "Check against vN" only.
     route_message = forms.CharField(

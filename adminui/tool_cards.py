@@ -16,6 +16,7 @@ HEADINGS = {
     "knowledge": "Knowledge packs",
     "skills": "Skills (JSON)",
     "compaction": "Compaction policy",
+    "mcp_servers": "MCP servers",
 }
 
 

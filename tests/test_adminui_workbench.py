@@ -50,6 +50,8 @@ def full_content() -> dict:
         knowledge=["ops"],
         skills=copy.deepcopy(SKILLS),
         compaction={"keep_tool_results": 3, "max_tool_result_chars": 2000, "placeholder": "[cut]"},
+        # A declared tool that `tools` already holds is kept as pinned: no server is reached.
+        mcp_servers=[{"name": "orders", "url": "https://mcp.example.com/mcp", "tools": ["process_refund"]}],
     )
     doc["system_prompt"] += "\nHello {{customer}}."
     # The resolved includes are written by publishing a marker, not by an author; their round trip
