@@ -346,7 +346,11 @@ def test_an_address_that_keeps_sending_bad_keys_gets_429_and_a_working_key_still
     statuses = [status for status, _, _ in answers]
     assert statuses == [401] * 4 + [429] * 3, statuses
     for _, headers, body in answers[4:]:
-        error = json.loads(body)["error"]
+        doc = json.loads(body)
+        error = doc["error"]
+        if "jsonrpc" in doc:  # /mcp answers a JSON-RPC request in JSON-RPC's shape, the contract's error as data
+            assert error["message"].startswith("throttled: ")
+            error = error["data"]
         assert set(error) == {"code", "message", "details"} and error["code"] == "throttled"
         assert int(headers[b"retry-after"]) >= 1
     # A working key from the same address is not refused by the failed-auth budget.

@@ -3,7 +3,9 @@ every way text enters (the admin's forms, the API, the importers and `promptreg 
 through the API) stores it with LF, so equal text is equal bytes; a re-save of an unchanged
 version is "no change"; and a diff shows a whitespace-only change as one."""
 
+import html
 import json
+import re
 
 from access.actors import SYSTEM
 from adminui.diffing import content_diff, side_by_side
@@ -60,9 +62,11 @@ def test_a_prompt_typed_in_the_admin_is_stored_with_lf(engineer, bundle, v1):  #
 
 
 def test_the_bundles_description_from_the_admin_is_stored_with_lf(engineer, bundle):  # noqa: F811
+    page = engineer.get(u("adminui_bundle_edit", "refunds")).content.decode()
+    etag = html.unescape(re.search(r'name="etag" value="([^"]+)"', page).group(1))  # the form's precondition
     response = engineer.post(
         u("adminui_bundle_edit", "refunds"),
-        {"description": crlf("Refunds.\nAll of them."), "when_to_use": "Refunds\r\nonly"},
+        {"description": crlf("Refunds.\nAll of them."), "when_to_use": "Refunds\r\nonly", "etag": etag},
     )
     assert response.status_code == 302
     stored = Bundle.objects.get(pk=bundle.pk)

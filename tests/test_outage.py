@@ -48,6 +48,7 @@ def _every_operation(client: Client) -> list[tuple[str, str]]:
         "session_id": SESSION,
         "release_id": SESSION,
         "change_id": SESSION,  # a change request's id (a UUID, as the route requires)
+        "run_id": SESSION,  # an evaluation run's id (a UUID)
         "name": "refunds",
         "label": "production",
         "tool": "ls",

@@ -125,7 +125,8 @@ def test_publish_warns_about_a_date_like_session_variable_but_not_timezone(db):
         {"content": content("{{today}} {{start}}", variables=declared), "message": "m"},
     )
     assert response.status_code == 201
-    paths = sorted(w["path"] for w in response.json()["warnings"])
+    # (the model catalog adds its own warning for this test's made-up model: not this test's subject)
+    paths = sorted(w["path"] for w in response.json()["warnings"] if w["path"].startswith("content.variables"))
     assert paths == ["content.variables.start", "content.variables.today"]
 
 
