@@ -6,7 +6,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from sessions_app.models import Session
-from sessions_app.services import session_expire_lapsed, session_start, session_use, sessions_sweep
+from sessions_app.services import session_expire_lapsed, session_start, session_use
+from sessions_app.sweep import sessions_sweep
 from skills.models import SessionSkill
 from skills.services import session_skill_register
 

@@ -153,7 +153,7 @@ def _counts(bundle, label: str = "production") -> tuple[int, int, int]:
 
 
 def test_it_counts_exactly_up_to_the_limit_and_shows_the_sweeps_tally_above_it(bundle, production, agent, settings):
-    from sessions_app.services import sessions_sweep
+    from sessions_app.sweep import sessions_sweep
 
     settings.SESSION_COUNT_EXACT_LIMIT = 10
     sessions = [session_start(bundle=bundle, actor=agent.actor)[0] for _ in range(15)]
