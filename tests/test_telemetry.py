@@ -269,7 +269,7 @@ def test_fast_lane_calls_and_the_task_they_cause_continue_the_agents_trace(recei
             for _ in range(5):  # the key's last use is fresh now: these are batched
                 session.heartbeat()
             # v1 starts draining (its drain is enqueued by the move, in this trace too); ending
-            # its last session (through Django: a body on an end is Django's) enqueues another,
+            # its last session (a body on an end, an outcome's place: the fast lane, one by one) enqueues another,
             # which drains it.
             version_publish(bundle=bundle, content=content("v2"), message="v2", actor=ops.actor)
             with Registry(server.url, ops.secret) as ops_client:
@@ -326,7 +326,7 @@ def test_fast_lane_calls_and_the_task_they_cause_continue_the_agents_trace(recei
     # the task's publication, then the worker's run).
     end_span = _one([s for s in receiver.spans if in_trace(s) and is_end(s)])
     assert end_span.kind == SERVER and end_span.parent_span_id == agent_span_id
-    assert "registry.lane" not in end_span.attributes  # Django's
+    assert end_span.attributes["registry.lane"] == "fast"  # an end with a body: one by one, not batched
     assert end_span.attributes[observe.SESSION_ID] == session.id
     by_id = {s.span_id: s for s in receiver.spans}
     published_by = [by_id[drain.parent_span_id] for drain in drains]
