@@ -58,11 +58,6 @@ MAIN_PAGES = (
 )
 
 
-# Apps whose tables are read-only records behind a main page (the model catalog's overrides and
-# notices, behind Models, which links its retiring dashboard): on the index, not in the top row.
-NOT_IN_NAV = frozenset({"modelcatalog"})
-
-
 class RegistryAdminSite(AdminSite):
     site_header = "Prompt registry"
     site_title = "Prompt registry admin"
@@ -86,8 +81,6 @@ class RegistryAdminSite(AdminSite):
         pages = [(name, reverse(url_name, current_app=self.name)) for name, url_name in MAIN_PAGES]
         shown = {url for _, url in pages}
         for app in available_apps:
-            if app["app_label"] in NOT_IN_NAV:
-                continue
             for model in app["models"]:
                 url = model.get("admin_url")
                 if url and url not in shown:
