@@ -54,6 +54,11 @@ def pgbouncer():
     tmp_path = Path(tempfile.mkdtemp(prefix="sec-low-pgbouncer-"))
     tmp_path.chmod(0o777)
     settings = connection.settings_dict
+    if (settings["HOST"] or "").startswith("/") and os.geteuid() == 0:
+        # The embedded server (make test without DATABASE_URL) listens on a socket in root's
+        # checkout, which the user pgbouncer switches to cannot reach; CI's run against the
+        # machine's PostgreSQL (127.0.0.1) runs this test.
+        pytest.skip("the database is a socket in a directory pgbouncer's user cannot enter")
     port, name = _free_port(), settings["NAME"]
     user = settings["USER"] or "postgres"
     (tmp_path / "users.txt").write_text(f'"{user}" ""\n')

@@ -2,6 +2,7 @@
 never an active session, keeps each version's counts right, and is the one way audit rows go."""
 
 from datetime import timedelta
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -173,6 +174,7 @@ def roles(transactional_db):
             cursor.execute(f"GRANT SELECT, INSERT, DELETE ON audit_auditevent TO {role}")
             cursor.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}")
     host = connection.settings_dict["HOST"] or "127.0.0.1"
+    host = quote(host, safe="") if host.startswith("/") else host  # the embedded server's socket directory
     port = connection.settings_dict["PORT"] or 5432
     yield {role: f"postgresql://{role}@{host}:{port}/{name}" for role in (APP_ROLE, PRUNER_ROLE)}
     with connection.cursor() as cursor:
