@@ -487,10 +487,11 @@ def test_an_mlflow_import_reads_every_version_and_alias_from_a_live_server(cli, 
         server.write_prompts("second")
         status, out, err = cli("import", "mlflow", *uri, "--prompt", "summarizer")
         assert status == 1 and "summarizer: a label was not moved" in err and "--allow-breaking" in err
-        assert _state("summarizer")[1] == {"production": 2, "staging": 3}
+        # A refused import writes nothing (issue 35): not even the version the label would move to.
+        assert _state("summarizer") == (versions, labels)
         status, out, err = cli("import", "mlflow", *uri, "--prompt", "summarizer", "--allow-breaking")
         assert status == 0, err
-        assert "  mlflow summarizer version 4 -> version 4 (already there)" in out
+        assert "  mlflow summarizer version 4 -> version 4 (published)" in out
         assert "  label production: version 2 -> version 4" in out
         assert [n for n, _ in _state("summarizer")[0]] == [1, 2, 3, 4]
         assert _state("summarizer")[1] == {"production": 4, "staging": 3}
