@@ -37,7 +37,7 @@ _KEYS: dict[str, set[str]] = {
 }
 
 
-def _number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) < 1e12
 
 
@@ -87,7 +87,7 @@ def _judge_problem(e: dict[str, Any]) -> str | None:
     if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         return "content_hash: the judge version's content hash (64 hex digits): a judge is pinned by hash."
     minimum = e.get("min_score", 0.5)
-    if not _number(minimum) or not 0 <= minimum <= 1:
+    if not is_number(minimum) or not 0 <= minimum <= 1:
         return "min_score: a number from 0 to 1."
     return None
 
@@ -100,7 +100,7 @@ def _max_tokens_problem(e: dict[str, Any]) -> str | None:
 
 
 def _max_cost_problem(e: dict[str, Any]) -> str | None:
-    if not _number(e.get("value")) or e["value"] < 0:
+    if not is_number(e.get("value")) or e["value"] < 0:
         return "value: a non-negative number (USD per reply)."
     return None
 
@@ -171,7 +171,7 @@ def _tool_call(e: dict[str, Any], reply: dict[str, Any]) -> tuple[bool, str]:
 
 def _judge(e: dict[str, Any], reply: dict[str, Any], index: int) -> tuple[bool, str, float | None]:
     verdict = (reply.get("judges") or {}).get(str(index))
-    if not isinstance(verdict, dict) or not _number(verdict.get("score")):
+    if not isinstance(verdict, dict) or not is_number(verdict.get("score")):
         return False, "no judge score reported", None
     score = float(verdict["score"])
     reason = str(verdict.get("reason", ""))[:500]
@@ -180,7 +180,7 @@ def _judge(e: dict[str, Any], reply: dict[str, Any], index: int) -> tuple[bool, 
 
 def _cost(e: dict[str, Any], reply: dict[str, Any]) -> tuple[bool, str]:
     cost = reply.get("cost_usd")
-    if not _number(cost):
+    if not is_number(cost):
         return False, "cost unknown (the model has no price)"
     return cost <= e["value"], f"{cost:.6f} USD"
 

@@ -171,7 +171,7 @@ _REPLY_RULES: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "usage": ({}, _valid_usage, "Token counts: non-negative integers."),
     "cost_usd": (
         None,
-        lambda v: v is None or (scorers._number(v) and v >= 0),
+        lambda v: v is None or (scorers.is_number(v) and v >= 0),
         "A non-negative number, or null when unknown.",
     ),
     "error": (None, lambda v: v is None or isinstance(v, str), "Text, or null."),
