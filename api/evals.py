@@ -10,11 +10,12 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
+from api.eval_worker import job_prices
 from api.serializers import StrictCharField, StrictInput, StrictIntegerField
 from api.views import BaseApi, _valid
 from core.errors import InvalidContent
 from evals import content as suite_content
-from evals import selectors, services
+from evals import jobs, selectors, services
 from evals.models import SUITE_NAME_MAX, EvalRun, Suite, SuiteVersion
 from registry import selectors as registry_selectors
 
@@ -65,6 +66,35 @@ class RunIn(StrictInput):
     runs = StrictIntegerField(min_value=1, max_value=services.MAX_RUNS, default=1)
     threshold = serializers.FloatField(min_value=0, max_value=1)
     results = serializers.ListField(child=serializers.JSONField(), max_length=services.MAX_RESULTS)
+
+
+class StartIn(StrictInput):
+    suite = StrictCharField(max_length=SUITE_NAME_MAX)
+    suite_version = StrictIntegerField(min_value=1, required=False)
+    provider = StrictCharField(max_length=40, help_text="A provider the operator named in EVAL_PROVIDERS.")
+    runs = StrictIntegerField(min_value=1, max_value=services.MAX_RUNS, default=1)
+    threshold = serializers.FloatField(min_value=0, max_value=1, default=1.0)
+
+
+class JobOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.CharField(help_text="queued, running, done (run recorded), stopped (budget), failed.")
+    detail = serializers.CharField()
+    bundle = serializers.CharField(source="version.bundle.name")
+    version = serializers.IntegerField(source="version.number")
+    suite = serializers.CharField(source="suite_version.suite.name")
+    suite_version = serializers.IntegerField(source="suite_version.number")
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    runs = serializers.IntegerField()
+    threshold = serializers.FloatField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    spent_usd = serializers.FloatField()
+    run = serializers.UUIDField(source="run_id", allow_null=True)
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
 
 
 class PlanIn(StrictInput):
@@ -276,3 +306,48 @@ class EvalCompareApi(BaseApi):
             except ValueError:
                 raise InvalidContent("a and b are run ids.", {key: ["A run id (UUID)."]}) from None
         return Response(selectors.runs_compare(a=_run_for(request, ids["a"]), b=_run_for(request, ids["b"])))
+
+
+class EvalStartApi(BaseApi):
+    roles = {"POST": Role.CI}
+
+    @extend_schema(
+        summary="Start an evaluation run on the worker",
+        description=(
+            "ci role (or ops). The registry runs the suite on this version itself, through a provider the "
+            "operator configured (EVAL_PROVIDERS), and records it as `promptreg eval run` does. Everything is "
+            "checked first: 400 for an unknown provider, items the version cannot take (all listed) or a model "
+            "the catalog has no price for; 409 `budget_spent` when the run's upper estimate does not fit the "
+            "day's EVAL_DAILY_BUDGET_USD. 202 with the job; poll `GET /api/v1/evals/jobs/{id}/`."
+        ),
+        request=StartIn,
+        responses={202: JobOut},
+    )
+    def post(self, request: Request, name: str, number: int) -> Response:
+        actor = actor_of(request)
+        bundle = registry_selectors.bundle_get(name=name, actor=actor)
+        version = registry_selectors.version_get(bundle=bundle, number=number)
+        data = _valid(StartIn, request)
+        suite_version = selectors.suite_version_get(
+            suite=selectors.suite_get(name=data["suite"]), number=data.get("suite_version")
+        )
+        job = jobs.job_start(
+            version=version,
+            suite_version=suite_version,
+            provider_name=data["provider"],
+            runs=data["runs"],
+            threshold=data["threshold"],
+            actor=actor,
+            price_of=job_prices,
+        )
+        return Response(JobOut(selectors.job_get(job_id=job.id)).data, status=202)
+
+
+class EvalJobApi(BaseApi):
+    roles = {"GET": Role.CI}
+
+    @extend_schema(summary="Get an evaluation run made by the worker", responses=JobOut)
+    def get(self, request: Request, job_id: UUID) -> Response:
+        job = selectors.job_get(job_id=job_id)
+        registry_selectors.bundle_get(name=job.version.bundle.name, actor=actor_of(request))  # scope: 404 outside
+        return Response(JobOut(job).data)

@@ -86,3 +86,60 @@ class EvalRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.id}"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"  # the run is recorded (its own status says whether it passed)
+    STOPPED = "stopped"  # the day's budget ran out part way: nothing recorded
+    FAILED = "failed"  # it could not run (the worker lost, the provider gone from EVAL_PROVIDERS)
+
+
+class EvalJob(models.Model):
+    """A run the worker makes (POST .../evals/start/, or the admin): what to run, who asked, and
+    where it stands; once done, `run` is the recorded EvalRun. Never holds a provider key."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    suite_version = models.ForeignKey(SuiteVersion, on_delete=models.PROTECT, related_name="jobs")
+    provider = models.CharField(max_length=40)  # a name of EVAL_PROVIDERS
+    model = models.CharField(max_length=200)
+    runs = models.PositiveSmallIntegerField()
+    threshold = models.FloatField()
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    detail = models.TextField(blank=True, default="")
+    done = models.PositiveIntegerField(default=0)  # item runs answered so far
+    total = models.PositiveIntegerField()
+    spent_usd = models.FloatField(default=0.0)
+    run = models.ForeignKey(EvalRun, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Who asked: the actor the run is recorded as (name, role, bundle scopes).
+    created_by = models.CharField(max_length=200)
+    created_role = models.CharField(max_length=16)
+    created_scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"], name="evaljob_status_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.id}"
+
+
+class ProviderSpend(models.Model):
+    """What the registry's own model calls (worker runs, the playground) cost, per UTC day and
+    provider: the day's total is held against EVAL_DAILY_BUDGET_USD."""
+
+    day = models.DateField()
+    provider = models.CharField(max_length=40)
+    spent_usd = models.FloatField(default=0.0)
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "provider"], name="provider_spend_day_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.provider}"

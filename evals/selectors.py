@@ -6,7 +6,7 @@ from uuid import UUID
 from django.db.models import QuerySet
 
 from core.errors import NotFound
-from evals.models import EvalRun, Suite, SuiteVersion
+from evals.models import EvalJob, EvalRun, Suite, SuiteVersion
 from registry.models import BundleVersion
 
 
@@ -77,3 +77,14 @@ def runs_compare(*, a: EvalRun, b: EvalRun) -> dict[str, Any]:
         "only_in_b": sorted(set(right) - set(left)),
         "items": rows,
     }
+
+
+def job_get(*, job_id: UUID | str) -> EvalJob:
+    job = EvalJob.objects.filter(pk=job_id).select_related("version__bundle", "suite_version__suite").first()
+    if job is None:
+        raise NotFound("No such evaluation job.")
+    return job
+
+
+def jobs_of(*, version: BundleVersion) -> QuerySet[EvalJob]:
+    return EvalJob.objects.filter(version=version).select_related("suite_version__suite", "version__bundle")

@@ -1,6 +1,6 @@
-"""The registry does not import its own SDK (client/promptreg): the two pure, standard-library
-modules both need are the registry's (core/), and the client ships byte-identical copies so it
-stays installable alone. Edit the core/ file, then copy it over; these tests fail until you do."""
+"""The registry does not import its own SDK (client/promptreg): the pure, standard-library
+modules both need are the registry's (core/, evals/provider_calls.py), and the client ships byte-identical copies so it
+stays installable alone. Edit the server's file, then copy it over; these tests fail until you do."""
 
 from pathlib import Path
 
@@ -10,6 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 COPIES = [
     ("core/compaction.py", "client/promptreg/compaction.py"),
     ("core/exportdir.py", "client/promptreg/transfer.py"),
+    # Sending a turn call's request with a provider's SDK: the worker's runs and the CLI's (the
+    # SDKs are imported inside the functions that use them).
+    ("evals/provider_calls.py", "client/promptreg/provider_calls.py"),
 ]
 
 
@@ -22,7 +25,8 @@ def test_it_ships_the_client_a_byte_identical_copy(server, client):
 def test_the_copies_need_nothing_but_the_standard_library(server, client):
     source = (ROOT / server).read_text()
     imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "re", "dataclasses", "typing", "hashlib", "json", "os", "tempfile", "pathlib"}
+    allowed = {"__future__", "re", "dataclasses", "typing", "hashlib", "json", "os", "tempfile", "pathlib"}
+    assert imports <= allowed | {"collections"}
 
 
 def test_no_runtime_package_imports_the_client():

@@ -168,3 +168,14 @@ def test_a_github_models_prompt_file_becomes_a_suite(cli, provider, tmp_path):
     assert first["expect"] == [{"type": "contains", "value": "order number"}]
     args = ["--suite", "gh-evals", "--provider", "anthropic", "--base-url", provider.url]
     assert cli("eval", "run", "refunds", "--version", "1", *args)[0] == 0
+
+
+def test_max_cost_without_a_price_is_refused_before_any_model_call(cli, provider, tmp_path):
+    suite = tmp_path / "items.jsonl"
+    suite.write_text("\n".join(json.dumps(item) for item in ITEMS))
+    cli("eval", "import", "refund-evals", str(suite))
+    args = ["--suite", "refund-evals", "--provider", "anthropic", "--base-url", provider.url, "--max-cost", "0.5"]
+    status, _, err = cli("eval", "run", "refunds", "--version", "1", *args)
+    assert status == 2
+    assert "--max-cost 0.5 cannot be kept" in err and "no price for m-1" in err
+    assert provider.received == []

@@ -60,6 +60,14 @@ def eval_run(args: argparse.Namespace, out: Output) -> dict[str, Any]:
     calls, cost = evalrun.estimate(items, args.runs, prices)
     priced = f"about {cost:.4f} USD at most" if cost is not None else "cost unknown (the catalog has no price)"
     out.warn(f"{calls} model calls on {model or 'the version model'} ({args.provider}): {priced}")
+    if args.max_cost is not None and cost is None:
+        # Spending is counted by the catalog's prices: without one, no stop could ever come.
+        raise Failure(
+            f"--max-cost {args.max_cost} cannot be kept: the registry's model catalog has no price for "
+            f"{model or 'the version model'}, so nothing could be counted against it. Add the price "
+            "(PUT /api/v1/models/{provider}/{name}/) or run without --max-cost; nothing was sent",
+            status=2,
+        )
     runner = evalrun.Runner(
         registry, args.bundle, version, args.provider, args.base_url, args.model, prices, args.max_cost, total=calls
     )
@@ -120,7 +128,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", help="the provider's endpoint (default: the SDK's)")
     p.add_argument("--model", help="instead of the version's model")
     p.add_argument("--concurrency", type=int, default=4, help="model calls at once")
-    p.add_argument("--max-cost", type=float, help="stop once this many USD are spent (by the catalog's prices)")
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        help="stop once this many USD are spent (by the catalog's prices; refused when the model has none)",
+    )
     p.set_defaults(run=eval_run)
     p = evals.add_parser("compare", parents=[common], help="two runs side by side")
     p.add_argument("a")

@@ -10,19 +10,17 @@ content hash with an in-toto attestation."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from promptreg._core import API
+from promptreg.provider_calls import CALLERS, judge_question, judge_verdict, request_sha256, with_model
 from promptreg.sync import Registry
 
 # The CLI's provider names and the turn call's `format` each one sends.
@@ -33,127 +31,6 @@ FORMATS = {
     "bedrock": "bedrock-converse",
     "gemini": "gemini",
 }
-JUDGE_INSTRUCTIONS = (
-    "Judge the assistant's reply below. Answer with one JSON object and nothing else: "
-    '{"score": a number from 0 to 1, "reason": one sentence}.'
-)
-
-
-def _usage(obj: Any, *names: str) -> int:
-    for name in names:
-        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-        if isinstance(value, int):
-            return value
-    return 0
-
-
-def _anthropic(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
-    import anthropic
-
-    reply = anthropic.Anthropic(base_url=base_url, max_retries=0, timeout=timeout).messages.create(**request)
-    return {
-        "text": "".join(b.text for b in reply.content if b.type == "text"),
-        "tool_calls": [{"name": b.name, "arguments": b.input} for b in reply.content if b.type == "tool_use"],
-        "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
-    }
-
-
-def _arguments(text: str | None) -> Any:
-    try:
-        return json.loads(text or "{}")
-    except ValueError:
-        return text
-
-
-def _openai_chat(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
-    import openai
-
-    reply = openai.OpenAI(base_url=base_url, max_retries=0, timeout=timeout).chat.completions.create(**request)
-    message = reply.choices[0].message
-    usage = reply.usage
-    return {
-        "text": message.content or "",
-        "tool_calls": [
-            {"name": c.function.name, "arguments": _arguments(c.function.arguments)} for c in message.tool_calls or []
-        ],
-        "usage": {"input_tokens": _usage(usage, "prompt_tokens"), "output_tokens": _usage(usage, "completion_tokens")},
-    }
-
-
-def _openai_responses(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
-    import openai
-
-    reply = openai.OpenAI(base_url=base_url, max_retries=0, timeout=timeout).responses.create(**request)
-    calls = [i for i in reply.output if i.type == "function_call"]
-    return {
-        "text": reply.output_text or "",
-        "tool_calls": [{"name": c.name, "arguments": _arguments(c.arguments)} for c in calls],
-        "usage": {
-            "input_tokens": _usage(reply.usage, "input_tokens"),
-            "output_tokens": _usage(reply.usage, "output_tokens"),
-        },
-    }
-
-
-def _bedrock(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
-    import boto3
-    from botocore.config import Config
-
-    client = boto3.client(
-        "bedrock-runtime",
-        endpoint_url=base_url,
-        region_name=os.environ.get("AWS_REGION", "us-east-1"),
-        config=Config(read_timeout=timeout, retries={"max_attempts": 1}),
-    )
-    reply = client.converse(**request)
-    content = reply["output"]["message"]["content"]
-    return {
-        "text": "".join(block.get("text", "") for block in content),
-        "tool_calls": [
-            {"name": b["toolUse"]["name"], "arguments": b["toolUse"]["input"]} for b in content if "toolUse" in b
-        ],
-        "usage": {
-            "input_tokens": _usage(reply.get("usage", {}), "inputTokens"),
-            "output_tokens": _usage(reply.get("usage", {}), "outputTokens"),
-        },
-    }
-
-
-def _gemini(request: dict[str, Any], base_url: str | None, timeout: float) -> dict[str, Any]:
-    from google import genai
-    from google.genai import types
-
-    options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000)) if base_url else None
-    client = genai.Client(http_options=options)
-    config = {**request.get("generationConfig", {}), "systemInstruction": request.get("systemInstruction")}
-    if "tools" in request:
-        config["tools"] = request["tools"]
-    reply = client.models.generate_content(model=request["model"], contents=request["contents"], config=config)
-    parts = reply.candidates[0].content.parts or [] if reply.candidates else []
-    usage = reply.usage_metadata
-    return {
-        "text": "".join(p.text or "" for p in parts if not p.function_call),
-        "tool_calls": [
-            {"name": p.function_call.name, "arguments": p.function_call.args} for p in parts if p.function_call
-        ],
-        "usage": {
-            "input_tokens": getattr(usage, "prompt_token_count", 0) or 0,
-            "output_tokens": getattr(usage, "candidates_token_count", 0) or 0,
-        },
-    }
-
-
-CALLERS: dict[str, Callable[[dict[str, Any], str | None, float], dict[str, Any]]] = {
-    "anthropic": _anthropic,
-    "openai": _openai_chat,
-    "openai-responses": _openai_responses,
-    "bedrock": _bedrock,
-    "gemini": _gemini,
-}
-
-
-def request_sha256(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass
@@ -188,10 +65,10 @@ class Runner:
     judge_versions: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _send(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.model:
-            request = {**request, ("modelId" if self.provider == "bedrock" else "model"): self.model}
+        fmt = FORMATS[self.provider]
+        request = with_model(fmt, request, self.model)
         began = time.monotonic()
-        reply = CALLERS[self.provider](request, self.base_url, self.timeout)
+        reply = CALLERS[fmt](request, self.base_url, self.timeout, None)
         reply["latency_ms"] = int((time.monotonic() - began) * 1000)
         reply["cost_usd"] = self.prices.cost(reply["usage"])
         return reply
@@ -215,14 +92,8 @@ class Runner:
             if not found:
                 return {"score": None, "reason": f"the judge {key[0]} has no version {key[1][:12]}"}
             self.judge_versions[key] = found[0]
-        shown = json.dumps({"conversation": messages, "reply": reply["text"], "tool_calls": reply["tool_calls"]})
-        question = [{"role": "user", "content": f"{JUDGE_INSTRUCTIONS}\n\n{shown}"}]
-        verdict, _ = self._turn(key[0], self.judge_versions[key], question, {})
-        try:
-            parsed = json.loads(verdict["text"].strip().removeprefix("```json").removesuffix("```"))
-            return {"score": float(parsed["score"]), "reason": str(parsed.get("reason", ""))[:500]}
-        except (ValueError, KeyError, TypeError):
-            return {"score": None, "reason": "the judge's answer was not {score, reason}"}
+        verdict, _ = self._turn(key[0], self.judge_versions[key], judge_question(messages, reply), {})
+        return judge_verdict(verdict["text"])
 
     def one(self, item: dict[str, Any], run: int) -> dict[str, Any]:
         with self.lock:

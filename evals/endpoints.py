@@ -1,0 +1,80 @@
+"""The model providers the registry itself may call (`EVAL_PROVIDERS`, docs/operations.md): for
+runs made by the worker and for the admin's playground. None by default: the registry calls no
+model unless an operator names one.
+
+    EVAL_PROVIDERS='[{"name": "anthropic", "format": "anthropic", "key_env": "ANTHROPIC_API_KEY"},
+                     {"name": "gateway", "format": "openai-chat", "base_url": "https://llm.example/v1",
+                      "key_env": "GATEWAY_KEY", "model": "gpt-4.1"}]'
+
+`key_env` names the environment variable that holds the key: the key is read from the process's
+environment when a call is made, and is never stored in the database, a job, a log line or an
+answer. Read by config/settings.py (`parse`, which refuses a bad value at start-up), so it
+imports nothing of Django."""
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from evals.provider_calls import FORMATS
+
+NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,39}$"
+ENV_RE = r"^[A-Z_][A-Z0-9_]{0,127}$"
+KEYS = {"name", "format", "base_url", "key_env", "model"}
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    format: str  # the turn call's format, which also picks the SDK (evals.provider_calls)
+    base_url: str | None  # None: the SDK's own endpoint
+    key_env: str | None  # the environment variable holding the key; None: the SDK's own variable
+    model: str | None  # instead of the version's model; None: the version's
+
+    def api_key(self) -> str | None:
+        """The key, read from the environment now (never kept anywhere else)."""
+        return os.environ.get(self.key_env) if self.key_env else None
+
+    def key_missing(self) -> bool:
+        return bool(self.key_env) and not os.environ.get(self.key_env or "")
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown: everything but the key (the variable's name is not secret)."""
+        return {"name": self.name, "format": self.format, "model": self.model, "key_env": self.key_env}
+
+
+def _one(index: int, entry: Any) -> Provider:
+    where = f"EVAL_PROVIDERS[{index}]"
+    if not isinstance(entry, dict) or set(entry) - KEYS:
+        raise ValueError(f"{where}: an object with {', '.join(sorted(KEYS))}.")
+    name, fmt = entry.get("name"), entry.get("format")
+    if not isinstance(name, str) or not re.fullmatch(NAME_RE, name):
+        raise ValueError(f"{where}.name: must match {NAME_RE}.")
+    if fmt not in FORMATS:
+        raise ValueError(f"{where}.format: one of {', '.join(FORMATS)}.")
+    base_url, key_env, model = entry.get("base_url"), entry.get("key_env"), entry.get("model")
+    if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://[^\s]+$", base_url)):
+        raise ValueError(f"{where}.base_url: an http(s) URL.")
+    if key_env is not None and (not isinstance(key_env, str) or not re.fullmatch(ENV_RE, key_env)):
+        raise ValueError(f"{where}.key_env: the name of an environment variable (A-Z, 0-9, _).")
+    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 200):
+        raise ValueError(f"{where}.model: a model name of 1 to 200 characters.")
+    return Provider(name, fmt, base_url, key_env, model)
+
+
+def parse(raw: str) -> dict[str, Provider]:
+    """EVAL_PROVIDERS' value (a JSON list; empty: none) by name, or ValueError saying what is wrong."""
+    if not raw.strip():
+        return {}
+    try:
+        entries = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"EVAL_PROVIDERS is not JSON: {exc}") from None
+    if not isinstance(entries, list) or len(entries) > 20:
+        raise ValueError("EVAL_PROVIDERS: a JSON list of at most 20 providers.")
+    providers = [_one(i, e) for i, e in enumerate(entries)]
+    names = [p.name for p in providers]
+    if len(set(names)) != len(names):
+        raise ValueError("EVAL_PROVIDERS: each name once.")
+    return {p.name: p for p in providers}
