@@ -45,6 +45,7 @@ class BundleAdmin(registry_admin.BundleAdmin):
             _page(self, views.bundle_overview, "<str:name>/versions/", "adminui_bundle"),
             _page(self, views.bundle_edit, "<str:name>/edit/", "adminui_bundle_edit"),
             _page(self, views.version_new, "<str:name>/versions/new/", "adminui_version_new"),
+            _page(self, views.playground_page, "<str:name>/playground/", "adminui_playground"),
             _page(self, views.version_detail, "<str:name>/versions/<int:number>/", "adminui_version"),
             _page(self, views.version_revoke, "<str:name>/versions/<int:number>/revoke/", "adminui_revoke"),
             _page(self, views.version_diff, "<str:name>/diff/", "adminui_diff"),

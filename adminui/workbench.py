@@ -2,8 +2,9 @@
 label to the result would meet, computed without publishing by the services the API uses
 (registry.lifecycle.version_publish_check, registry.contracts' classification, the label's
 compatibility policy as registry.lifecycle.compatibility_check applies it, and the render's
-prefix from knowledge.render); and the version page's provider request (`provider_preview`),
-the turn call's body for a new session's first turn, built by the functions the turn call uses."""
+prefix from knowledge.render); and the version page's provider request and the playground's
+turns (`compose_turn`, the one function both call), the turn call's body for a new session of
+a version or a draft, built by the functions the turn call uses."""
 
 import json
 import urllib.parse
@@ -20,6 +21,7 @@ from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from core.tokens import estimate_tokens
 from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
+from knowledge.selectors import packs_reachable
 from registry import composition
 from registry import variables as content_variables
 from registry.canonical import canonicalise
@@ -188,40 +190,75 @@ def curl_for(fmt: str, body: dict[str, Any], text: str, model: str | None) -> st
     return " \\\n  ".join(lines) + "\n" + text + "\nJSON\n"
 
 
-def provider_preview(
+@dataclass(frozen=True)
+class Draft:
+    """Content not published: the playground renders it as a version of it would be."""
+
+    bundle: Bundle
+    content: dict[str, Any]  # canonical, includes resolved (draft_of)
+    content_hash: str
+
+
+def draft_of(*, bundle: Bundle, content: Any, actor: Actor) -> Draft:
+    """A draft from typed content, checked and canonicalised as version_publish would (includes
+    resolved first); InvalidContent for what publishing would refuse."""
+    if not isinstance(content, dict):
+        raise InvalidContent("The draft is not a content document.", {"content": ["A JSON object."]})
+    doc, _, content_hash = canonicalise(composition.content_resolved(content=content, bundle=bundle, actor=actor))
+    return Draft(bundle=bundle, content=doc, content_hash=content_hash)
+
+
+def _prefix(subject: BundleVersion | Draft, content: dict[str, Any], session_variables: Any) -> tuple[Any, Any]:
+    if isinstance(subject, BundleVersion):
+        return version_prefix(
+            version_id=subject.pk, content_hash=subject.content_hash, session_variables=session_variables
+        )
+    try:
+        values = content_variables.resolve(content.get("variables"), session_variables, scope="session")
+    except content_variables.VariableError as exc:
+        raise InvalidContent(exc.message, exc.details) from None
+    names = packs_reachable(list(content.get("knowledge") or []), None)
+    prefix = prefix_for(content_hash=subject.content_hash, content=content, session_variables=values, names=names)
+    return prefix, values
+
+
+def compose_turn(
     *,
-    version: BundleVersion,
+    subject: BundleVersion | Draft,
     fmt: str,
     session_variables: Any,
     turn_variables: Any,
-    message: str,
+    messages: list[dict[str, Any]],
     now: datetime | None = None,
 ) -> ProviderPreview:
-    """The body the turn call (POST /sessions/{id}/turn/ with `format`) hands over on the first
-    turn of a new session of `version` started with `session_variables`, for the one user
-    message `message` and `turn_variables`; built as the turn call builds it (the render's
-    prefix and tail, skills.services' route on a session with no history, core.compaction,
+    """THE composition of a turn in the admin (the version page's provider request and the
+    playground both call this, and only this): the body the turn call (POST
+    /sessions/{id}/turn/ with `format`) hands over for `messages` on a new session of `subject`
+    (a version, or a draft not published) started with `session_variables`, with
+    `turn_variables`; built as the turn call builds it (the render's prefix and tail,
+    skills.services' route on a session with no earlier turns, core.compaction,
     skills.turn_request.provider_request). Raises InvalidContent for what the endpoint refuses."""
     if fmt not in providers.FORMATS:
         raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}."]})
-    if len(message) > MAX_PREVIEW_MESSAGE:
-        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
-    content = content_document(version_id=version.pk, content_hash=version.content_hash)
-    prefix, values = version_prefix(
-        version_id=version.pk, content_hash=version.content_hash, session_variables=session_variables
-    )
+    if sum(len(str(m.get("content", ""))) for m in messages) > MAX_PREVIEW_MESSAGE * 10:
+        raise InvalidContent("The conversation is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE * 10}."]})
+    if isinstance(subject, BundleVersion):
+        content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
+    else:
+        content = subject.content
+    prefix, values = _prefix(subject, content, session_variables)
     if turn_variables is not None and not isinstance(turn_variables, dict):
         raise InvalidContent("variables must be an object.", {"variables": ["Expected a JSON object."]})
     try:
         turn = content_variables.resolve(content.get("variables"), turn_variables, scope="turn")
     except content_variables.VariableError as exc:
         raise InvalidContent(exc.message, exc.details) from None
-    messages = [{"role": "user", "content": message}]
     try:
         compacted = compact(messages, policy_from_content(content))
     except CompactionError as exc:
         raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
-    route = route_preview(content_hash=version.content_hash, skills=content.get("skills") or [], messages=messages)
+    content_hash = subject.content_hash
+    route = route_preview(content_hash=content_hash, skills=content.get("skills") or [], messages=messages)
     tail = build_tail(now=now or timezone.now(), zone_name=zone_name(values), turn=turn, notices=[])
     built = provider_request(
         fmt,
@@ -238,4 +275,27 @@ def provider_preview(
     model = providers.model_name(content.get("model") or {})
     return ProviderPreview(
         format=fmt, body=built.body, text=text, notes=built.notes, curl=curl_for(fmt, built.body, text, model)
+    )
+
+
+def provider_preview(
+    *,
+    version: BundleVersion,
+    fmt: str,
+    session_variables: Any,
+    turn_variables: Any,
+    message: str,
+    now: datetime | None = None,
+) -> ProviderPreview:
+    """The version page's provider request: compose_turn for the first turn of a new session,
+    one user message `message`."""
+    if len(message) > MAX_PREVIEW_MESSAGE:
+        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
+    return compose_turn(
+        subject=version,
+        fmt=fmt,
+        session_variables=session_variables,
+        turn_variables=turn_variables,
+        messages=[{"role": "user", "content": message}],
+        now=now,
     )

@@ -460,9 +460,7 @@ CELERY_TASK_ROUTES = {
     # Outbound HTTP to MCP servers (up to WEBHOOK_ATTEMPT_DEADLINE each): with the deliveries,
     # never in the way of a drain.
     "registry.tasks.mcp_drift_task": {"queue": DELIVERIES_QUEUE},
-    # Evaluation runs made by the worker call model providers for seconds to minutes: with the
-    # other outbound calls, never in the way of a drain.
-    "api.tasks.eval_job_task": {"queue": DELIVERIES_QUEUE},
+    "api.tasks.eval_job_task": {"queue": DELIVERIES_QUEUE},  # evaluation runs: outbound calls too
 }
 # The worker's and beat's broker connection. Requests enqueue through config.celery.enqueue
 # instead, with the short request-path timeouts and the Redis breaker. max_retries/interval_*
@@ -503,25 +501,8 @@ if not 10 <= SESSION_COUNT_EXACT_LIMIT <= 1_000_000:
 MODEL_RETIREMENT_WARNING = timedelta(days=env_int("MODEL_RETIREMENT_WARNING_DAYS", 30))
 MODEL_CATALOG_CACHE_SECONDS = env_int("MODEL_CATALOG_CACHE_SECONDS", 30)
 MODEL_CLOCK_NOW = env_str("MODEL_CLOCK_NOW", "") or None
-# The model providers the registry itself may call, for evaluation runs made by the worker and
-# the admin's playground (evals/endpoints.py, docs/evals.md): none unless named. Keys are read
-# from the environment variable each entry names, when a call is made; never stored.
-try:
-    EVAL_PROVIDERS = eval_endpoints.parse(env_str("EVAL_PROVIDERS", ""))
-except ValueError as _exc:
-    raise ImproperlyConfigured(str(_exc)) from None
-# What those calls may spend per UTC day, all providers together (USD, by the model catalog's
-# prices); a model without a price cannot be called by the registry, since nothing could count it.
-try:
-    EVAL_DAILY_BUDGET_USD = float(env_str("EVAL_DAILY_BUDGET_USD", "5"))
-except ValueError:
-    raise ImproperlyConfigured("EVAL_DAILY_BUDGET_USD must be a number of USD.") from None
-if not 0 <= EVAL_DAILY_BUDGET_USD <= 1_000_000:
-    raise ImproperlyConfigured("EVAL_DAILY_BUDGET_USD must be between 0 and 1000000.")
-# Seconds one model call made by the registry may take (then that reply is an `error`).
-EVAL_CALL_TIMEOUT = env_int("EVAL_CALL_TIMEOUT", 60)
-if not 1 <= EVAL_CALL_TIMEOUT <= 600:
-    raise ImproperlyConfigured("EVAL_CALL_TIMEOUT must be between 1 and 600 seconds.")
+# The model providers the registry itself calls, its daily budget and call time-out (evals/endpoints.py).
+EVAL_PROVIDERS, EVAL_DAILY_BUDGET_USD, EVAL_CALL_TIMEOUT = eval_endpoints.from_environment(os.environ)
 # How long a change request (a move or release waiting for required approvals) stays pending.
 CHANGE_TTL_HOURS = env_int("CHANGE_TTL_HOURS", 24)
 CELERY_BEAT_SCHEDULE = {
@@ -553,12 +534,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "evidence.tasks.rollout_guard_task",
         "schedule": float(env_int("ROLLOUT_GUARD_INTERVAL", 60)),
     },
-    # Evaluation runs made by the worker (api.tasks): a queued one whose message was lost is
-    # sent again, a running one whose worker died is marked failed.
-    "evals-jobs-sweep": {
-        "task": "api.tasks.eval_jobs_sweep_task",
-        "schedule": 60.0,
-    },
+    "evals-jobs-sweep": {"task": "api.tasks.eval_jobs_sweep_task", "schedule": 60.0},  # evals.jobs.jobs_sweep
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",

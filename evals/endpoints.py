@@ -8,14 +8,20 @@ model unless an operator names one.
 
 `key_env` names the environment variable that holds the key: the key is read from the process's
 environment when a call is made, and is never stored in the database, a job, a log line or an
-answer. Read by config/settings.py (`parse`, which refuses a bad value at start-up), so it
-imports nothing of Django."""
+answer. Read by config/settings.py (`from_environment`, which refuses a bad value at start-up),
+so it imports nothing of Django's settings or models.
+
+EVAL_DAILY_BUDGET_USD (default 5): what those calls may spend per UTC day, all providers
+together, by the model catalog's prices (evals.jobs). EVAL_CALL_TIMEOUT (default 60): seconds
+one call may take (then that reply is an `error`)."""
 
 import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from evals.provider_calls import FORMATS
 
@@ -78,3 +84,22 @@ def parse(raw: str) -> dict[str, Provider]:
     if len(set(names)) != len(names):
         raise ValueError("EVAL_PROVIDERS: each name once.")
     return {p.name: p for p in providers}
+
+
+def from_environment(environ: Any) -> tuple[dict[str, Provider], float, int]:
+    """(EVAL_PROVIDERS, EVAL_DAILY_BUDGET_USD, EVAL_CALL_TIMEOUT) from the environment, or
+    ImproperlyConfigured saying which value is wrong."""
+    try:
+        providers = parse(environ.get("EVAL_PROVIDERS", ""))
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    try:
+        budget = float(environ.get("EVAL_DAILY_BUDGET_USD") or "5")
+        timeout = int(environ.get("EVAL_CALL_TIMEOUT") or "60")
+    except ValueError:
+        raise ImproperlyConfigured("EVAL_DAILY_BUDGET_USD must be a number, EVAL_CALL_TIMEOUT an integer.") from None
+    if not 0 <= budget <= 1_000_000:
+        raise ImproperlyConfigured("EVAL_DAILY_BUDGET_USD must be between 0 and 1000000.")
+    if not 1 <= timeout <= 600:
+        raise ImproperlyConfigured("EVAL_CALL_TIMEOUT must be between 1 and 600 seconds.")
+    return providers, budget, timeout

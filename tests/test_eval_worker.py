@@ -189,3 +189,25 @@ def test_a_job_whose_message_was_lost_is_sent_again_by_the_sweep(provider, refun
     assert jobs.jobs_sweep() == [job_id]
     assert eval_worker.job_run(job_id) == JobStatus.DONE
     assert len(provider.received) == 2
+
+
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({"EVAL_PROVIDERS": "{nope"}, "not JSON"),
+        ({"EVAL_PROVIDERS": '[{"name": "a", "format": "cohere"}]'}, "format: one of"),
+        ({"EVAL_PROVIDERS": '[{"name": "a", "format": "gemini", "api_key": "sk-1"}]'}, "an object with"),
+        ({"EVAL_PROVIDERS": '[{"name": "a", "format": "gemini", "key_env": "lower"}]'}, "key_env"),
+        ({"EVAL_PROVIDERS": '[{"name": "a", "format": "gemini", "base_url": "file:///etc"}]'}, "base_url"),
+        ({"EVAL_PROVIDERS": '[{"name": "a", "format": "gemini"}, {"name": "a", "format": "anthropic"}]'}, "once"),
+        ({"EVAL_DAILY_BUDGET_USD": "lots"}, "must be a number"),
+        ({"EVAL_DAILY_BUDGET_USD": "-1"}, "between 0"),
+        ({"EVAL_CALL_TIMEOUT": "0"}, "between 1 and 600"),
+    ],
+)
+def test_a_bad_provider_setting_stops_the_start_saying_what_is_wrong(environ, said):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match=said):
+        endpoints.from_environment(environ)
+    assert endpoints.from_environment({}) == ({}, 5.0, 60)

@@ -17,6 +17,7 @@ from adminui.views.changes import change_decide, change_list
 from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
 from adminui.views.models import model_catalog, model_migrate, models_retiring
+from adminui.views.playground import playground_page
 from adminui.views.sessions import (
     drain_dashboard,
     drain_json,
@@ -47,6 +48,7 @@ __all__ = [
     "label_policy",
     "label_rollback",
     "page",
+    "playground_page",
     "session_detail",
     "session_end",
     "session_list",

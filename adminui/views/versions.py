@@ -20,7 +20,8 @@ from adminui.moves import classify
 from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.views.base import bundle_of, content_of, need_role, need_view, render, url, version_choices, version_of
 from adminui.views.governance import approvals_panel
-from adminui.workbench import MAX_PREVIEW_JSON, check_against, provider_preview
+from adminui.views.playground import draft_keep
+from adminui.workbench import MAX_PREVIEW_JSON, check_against, draft_of, provider_preview
 from core import providers
 from core.errors import DomainError, Forbidden, InvalidContent, NotFound
 from knowledge.templatetags.knowledge_admin import example_variables
@@ -70,6 +71,11 @@ def version_new(request: HttpRequest, model_admin: ModelAdmin, name: str) -> Htt
     if request.method == "POST" and "check" in request.POST:
         form = VersionForm(request.POST)
         verdict = _check_only(form, bundle, source, actor)
+    elif request.method == "POST" and "try" in request.POST:
+        form = VersionForm(request.POST)
+        tried = _try_draft(request, form, bundle, actor)
+        if tried:
+            return HttpResponseRedirect(tried)
     elif request.method == "POST":
         form = VersionForm(request.POST)
         if not form.is_valid():
@@ -140,6 +146,22 @@ def _check_only(form: VersionForm, bundle: Bundle, source: BundleVersion | None,
             actor=actor,
             message=form.cleaned_data.get("route_message") or "",
         )
+    except DomainError as exc:
+        add_domain_error(form, exc)
+        return None
+
+
+def _try_draft(request: HttpRequest, form: VersionForm, bundle: Bundle, actor: Actor) -> str | None:
+    """ "Try in the playground": the typed content as a draft (checked as publishing would check
+    it, nothing written), kept for the playground; its address, or None with the problems on the
+    form. A missing message does not stop it."""
+    form.is_valid()
+    if not set(form.errors) <= {"message"}:
+        _precheck(form, bundle, actor)
+        return None
+    form.errors.pop("message", None)
+    try:
+        return draft_keep(request, bundle, draft_of(bundle=bundle, content=form.content(), actor=actor))
     except DomainError as exc:
         add_domain_error(form, exc)
         return None

@@ -1,0 +1,112 @@
+"""The playground (docs/admin.md#the-playground): a conversation on a version or a draft, each turn
+composed by adminui.workbench.compose_turn (the one composition the admin has, the version
+page's provider request too) and, when the operator configured providers (EVAL_PROVIDERS), sent
+to the model with the provider's official SDK (evals.provider_calls, the module the worker's
+runs and the CLI use), its reply, tokens, cached tokens, cost and latency kept in the page's
+session so the conversation goes on. Calls are priced by the model catalog (evidence.pricing)
+and held against the day's EVAL_DAILY_BUDGET_USD (evals.jobs), as the worker's runs are."""
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from adminui.workbench import MAX_PREVIEW_MESSAGE, Draft, ProviderPreview, compose_turn
+from core.errors import InvalidContent
+from evals import jobs
+from evals.endpoints import Provider
+from evals.provider_calls import CALLERS, with_model
+from evidence.pricing import price_of
+from registry.models import BundleVersion
+
+MAX_TURNS = 20  # turns kept in one page session
+DRAFT = "draft"
+
+
+@dataclass(frozen=True)
+class Sent:
+    preview: ProviderPreview
+    turn: dict[str, Any]  # what the conversation keeps: user, assistant, tool_calls, usage, cost_usd, ...
+
+
+def providers() -> list[dict[str, Any]]:
+    """The configured providers as the page may show them (never a key)."""
+    configured: dict[str, Provider] = settings.EVAL_PROVIDERS
+    return [p.public() for p in configured.values()]
+
+
+def messages_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation so far in the neutral shape: each turn's user message and the reply (its
+    text; a reply that only called tools is written as the calls it made)."""
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        out.append({"role": "user", "content": turn["user"]})
+        said = turn.get("assistant") or "; ".join(
+            f"[called {c.get('name')} {c.get('arguments')}]" for c in turn.get("tool_calls") or []
+        )
+        if said:
+            out.append({"role": "assistant", "content": said})
+    return out
+
+
+def _model(subject: BundleVersion | Draft, preview: ProviderPreview, provider: Provider) -> str:
+    name = provider.model or preview.body.get("model") or preview.body.get("modelId")
+    if not isinstance(name, str) or not name:
+        raise InvalidContent("No model to call.", {"provider": ["The content names no model and the provider none."]})
+    return name
+
+
+def send(
+    *,
+    subject: BundleVersion | Draft,
+    provider: Provider | None,
+    fmt: str,
+    session_variables: Any,
+    turn_variables: Any,
+    turns: list[dict[str, Any]],
+    message: str,
+    typed_reply: str = "",
+) -> Sent:
+    """Compose the next turn (and, with a provider, send it). InvalidContent for what the turn
+    call would refuse, a model without a price; BudgetSpent once the day's budget is spent. A
+    provider's own error is the turn's `error`, shown, and the conversation keeps the message."""
+    if not message.strip() or len(message) > MAX_PREVIEW_MESSAGE:
+        raise InvalidContent("Type a message.", {"message": [f"1 to {MAX_PREVIEW_MESSAGE} characters."]})
+    if len(turns) >= MAX_TURNS:
+        raise InvalidContent("The conversation is long enough.", {"message": [f"At most {MAX_TURNS} turns: reset."]})
+    messages = [*messages_of(turns), {"role": "user", "content": message}]
+    preview = compose_turn(
+        subject=subject,
+        fmt=provider.format if provider else fmt,
+        session_variables=session_variables,
+        turn_variables=turn_variables,
+        messages=messages,
+    )
+    turn: dict[str, Any] = {"user": message, "assistant": typed_reply[:MAX_PREVIEW_MESSAGE] or None}
+    if provider is None:
+        return Sent(preview, turn)
+    model = _model(subject, preview, provider)
+    found = price_of(model)
+    prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
+    jobs.require_budget()
+    request = with_model(provider.format, preview.body, provider.model)
+    began = time.monotonic()
+    try:
+        reply = CALLERS[provider.format](
+            request, provider.base_url, float(settings.EVAL_CALL_TIMEOUT), provider.api_key()
+        )
+    except Exception as exc:  # noqa: BLE001 - the provider's error is the answer shown
+        return Sent(preview, {**turn, "assistant": None, "error": f"{type(exc).__name__}: {exc}"[:1000]})
+    cost = jobs.cost_of(prices, reply["usage"])
+    jobs.spend_add(provider=provider.name, usd=cost)
+    turn.update(
+        assistant=reply["text"][:MAX_PREVIEW_MESSAGE],
+        tool_calls=reply["tool_calls"][:20],
+        usage=reply["usage"],
+        cost_usd=round(cost, 6),
+        latency_ms=int((time.monotonic() - began) * 1000),
+        model=model,
+        provider=provider.name,
+    )
+    return Sent(preview, turn)
