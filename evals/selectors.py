@@ -3,7 +3,7 @@
 from typing import Any
 from uuid import UUID
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from core.errors import NotFound
 from evals.models import EvalJob, EvalRun, Suite, SuiteVersion
@@ -88,3 +88,21 @@ def job_get(*, job_id: UUID | str) -> EvalJob:
 
 def jobs_of(*, version: BundleVersion) -> QuerySet[EvalJob]:
     return EvalJob.objects.filter(version=version).select_related("suite_version__suite", "version__bundle")
+
+
+def suites_all() -> list[Suite]:
+    """Every suite (at most 1,000), each with `latest` (its latest version number, or None)."""
+    return list(Suite.objects.annotate(latest=Max("versions__number")).order_by("name")[:1000])
+
+
+def suite_versions(*, suite: Suite) -> list[SuiteVersion]:
+    return list(SuiteVersion.objects.filter(suite=suite).order_by("-number")[:1000])
+
+
+def runs_recent(*, limit: int = 200) -> list[EvalRun]:
+    """The latest runs of every bundle, for the compare page's choices (no results loaded)."""
+    return list(
+        EvalRun.objects.select_related("bundle", "version", "suite_version__suite")
+        .defer("results", "attestation", "version__canonical", "suite_version__canonical")
+        .order_by("-created_at")[:limit]
+    )

@@ -1,7 +1,8 @@
 """The admin pages for prompt engineers and ops, mounted by the ModelAdmins' get_urls()
 (adminui/admin.py), one module per subject: bundles, versions, labels (moves and rollbacks,
 with their confirmation step in moves), governance (a label's policy, approving a version),
-sessions (and the drain dashboard), models (the retiring-models dashboard); base holds what every page shares.
+sessions (and the drain dashboard), models (the retiring-models dashboard), evals (suites, runs
+compared, runs on the worker), playground; base holds what every page shares.
 
 The pages are an entry point like the API, and hold no rule of their own. Every read is an
 adminui.selectors function (or a registry/metrics/skills selector); every write calls the
@@ -14,6 +15,7 @@ The pages only decide what to *offer*; a forged request reaches the service, whi
 from adminui.views.base import View, page
 from adminui.views.bundles import bundle_add, bundle_edit, bundle_history, bundle_list, bundle_overview
 from adminui.views.changes import change_decide, change_list
+from adminui.views.evals import eval_compare, eval_start, suite_detail, suite_list, suite_new
 from adminui.views.governance import label_policy, version_approve
 from adminui.views.labels import label_list, label_move, label_rollback
 from adminui.views.models import model_catalog, model_migrate, models_retiring
@@ -43,6 +45,8 @@ __all__ = [
     "drain_dashboard",
     "drain_json",
     "drain_tools",
+    "eval_compare",
+    "eval_start",
     "label_list",
     "label_move",
     "label_policy",
@@ -52,6 +56,9 @@ __all__ = [
     "session_detail",
     "session_end",
     "session_list",
+    "suite_detail",
+    "suite_list",
+    "suite_new",
     "version_detail",
     "version_approve",
     "version_diff",

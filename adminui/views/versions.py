@@ -19,6 +19,7 @@ from adminui.forms import JSON_FIELDS, RevokeForm, VersionForm, VersionSearchFor
 from adminui.moves import classify
 from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.views.base import bundle_of, content_of, need_role, need_view, render, url, version_choices, version_of
+from adminui.views.evals import version_evals
 from adminui.views.governance import approvals_panel
 from adminui.views.playground import draft_keep
 from adminui.workbench import MAX_PREVIEW_JSON, check_against, draft_of, provider_preview
@@ -233,6 +234,7 @@ def version_detail(request: HttpRequest, model_admin: ModelAdmin, name: str, num
         provider=_provider_section(request, version, content),
         approvals_panel=approvals_panel(actor, version),
         mcp_drifts=selectors.mcp_drifts_open(version.pk),
+        evals=version_evals(version, actor),
     )
 
 
