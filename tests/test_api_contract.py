@@ -821,6 +821,8 @@ CONTRACT_PATHS = {
     "/api/v1/suites/{name}/versions/{number}/": {"get"},
     "/api/v1/bundles/{name}/versions/{number}/evals/": {"get", "post"},
     "/api/v1/bundles/{name}/versions/{number}/evals/plan/": {"post"},
+    "/api/v1/bundles/{name}/versions/{number}/evals/start/": {"post"},
+    "/api/v1/evals/jobs/{job_id}/": {"get"},
     "/api/v1/evals/{run_id}/": {"get"},
     "/api/v1/evals/compare/": {"get"},
     "/api/v1/tools/": {"get"},

@@ -532,6 +532,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/bundles/{name}/versions/{number}/evals/start/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start an evaluation run on the worker
+         * @description ci role (or ops). The registry runs the suite on this version itself, through a provider the operator configured (EVAL_PROVIDERS), and records it as `promptreg eval run` does. Everything is checked first: 400 for an unknown provider, items the version cannot take (all listed) or a model the catalog has no price for; 409 `budget_spent` when the run's upper estimate does not fit the day's EVAL_DAILY_BUDGET_USD. 202 with the job; poll `GET /api/v1/evals/jobs/{id}/`.
+         */
+        post: operations["v1_bundles_versions_evals_start_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/bundles/{name}/versions/{number}/evidence/": {
         parameters: {
             query?: never;
@@ -745,6 +765,26 @@ export interface paths {
          * @description ci role (or higher). `?a=RUN&b=RUN`: both runs per item (pass rate, output tokens, cost), items whose verdict flipped first (`broken`, `fixed`), then by the size of the change.
          */
         get: operations["v1_evals_compare_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/jobs/{job_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an evaluation run made by the worker
+         * @description Get an evaluation run made by the worker
+         */
+        get: operations["v1_evals_jobs_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1973,6 +2013,33 @@ export interface components {
             dry_run: boolean;
             applied: boolean;
         };
+        JobOut: {
+            /** Format: uuid */
+            id: string;
+            /** @description queued, running, done (run recorded), stopped (budget), failed. */
+            status: string;
+            detail: string;
+            bundle: string;
+            version: number;
+            suite: string;
+            suite_version: number;
+            provider: string;
+            model: string;
+            runs: number;
+            /** Format: double */
+            threshold: number;
+            done: number;
+            total: number;
+            /** Format: double */
+            spent_usd: number;
+            /** Format: uuid */
+            run: string | null;
+            created_by: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+        };
         /**
          * @description * `removed` - removed
          *     * `changed` - changed
@@ -2612,6 +2679,25 @@ export interface components {
             source: string;
             registered_turn: number;
             last_invoked_turn: number | null;
+        };
+        /**
+         * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
+         *
+         *     Unknown fields are reported together with the known fields' errors, so that one
+         *     round trip shows every problem of a request.
+         */
+        StartInRequest: {
+            suite: string;
+            suite_version?: number;
+            /** @description A provider the operator named in EVAL_PROVIDERS. */
+            provider: string;
+            /** @default 1 */
+            runs: number;
+            /**
+             * Format: double
+             * @default 1
+             */
+            threshold: number;
         };
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
@@ -7261,6 +7347,131 @@ export interface operations {
             };
         };
     };
+    v1_bundles_versions_evals_start_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                number: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartInRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_bundles_versions_evidence_retrieve: {
         parameters: {
             query?: {
@@ -8508,6 +8719,126 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description malformed_json or validation_error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_authenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description permission_denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description session_ended or version_revoked */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_evals_jobs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
             };
             /** @description malformed_json or validation_error */
             400: {
