@@ -15,6 +15,7 @@ EVAL_DAILY_BUDGET_USD (default 5): what those calls may spend per UTC day, all p
 together, by the model catalog's prices (evals.jobs). EVAL_CALL_TIMEOUT (default 60): seconds
 one call may take (then that reply is an `error`)."""
 
+import importlib.util
 import json
 import os
 import re
@@ -28,6 +29,15 @@ from evals.provider_calls import FORMATS
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,39}$"
 ENV_RE = r"^[A-Z_][A-Z0-9_]{0,127}$"
 KEYS = {"name", "format", "base_url", "key_env", "model"}
+# The SDK each format is sent with (requirements.in installs anthropic and openai; the image
+# needs boto3 or google-genai added for a Bedrock or Gemini provider).
+SDKS = {
+    "anthropic": "anthropic",
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "bedrock-converse": "boto3",
+    "gemini": "google.genai",
+}
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,16 @@ def _one(index: int, entry: Any) -> Provider:
         raise ValueError(f"{where}.key_env: the name of an environment variable (A-Z, 0-9, _).")
     if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 200):
         raise ValueError(f"{where}.model: a model name of 1 to 200 characters.")
+    if not _installed(SDKS[fmt]):
+        raise ValueError(f"{where}.format: {fmt} is sent with the {SDKS[fmt]} SDK, which is not installed.")
     return Provider(name, fmt, base_url, key_env, model)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package (google) missing
+        return False
 
 
 def parse(raw: str) -> dict[str, Provider]:

@@ -211,3 +211,11 @@ def test_a_bad_provider_setting_stops_the_start_saying_what_is_wrong(environ, sa
     with pytest.raises(ImproperlyConfigured, match=said):
         endpoints.from_environment(environ)
     assert endpoints.from_environment({}) == ({}, 5.0, 60)
+
+
+def test_a_provider_whose_sdk_is_not_installed_is_refused_at_start(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.setitem(endpoints.SDKS, "gemini", "no_such_sdk_module")
+    with pytest.raises(ImproperlyConfigured, match="no_such_sdk_module SDK, which is not installed"):
+        endpoints.from_environment({"EVAL_PROVIDERS": '[{"name": "g", "format": "gemini"}]'})

@@ -228,7 +228,7 @@ def version_evals(version: BundleVersion, actor: Actor) -> dict[str, Any]:
         "runs": list(selectors.runs_of(version=version)[:20]),
         "jobs": list(selectors.jobs_of(version=version)[:10]),
         "providers": [p.public() for p in settings.EVAL_PROVIDERS.values()],
-        "suites": [s for s in selectors.suites_all() if s.latest],
+        "suites": [s for s in selectors.suites_all() if getattr(s, "latest", None)],
         "may_start": actor.role in CHECK_REPORTERS,
     }
 

@@ -132,7 +132,7 @@ def _gemini(request: dict[str, Any], base_url: Any, timeout: float, api_key: Any
 
     options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000)) if base_url else None
     client = genai.Client(api_key=api_key, http_options=options)
-    config = {**request.get("generationConfig", {}), "systemInstruction": request.get("systemInstruction")}
+    config: Any = {**request.get("generationConfig", {}), "systemInstruction": request.get("systemInstruction")}
     if "tools" in request:
         config["tools"] = request["tools"]
     reply = client.models.generate_content(model=request["model"], contents=request["contents"], config=config)
