@@ -12,13 +12,14 @@ from typing import Any
 
 from django.conf import settings
 
-from adminui.workbench import MAX_PREVIEW_MESSAGE, Draft, ProviderPreview, compose_turn
+from adminui.workbench import ProviderPreview, compose_turn
 from core.errors import InvalidContent
 from evals import jobs
 from evals.endpoints import Provider
 from evals.provider_calls import CALLERS, with_model
 from evidence.pricing import price_of
 from registry.models import BundleVersion
+from turns.preview import MAX_PREVIEW_MESSAGE, Draft
 
 MAX_TURNS = 20  # turns kept in one page session
 DRAFT = "draft"

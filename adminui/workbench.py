@@ -4,7 +4,7 @@ label to the result would meet, computed without publishing by the services the 
 compatibility policy as registry.lifecycle.compatibility_check applies it, and the render's
 prefix from knowledge.render); and the version page's provider request and the playground's
 turns (`compose_turn`, the one function both call), the turn call's body for a new session of
-a version or a draft, built by the functions the turn call uses."""
+a version or a draft, built by the turn call's own steps (turns.preview)."""
 
 import json
 import urllib.parse
@@ -12,26 +12,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from access.actors import Actor
 from adminui import selectors
-from core import providers
-from core.compaction import CompactionError, compact, policy_from_content
 from core.errors import InvalidContent
 from core.tokens import estimate_tokens
-from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
-from knowledge.selectors import packs_reachable
+from knowledge.render import prefix_for
 from registry import composition
-from registry import variables as content_variables
 from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility
 from registry.parsed_content import content_document
 from skills.router import index_for
-from skills.services import route_embedder, route_preview
-from skills.turn_request import provider_request
+from skills.services import route_embedder
+from turns import providers
+from turns.preview import MAX_PREVIEW_MESSAGE, Draft, conversation_request
 
 
 @dataclass(frozen=True)
@@ -150,7 +145,6 @@ def _merge(changes: list[Change]) -> Diff:
 
 
 # The provider request on the version page: limits on what may be typed into it.
-MAX_PREVIEW_MESSAGE = 20_000  # characters
 MAX_PREVIEW_JSON = 65_536  # characters of the turn variables
 # Where each format is sent, and how it is authenticated (environment variables the reader sets).
 ENDPOINTS = {
@@ -190,36 +184,13 @@ def curl_for(fmt: str, body: dict[str, Any], text: str, model: str | None) -> st
     return " \\\n  ".join(lines) + "\n" + text + "\nJSON\n"
 
 
-@dataclass(frozen=True)
-class Draft:
-    """Content not published: the playground renders it as a version of it would be."""
-
-    bundle: Bundle
-    content: dict[str, Any]  # canonical, includes resolved (draft_of)
-    content_hash: str
-
-
 def draft_of(*, bundle: Bundle, content: Any, actor: Actor) -> Draft:
     """A draft from typed content, checked and canonicalised as version_publish would (includes
     resolved first); InvalidContent for what publishing would refuse."""
     if not isinstance(content, dict):
         raise InvalidContent("The draft is not a content document.", {"content": ["A JSON object."]})
     doc, _, content_hash = canonicalise(composition.content_resolved(content=content, bundle=bundle, actor=actor))
-    return Draft(bundle=bundle, content=doc, content_hash=content_hash)
-
-
-def _prefix(subject: BundleVersion | Draft, content: dict[str, Any], session_variables: Any) -> tuple[Any, Any]:
-    if isinstance(subject, BundleVersion):
-        return version_prefix(
-            version_id=subject.pk, content_hash=subject.content_hash, session_variables=session_variables
-        )
-    try:
-        values = content_variables.resolve(content.get("variables"), session_variables, scope="session")
-    except content_variables.VariableError as exc:
-        raise InvalidContent(exc.message, exc.details) from None
-    names = packs_reachable(list(content.get("knowledge") or []), None)
-    prefix = prefix_for(content_hash=subject.content_hash, content=content, session_variables=values, names=names)
-    return prefix, values
+    return Draft(content=doc, content_hash=content_hash)
 
 
 def compose_turn(
@@ -231,46 +202,24 @@ def compose_turn(
     messages: list[dict[str, Any]],
     now: datetime | None = None,
 ) -> ProviderPreview:
-    """THE composition of a turn in the admin (the version page's provider request and the
-    playground both call this, and only this): the body the turn call (POST
-    /sessions/{id}/turn/ with `format`) hands over for `messages` on a new session of `subject`
-    (a version, or a draft not published) started with `session_variables`, with
-    `turn_variables`; built as the turn call builds it (the render's prefix and tail,
-    skills.services' route on a session with no earlier turns, core.compaction,
-    skills.turn_request.provider_request). Raises InvalidContent for what the endpoint refuses."""
-    if fmt not in providers.FORMATS:
-        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}."]})
-    if sum(len(str(m.get("content", ""))) for m in messages) > MAX_PREVIEW_MESSAGE * 10:
-        raise InvalidContent("The conversation is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE * 10}."]})
+    """THE composition of a turn in the admin: the version page's provider request and the
+    playground both call this, and only this. The body the turn call (POST /sessions/{id}/turn/
+    with `format`) hands over for `messages` on a new session of `subject` (a version, or a
+    draft not published; turns.preview.conversation_request, the turn call's own steps), with
+    the text and the curl command the page shows. Raises InvalidContent for what the endpoint
+    refuses."""
+    built = conversation_request(
+        subject=subject,
+        fmt=fmt,
+        session_variables=session_variables,
+        variables=turn_variables,
+        messages=messages,
+        now=now,
+    )
     if isinstance(subject, BundleVersion):
         content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
     else:
         content = subject.content
-    prefix, values = _prefix(subject, content, session_variables)
-    if turn_variables is not None and not isinstance(turn_variables, dict):
-        raise InvalidContent("variables must be an object.", {"variables": ["Expected a JSON object."]})
-    try:
-        turn = content_variables.resolve(content.get("variables"), turn_variables, scope="turn")
-    except content_variables.VariableError as exc:
-        raise InvalidContent(exc.message, exc.details) from None
-    try:
-        compacted = compact(messages, policy_from_content(content))
-    except CompactionError as exc:
-        raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
-    content_hash = subject.content_hash
-    route = route_preview(content_hash=content_hash, skills=content.get("skills") or [], messages=messages)
-    tail = build_tail(now=now or timezone.now(), zone_name=zone_name(values), turn=turn, notices=[])
-    built = provider_request(
-        fmt,
-        content=content,
-        system=prefix.system,
-        tools=prefix.tools,
-        prefix_sha256=prefix.sha256,
-        messages=compacted.messages,
-        tail=tail,
-        route=route,
-        session_cards=[],
-    )
     text = json.dumps(built.body, indent=2, ensure_ascii=False)
     model = providers.model_name(content.get("model") or {})
     return ProviderPreview(
@@ -288,7 +237,7 @@ def provider_preview(
     now: datetime | None = None,
 ) -> ProviderPreview:
     """The version page's provider request: compose_turn for the first turn of a new session,
-    one user message `message`."""
+    the one user message `message`."""
     if len(message) > MAX_PREVIEW_MESSAGE:
         raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
     return compose_turn(

@@ -1,14 +1,14 @@
 """An evaluation run made by the worker (evals.jobs queues it; api.tasks runs it): the path
 `promptreg eval run` takes, on the server. Each item runs `runs` times, a few at once: a session
 pinned to the version (sessions_app's session start), one turn call with the provider's format
-(api.turn_call, the same function the endpoint answers with, so rendering, routing and
-compaction are what production gets), the returned `request` sent with the provider's official
+(turns.compose.turn_for_session, the function the endpoint answers with, so rendering, routing
+and compaction are what production gets), the returned `request` sent with the provider's official
 SDK (evals.provider_calls, the module the CLI ships a copy of), the session ended. A provider
 error or time-out marks that reply `error` and the run goes on. Then the replies are recorded as
 the CLI's are (evals.services.eval_run_record, as the actor who asked), which scores them and
 reports `eval:<suite>`.
 
-It sits in the entry-point layer because the turn call does (it composes knowledge and skills).
+It sits in the entry-point layer, above turns/ (which evals, a feature app, may not import).
 The sessions are started by a keyless ops actor named after the job (`eval:<job id>`), within
 the asking key's bundle scopes: a ci key, which may ask for a run, holds no sessions itself. On
 a bundle whose labels govern pins by number, grant `role:ops` pin_any_version, as the CLI's key
@@ -26,7 +26,6 @@ from django.db import connections
 
 from access.actors import Actor
 from access.roles import Role
-from api.turn_call import parse, turn_for_session
 from evals import content, jobs, services
 from evals.endpoints import Provider
 from evals.models import EvalJob, JobStatus
@@ -34,6 +33,8 @@ from evals.provider_calls import CALLERS, judge_question, judge_verdict, request
 from evidence.pricing import price_of
 from registry.models import BundleVersion
 from sessions_app.services import session_end, session_start
+from turns.compose import turn_for_session
+from turns.request import parse
 
 logger = logging.getLogger(__name__)
 CONCURRENCY = 4  # model calls at once in one run

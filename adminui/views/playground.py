@@ -13,12 +13,13 @@ from access.actors import actor_for_user
 from access.models import Role
 from adminui import playground
 from adminui.views.base import bundle_of, need_role, need_view, render, url, version_choices, version_of
-from adminui.workbench import MAX_PREVIEW_JSON, Draft, draft_of
-from core import providers as formats
+from adminui.workbench import MAX_PREVIEW_JSON, draft_of
 from core.errors import DomainError, InvalidContent
 from evals.jobs import provider_get
 from knowledge.templatetags.knowledge_admin import example_variables
 from registry.models import Bundle, BundleVersion
+from turns import providers as formats
+from turns.preview import Draft
 
 
 def _key(bundle: Bundle) -> str:

@@ -23,7 +23,6 @@ from adminui.views.evals import version_evals
 from adminui.views.governance import approvals_panel
 from adminui.views.playground import draft_keep
 from adminui.workbench import MAX_PREVIEW_JSON, check_against, draft_of, provider_preview
-from core import providers
 from core.errors import DomainError, Forbidden, InvalidContent, NotFound
 from knowledge.templatetags.knowledge_admin import example_variables
 from metrics.selectors import version_usage
@@ -33,6 +32,7 @@ from registry.lifecycle import version_publish_check, version_revoke_preview
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.services import PublishResult
 from skills.selectors import version_skills_panel
+from turns import providers
 
 
 def version_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:

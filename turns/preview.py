@@ -1,0 +1,105 @@
+"""A turn of a new session, without a session: the provider request the turn call would hand over
+for a conversation on a version, or on a draft not published (the admin's version page shows it
+for one user message; its playground for a conversation). The same steps as the turn call
+(turns.compose: prepare, then lay_out), with the session's writes replaced by what they give on
+a session with no history: skills.services.route_preview for the route, knowledge.render's
+prefix and tail for the render."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from core.errors import InvalidContent
+from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
+from knowledge.selectors import packs_reachable
+from registry import variables as content_variables
+from registry.models import BundleVersion
+from registry.parsed_content import content_document
+from skills.services import route_preview
+from turns import providers
+from turns.compose import lay_out, prepare, turn_variables
+from turns.request import TurnRequest
+
+MAX_PREVIEW_MESSAGE = 20_000  # characters of the one user message the preview routes on
+MAX_PREVIEW_CONVERSATION = 200_000  # characters of a whole conversation
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Content not published, canonical (registry.canonical.canonicalise, includes resolved)."""
+
+    content: dict[str, Any]
+    content_hash: str
+
+
+def _content_and_prefix(subject: BundleVersion | Draft, session_variables: Any) -> tuple[dict[str, Any], Any, Any]:
+    if isinstance(subject, BundleVersion):
+        content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
+        prefix, values = version_prefix(
+            version_id=subject.pk, content_hash=subject.content_hash, session_variables=session_variables
+        )
+        return content, prefix, values
+    try:  # as version_prefix does for a version
+        values = content_variables.resolve(subject.content.get("variables"), session_variables, scope="session")
+    except content_variables.VariableError as exc:
+        raise InvalidContent(exc.message, exc.details) from None
+    names = packs_reachable(list(subject.content.get("knowledge") or []), None)
+    prefix = prefix_for(
+        content_hash=subject.content_hash, content=subject.content, session_variables=values, names=names
+    )
+    return subject.content, prefix, values
+
+
+def conversation_request(
+    *,
+    subject: BundleVersion | Draft,
+    fmt: str,
+    session_variables: Any,
+    variables: Any,
+    messages: list[dict[str, Any]],
+    now: datetime | None = None,
+) -> providers.ProviderRequest:
+    """The body the turn call (POST /sessions/{id}/turn/ with `format`) hands over for `messages`
+    on a new session of `subject` started with `session_variables`, with the turn's `variables`.
+    Raises InvalidContent for what the endpoint refuses."""
+    if fmt not in providers.FORMATS:
+        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}."]})
+    if sum(len(str(m.get("content", ""))) for m in messages) > MAX_PREVIEW_CONVERSATION:
+        raise InvalidContent("The conversation is too long.", {"message": [f"At most {MAX_PREVIEW_CONVERSATION}."]})
+    content, prefix, values = _content_and_prefix(subject, session_variables)
+    turn = turn_variables(content, variables)
+    # Prepared as a neutral request (format=None): the preview lays out the pinned model as it
+    # stands, one that names no model included.
+    request = TurnRequest(messages=messages, invoked=None, variables=variables, prefix_sha256=None, format=None, k=0)
+    prepared = prepare(request, content)
+    route = route_preview(content_hash=subject.content_hash, skills=content.get("skills") or [], messages=messages)
+    tail = build_tail(now=now or timezone.now(), zone_name=zone_name(values), turn=turn, notices=[])
+    layout = lay_out(
+        fmt=fmt, content=content, prepared=prepared, prefix=prefix, tail=tail, route=route, session_cards=[]
+    )
+    assert layout.built is not None  # a format was given
+    return layout.built
+
+
+def first_turn_request(
+    *,
+    version: BundleVersion,
+    fmt: str,
+    session_variables: Any,
+    variables: Any,
+    message: str,
+    now: datetime | None = None,
+) -> providers.ProviderRequest:
+    """conversation_request for the one user message `message` on `version`."""
+    if len(message) > MAX_PREVIEW_MESSAGE:
+        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
+    return conversation_request(
+        subject=version,
+        fmt=fmt,
+        session_variables=session_variables,
+        variables=variables,
+        messages=[{"role": "user", "content": message}],
+        now=now,
+    )
