@@ -111,3 +111,15 @@ def send(
         provider=provider.name,
     )
     return Sent(preview, turn)
+
+
+def as_case(*, turns: list[dict[str, Any]], session_variables: Any, case_id: str, expect: dict[str, Any]) -> Any:
+    """The conversation as a suite item: its messages up to the last user message (the reply to
+    that one is what the case will judge), the session variables, and one expectation."""
+    if not turns:
+        raise InvalidContent("Nothing to save yet.", {"case": ["Send a message first."]})
+    messages = [*messages_of(turns[:-1]), {"role": "user", "content": turns[-1]["user"]}]
+    given: dict[str, Any] = {"messages": messages}
+    if session_variables:
+        given["variables"] = session_variables
+    return {"id": case_id, "input": given, "expect": [expect], "tags": ["playground"]}

@@ -62,7 +62,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return value
 
 
-def _scorer(row: dict[str, str]) -> dict[str, Any]:
+def scorer_of(row: dict[str, str]) -> dict[str, Any]:
+    """A row's scorer: its type, its value in the field the type names, its options (JSON)."""
     kind = row["scorer"]
     if kind not in KINDS:
         raise ValueError(f"scorer: one of {', '.join(KINDS)}.")
@@ -107,7 +108,7 @@ def items_from_rows(rows: list[dict[str, str]]) -> tuple[list[dict[str, Any]], d
                 items.append(_case({**row, "case": case_id}))
                 rows_of.append([])
             position = by_id[case_id]
-            items[position]["expect"].append(_scorer(row))
+            items[position]["expect"].append(scorer_of(row))
             rows_of[position].append(index)
         except ValueError as exc:
             problems[index] = str(exc)

@@ -6,15 +6,18 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from access.actors import actor_for_user
 from access.models import Role
-from adminui import playground
+from adminui import playground, suite_forms
 from adminui.views.base import bundle_of, need_role, need_view, render, url, version_choices, version_of
 from adminui.workbench import MAX_PREVIEW_JSON, draft_of
 from core.errors import DomainError, InvalidContent
+from evals import content as suite_content
+from evals import selectors, services
 from evals.jobs import provider_get
 from knowledge.templatetags.knowledge_admin import example_variables
 from registry.models import Bundle, BundleVersion
@@ -73,6 +76,39 @@ def _send(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dic
     return {"preview": sent.preview}
 
 
+def _save_case(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dict[str, str]) -> HttpResponse:
+    """ "Save as a suite case": the conversation as a new case of a suite's next version (the
+    latest version's items, then this one), through evals.services.suite_version_publish, the
+    service POST /api/v1/suites/{name}/versions/ calls (its validation, its role check)."""
+    back = url("adminui_playground", bundle.name, query=f"subject={form['subject']}")
+    post = request.POST
+    try:
+        suite = selectors.suite_get(name=post.get("suite", ""))
+        latest = selectors.suite_versions(suite=suite)
+        items = suite_content.stored(latest[0].canonical)["items"] if latest else []
+        row = dict.fromkeys(suite_forms.ROW_FIELDS, "")
+        row.update(scorer=post.get("scorer", ""), value=post.get("value", ""))
+        item = playground.as_case(
+            turns=state.get("turns", []),
+            session_variables=_json(form["variables"], "variables"),
+            case_id=post.get("case", "").strip(),
+            expect=suite_forms.scorer_of(row),
+        )
+        result = services.suite_version_publish(
+            suite=suite,
+            content_doc={"items": [*items, item]},
+            message=f"case {item['id']} from the playground ({bundle.name})",
+            actor=actor_for_user(request.user),
+        )
+    except (DomainError, ValueError) as exc:
+        said = getattr(exc, "message", None) or str(exc)
+        details = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in (getattr(exc, "details", None) or {}).items())
+        messages.error(request, f"Not saved: {said} {details}".strip())
+        return HttpResponseRedirect(back)
+    messages.success(request, f"Saved the conversation as case {item['id']} of {suite.name} v{result.version.number}.")
+    return HttpResponseRedirect(back)
+
+
 def subject_changed(state: dict[str, Any], chosen: str) -> bool:
     return bool(state.get("subject")) and state.get("subject") != chosen
 
@@ -99,6 +135,8 @@ def playground_page(request: HttpRequest, model_admin: ModelAdmin, name: str) ->
     if request.method == "POST" and "reset" in request.POST:
         request.session[_key(bundle)] = {**state, "turns": []}
         return HttpResponseRedirect(url("adminui_playground", bundle.name, query=f"subject={form['subject']}"))
+    if request.method == "POST" and "save" in request.POST:
+        return _save_case(request, bundle, state, form)
     if request.method == "POST":
         form.update(message=request.POST.get("message", ""), assistant=request.POST.get("assistant", ""))
         try:
@@ -128,6 +166,8 @@ def playground_page(request: HttpRequest, model_admin: ModelAdmin, name: str) ->
         turns=state.get("turns", []),
         answer=answer,
         may_call=actor.has_role(Role.PUBLISHER),
+        suites=[s.name for s in selectors.suites_all()],
+        kinds=suite_forms.KINDS,
         budget=settings.EVAL_DAILY_BUDGET_USD,
     )
 

@@ -131,3 +131,34 @@ def test_refusals_are_shown_and_nothing_is_sent(engineer, provider, priced, v1, 
     shown = send(engineer, priced.number, "hello", provider="")  # the request only: nothing sent
     assert shown.status_code == 200 and body_of(shown)["model"] == MODEL and provider.received == []
     assert send(client_for(make_user("olga", OPS)), priced.number, "hi").status_code == 200
+
+
+def test_a_conversation_is_saved_as_a_suite_case_in_one_click(engineer, provider, priced, ops):
+    ops.post("/api/v1/suites/", {"name": "refund-evals"})
+    first = {"id": "old", "input": {"messages": [{"role": "user", "content": "hi"}]},
+             "expect": [{"type": "contains", "value": "hello"}]}  # fmt: skip
+    ops.post("/api/v1/suites/refund-evals/versions/", {"content": {"items": [first]}, "message": "m"})
+    send(engineer, priced.number, "I want a refund")
+    page = send(engineer, priced.number, "It is order 77")
+    assert 'id="save-case"' in page.content.decode()
+    form = {"subject": str(priced.number), "variables": '{"shop": "Bolt"}', "suite": "refund-evals", "save": "1"}
+    saved = engineer.post(
+        u("adminui_playground", "refunds"),
+        {**form, "case": "order-77", "scorer": "contains", "value": "refund"},
+        follow=True,
+    )
+    assert "Saved the conversation as case order-77 of refund-evals v2" in words(saved)
+    from evals.models import SuiteVersion
+
+    doc = json.loads(bytes(SuiteVersion.objects.get(suite__name="refund-evals", number=2).canonical))
+    assert [i["id"] for i in doc["items"]] == ["old", "order-77"]
+    case = doc["items"][1]
+    assert [m["role"] for m in case["input"]["messages"]] == ["user", "assistant", "user"]
+    assert case["input"]["messages"][1]["content"] == "Answer 0: what is your order number?"
+    assert case["input"]["messages"][2]["content"] == "It is order 77"
+    assert case["input"]["variables"] == {"shop": "Bolt"}
+    assert case["expect"] == [{"type": "contains", "value": "refund"}] and case["tags"] == ["playground"]
+    bad = {**form, "case": "bad id!", "scorer": "regex", "value": "(?=x)"}
+    refused = engineer.post(u("adminui_playground", "refunds"), bad, follow=True)
+    assert "Not saved" in words(refused) and "items[2]" in words(refused)
+    assert SuiteVersion.objects.filter(suite__name="refund-evals").count() == 2
