@@ -122,6 +122,16 @@ def suite_version_publish(*, suite: Suite, content_doc: object, message: object,
     return SuitePublishResult(version, True, stale)
 
 
+@transaction.atomic
+def suite_create_published(
+    *, name: object, description: object, content_doc: object, message: object, actor: Actor
+) -> SuitePublishResult:
+    """A new suite and its first version, both or neither (the admin's new-suite form): the
+    checks of suite_create and suite_version_publish, in one transaction."""
+    suite = suite_create(name=name, description=description, actor=actor)
+    return suite_version_publish(suite=suite, content_doc=content_doc, message=message, actor=actor)
+
+
 def _checks_mark_stale(*, suite: Suite, version: SuiteVersion, actor: Actor) -> int:
     name = EVAL_CHECK_PREFIX + suite.name
     latest = (

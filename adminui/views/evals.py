@@ -73,20 +73,22 @@ def _document(form: suite_forms.SuiteVersionForm, rows: list[dict[str, str]]) ->
 def _publish(
     form: suite_forms.SuiteVersionForm, rows: list[dict[str, str]], suite: Suite | None, new: Any, actor: Actor
 ) -> tuple[Any, dict[int, list[str]]]:
-    """Validate as the API does (evals.content through the services), create the suite when
-    `new` (a SuiteForm), publish the version: (the result, problems by row)."""
+    """Publish through the services the API calls (their validation): a new suite with its first
+    version when `new` (a SuiteForm), else the suite's next version: (the result, problems by row)."""
     doc, problems, placing = _document(form, rows)
     if doc is None:
         return None, problems
     try:
-        suite_content.canonicalise(doc)  # every problem before anything is written
-        if suite is None:
-            suite = services.suite_create(
-                name=new.cleaned_data["name"], description=new.cleaned_data["description"], actor=actor
-            )
-        return services.suite_version_publish(
-            suite=suite, content_doc=doc, message=form.cleaned_data["message"], actor=actor
-        ), problems
+        message = form.cleaned_data["message"]
+        if suite is None:  # the suite and its first version, both or neither
+            return services.suite_create_published(
+                name=new.cleaned_data["name"],
+                description=new.cleaned_data["description"],
+                content_doc=doc,
+                message=message,
+                actor=actor,
+            ), problems
+        return services.suite_version_publish(suite=suite, content_doc=doc, message=message, actor=actor), problems
     except InvalidContent as exc:
         if "name" in exc.details and new is not None:
             add_domain_error(new, exc)

@@ -154,3 +154,11 @@ def test_ops_start_a_run_on_the_worker_from_the_version_page(bundle, ops, settin
     pat = client_for(make_user("pat", PROMPT_ENGINEERS))
     assert "needs the ops role" in words(pat.get(u("adminui_version", "refunds", 1)))
     assert "Not started" in words(pat.post(u("adminui_eval_start", "refunds", 1), form, follow=True))
+
+
+def test_a_new_suite_whose_version_is_refused_is_not_created_either(engineer):
+    judge = '{"bundle": "no-such-judge", "content_hash": "' + "a" * 64 + '"}'
+    typed = rows({"case": "judged", "message": "hello", "scorer": "judge", "options": judge})
+    response = engineer.post(u("adminui_suite_new"), {"name": "judged", "message": "m", **typed})
+    assert response.status_code == 400 and "no-such-judge" in words(response)
+    assert not Suite.objects.filter(name="judged").exists()
