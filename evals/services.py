@@ -24,7 +24,7 @@ from evals import attestation, content, scorers
 from evals.models import SUITE_NAME_RE, EvalRun, RunStatus, Suite, SuiteVersion
 from registry import variables
 from registry.checks import CHECK_REPORTERS, check_record
-from registry.models import Bundle, BundleVersion, CheckStatus, VersionCheck
+from registry.models import Bundle, BundleVersion, CheckStatus, VersionCheck, VersionState
 
 MAX_RUNS = 10  # runs per item in one evaluation
 MAX_RESULTS = 5_000  # items x runs in one record
@@ -223,6 +223,13 @@ def eval_plan(*, version: BundleVersion, suite_version: SuiteVersion) -> list[st
     doc = content.stored(suite_version.canonical)
     declared = json.loads(bytes(version.canonical)).get("variables")
     problems: list[str] = []
+    if version.state in (VersionState.DRAINED, VersionState.REVOKED):
+        # A session cannot pin it (registry.lifecycle.version_pin): every reply would be an error.
+        # A version no label targets drains once the sessions of a run on it have ended.
+        problems.append(
+            f"version {version.number} is {version.state}: no session can pin it, so no item can run; "
+            "point a label at it to run it again"
+        )
     for item in doc["items"]:
         for scope, key in (("session", "variables"), ("turn", "turn_variables")):
             try:

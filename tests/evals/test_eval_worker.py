@@ -14,8 +14,9 @@ from api import eval_worker
 from devtools.provider_standin import Call, Reply, StandIn
 from evals import endpoints, jobs
 from evals.models import EvalJob, EvalRun, JobStatus, ProviderSpend
+from registry.models import BundleVersion
 from tests.conftest import content, make_api
-from tests.sessions_app.test_worker import worker  # noqa: F401 (fixture)
+from tests.sessions_app.test_worker import _wait_for, worker  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,7 +125,12 @@ def test_the_worker_runs_a_suite_through_the_sdk_and_records_the_run_and_its_che
     second = wait_job(ci, start(ci, version=2, provider="standin-chat").json()["id"])
     failed = ci.get(f"/api/v1/evals/{second['run']}/").json()
     assert (second["status"], failed["status"], failed["passed"], failed["total"]) == ("done", "failure", 1, 2)
-    # (a new version: v1's sessions ended and the worker drained it, as no label targets it)
+    # v1's sessions ended and the worker drained it, as no label targets it: a second run is
+    # refused up front instead of answering every item with an error.
+    _wait_for(lambda: BundleVersion.objects.get(bundle__name="refunds", number=1).state == "drained", 5.0)
+    again = start(ci)
+    assert again.status_code == 400
+    assert "version 1 is drained" in json.dumps(again.json()["error"]["details"]["items"])
     body = {"content": content("Version three.", model={"name": MODEL}), "message": "v3"}
     assert refunds.post("/api/v1/bundles/refunds/versions/", body).status_code == 201
     gone = wait_job(ci, start(ci, version=3, provider="nowhere", threshold=0.5).json()["id"])
