@@ -51,11 +51,39 @@ def messages_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _model(subject: BundleVersion | Draft, preview: ProviderPreview, provider: Provider) -> str:
+def _model(preview: ProviderPreview, provider: Provider) -> str:
     name = provider.model or preview.body.get("model") or preview.body.get("modelId")
     if not isinstance(name, str) or not name:
         raise InvalidContent("No model to call.", {"provider": ["The content names no model and the provider none."]})
     return name
+
+
+def _answer(preview: ProviderPreview, provider: Provider) -> dict[str, Any]:
+    """Send the composed request with the provider's SDK: the reply and its figures, or the
+    provider's error. Priced and counted against the day's budget (refused when spent)."""
+    model = _model(preview, provider)
+    found = price_of(model)
+    prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
+    jobs.require_budget()
+    request = with_model(provider.format, preview.body, provider.model)
+    began = time.monotonic()
+    try:
+        reply = CALLERS[provider.format](
+            request, provider.base_url, float(settings.EVAL_CALL_TIMEOUT), provider.api_key()
+        )
+    except Exception as exc:  # noqa: BLE001 - the provider's error is the answer shown
+        return {"assistant": None, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+    cost = jobs.cost_of(prices, reply["usage"])
+    jobs.spend_add(provider=provider.name, usd=cost)
+    return {
+        "assistant": reply["text"][:MAX_PREVIEW_MESSAGE],
+        "tool_calls": reply["tool_calls"][:20],
+        "usage": reply["usage"],
+        "cost_usd": round(cost, 6),
+        "latency_ms": int((time.monotonic() - began) * 1000),
+        "model": model,
+        "provider": provider.name,
+    }
 
 
 def send(
@@ -68,48 +96,31 @@ def send(
     turns: list[dict[str, Any]],
     message: str,
     typed_reply: str = "",
+    beside: tuple[str, BundleVersion | Draft] | None = None,
 ) -> Sent:
     """Compose the next turn (and, with a provider, send it). InvalidContent for what the turn
     call would refuse, a model without a price; BudgetSpent once the day's budget is spent. A
-    provider's own error is the turn's `error`, shown, and the conversation keeps the message."""
+    provider's own error is the turn's `error`, shown, and the conversation keeps the message.
+    `beside` (a name and another version or the draft): the same conversation is also composed
+    and sent there, its answer shown beside this one (the conversation goes on with this one)."""
     if not message.strip() or len(message) > MAX_PREVIEW_MESSAGE:
         raise InvalidContent("Type a message.", {"message": [f"1 to {MAX_PREVIEW_MESSAGE} characters."]})
     if len(turns) >= MAX_TURNS:
         raise InvalidContent("The conversation is long enough.", {"message": [f"At most {MAX_TURNS} turns: reset."]})
     messages = [*messages_of(turns), {"role": "user", "content": message}]
-    preview = compose_turn(
-        subject=subject,
-        fmt=provider.format if provider else fmt,
-        session_variables=session_variables,
-        turn_variables=turn_variables,
-        messages=messages,
-    )
+    composed = {
+        "fmt": provider.format if provider else fmt,
+        "session_variables": session_variables,
+        "turn_variables": turn_variables,
+        "messages": messages,
+    }
+    preview = compose_turn(subject=subject, **composed)
     turn: dict[str, Any] = {"user": message, "assistant": typed_reply[:MAX_PREVIEW_MESSAGE] or None}
     if provider is None:
         return Sent(preview, turn)
-    model = _model(subject, preview, provider)
-    found = price_of(model)
-    prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
-    jobs.require_budget()
-    request = with_model(provider.format, preview.body, provider.model)
-    began = time.monotonic()
-    try:
-        reply = CALLERS[provider.format](
-            request, provider.base_url, float(settings.EVAL_CALL_TIMEOUT), provider.api_key()
-        )
-    except Exception as exc:  # noqa: BLE001 - the provider's error is the answer shown
-        return Sent(preview, {**turn, "assistant": None, "error": f"{type(exc).__name__}: {exc}"[:1000]})
-    cost = jobs.cost_of(prices, reply["usage"])
-    jobs.spend_add(provider=provider.name, usd=cost)
-    turn.update(
-        assistant=reply["text"][:MAX_PREVIEW_MESSAGE],
-        tool_calls=reply["tool_calls"][:20],
-        usage=reply["usage"],
-        cost_usd=round(cost, 6),
-        latency_ms=int((time.monotonic() - began) * 1000),
-        model=model,
-        provider=provider.name,
-    )
+    turn.update(_answer(preview, provider))
+    if beside is not None:
+        turn["beside"] = {"name": beside[0], **_answer(compose_turn(subject=beside[1], **composed), provider)}
     return Sent(preview, turn)
 
 

@@ -71,6 +71,7 @@ def _send(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dic
         turns=state.get("turns", []),
         message=form["message"],
         typed_reply=form["assistant"] if provider is None else "",
+        beside=(form["beside"], _subject(request, bundle, state, form["beside"])) if form["beside"] else None,
     )
     state.setdefault("turns", []).append(sent.turn)
     return {"preview": sent.preview}
@@ -127,6 +128,7 @@ def playground_page(request: HttpRequest, model_admin: ModelAdmin, name: str) ->
         "turn_variables": request.POST.get("turn_variables", "{}"),
         "message": "",
         "assistant": "",
+        "beside": request.POST.get("beside", ""),
     }
     if not form["subject"] and latest:
         form["subject"] = str(latest[0][0])

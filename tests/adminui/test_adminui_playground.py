@@ -162,3 +162,20 @@ def test_a_conversation_is_saved_as_a_suite_case_in_one_click(engineer, provider
     refused = engineer.post(u("adminui_playground", "refunds"), bad, follow=True)
     assert "Not saved" in words(refused) and "items[2]" in words(refused)
     assert SuiteVersion.objects.filter(suite__name="refund-evals").count() == 2
+
+
+def test_the_same_message_runs_on_two_versions_side_by_side(engineer, provider, priced, bundle, ops):
+    other = version_publish(
+        bundle=bundle, content=content("Version two, terse.", model={"name": MODEL}), message="v", actor=ops.actor
+    ).version
+    page = send(engineer, priced.number, "I want a refund", beside=str(other.number))
+    assert page.status_code == 200, words(page)[-800:]
+    assert len(provider.received) == 2 and provider.refused == []
+    assert "refund agent for Acme" in json.dumps(provider.received[0].body["system"])
+    assert "Version two, terse." in json.dumps(provider.received[1].body["system"])
+    said = words(page)
+    assert f"Beside, on v{other.number}: Answer 1: what is your order number?" in said
+    assert said.count("input tokens") == 2
+    # The conversation goes on with the first version's answer.
+    send(engineer, priced.number, "Order 9")
+    assert text_of(provider.received[2].body["messages"][1]) == "Answer 0: what is your order number?"
