@@ -89,7 +89,7 @@ bench-cache: $(VENV)/.client-installed
 bench-cache-short: $(VENV)/.client-installed
 	$(PY) bench/cache_economics.py --short $(ARGS)
 
-# Issue 20: 10,000 versions, 5 M ended sessions with 20 M turns, file reads and 1 M deliveries (seed_scale) against an almost empty database, then a simulated month with the daily prune. Long: not in CI.
+# Issue 20: 10,000 versions, 5 M ended sessions with 20 M turns, file reads and 1 M deliveries (bench/seed_scale.py) against an almost empty database, then a simulated month with the daily prune. Long: not in CI.
 bench-scale: $(VENV)/.client-installed
 	$(PY) bench/scale.py $(ARGS)
 
