@@ -113,3 +113,13 @@ def test_every_folder_of_modules_in_a_runtime_package_is_a_package():
         and not (folder / "__init__.py").exists()
     ]
     assert missing == []
+
+
+def test_make_lint_checks_at_strict_the_packages_the_strict_override_names():
+    import re
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    (strict,) = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
+    (line,) = re.findall(r"^MYPY_STRICT := (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert sorted(f"{name}.*" for name in line.split()) == sorted(strict["module"])
