@@ -335,11 +335,6 @@ class DiffQuery(serializers.Serializer):
     against = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
-class TargetOut(serializers.Serializer):
-    version = serializers.IntegerField()
-    weight = serializers.IntegerField()
-
-
 class LabelOut(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.IntegerField(source="version.number", help_text="The primary target (largest weight).")
