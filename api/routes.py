@@ -45,7 +45,6 @@ from api.knowledge import RenderOut
 from api.serializers import RenderIn, SessionIn, SessionOut, session_in
 from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
 from api.serializers_skills import TurnCallIn, TurnCallOut
-from api.turn_call import session_turn
 from api.views import BaseApi
 from core.errors import Forbidden
 from evidence import services as evidence_services
@@ -53,6 +52,7 @@ from knowledge.render import session_render
 from registry.models import Bundle
 from sessions_app import turns
 from sessions_app.selectors import SESSION_ROLES
+from turns.compose import session_turn
 
 PREFIX = "api/v1/"  # where config/urls.py includes api/urls.py
 

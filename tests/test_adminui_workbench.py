@@ -385,11 +385,11 @@ def test_the_version_page_shows_the_provider_request_the_turn_call_sends(enginee
     import re
     from types import SimpleNamespace
 
-    from adminui import workbench
     from tests.test_turn import World
+    from turns import preview
 
     world = World(monkeypatch)  # bundle "support" v1: skills, knowledge, session and turn variables
-    monkeypatch.setattr(workbench, "timezone", SimpleNamespace(now=lambda: world.clock.now))
+    monkeypatch.setattr(preview, "timezone", SimpleNamespace(now=lambda: world.clock.now))
     message = "I want a refund for my order"
     turn = world.turn(
         {"messages": [{"role": "user", "content": message}], "variables": {"ticket": "T-7"}, "format": fmt}

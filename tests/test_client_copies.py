@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = [
     ("core/compaction.py", "client/promptreg/compaction.py"),
-    ("core/exportdir.py", "client/promptreg/transfer.py"),
+    ("registry/exportdir.py", "client/promptreg/transfer.py"),
 ]
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from core import provider_input, providers
-from core.provider_messages import BREAKPOINT_LIMIT, breakpoint_problems, mark_conversation_end
 from tests.test_turn import World, tool_exchange, user
+from turns import provider_input, providers
+from turns.provider_messages import BREAKPOINT_LIMIT, breakpoint_problems, mark_conversation_end
 
 EPHEMERAL = {"type": "ephemeral"}
 CACHE_POINT = {"cachePoint": {"type": "default"}}

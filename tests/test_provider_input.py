@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from core import provider_input, provider_messages
 from core.compaction import Policy, compact
 from tests.test_turn_fidelity import BEDROCK_HISTORY, GEMINI_HISTORY, RESPONSES_HISTORY
+from turns import provider_input, provider_messages
 
 HISTORIES = {
     "openai-responses": RESPONSES_HISTORY,
@@ -97,7 +97,7 @@ def test_the_conversation_rules(fmt, messages, problem):
 def test_a_request_without_a_model_says_so_in_its_notes():
     """The admin's preview builds a request for a version without a model: the notes say it
     (the turn call refuses such a request with a 400 at `model`)."""
-    from core import providers
+    from turns import providers
 
     parts = providers.TurnParts(
         system="s", tools=[], prefix_sha256="0" * 64, model={}, output_schema=None, messages=[], turn_text="t"

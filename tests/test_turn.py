@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from access.models import Role
-from core import providers
 from knowledge import render
 from modelcatalog import selectors as catalog
 from sessions_app.models import Session
 from skills.models import SkillTurn
 from tests.conftest import content, make_api
 from tests.test_skills import SKILLS
+from turns import providers
 
 FORMATS = providers.FORMATS
 DUTY = "# SRE duty\n\nStart with knowledge/ops/sre/runbooks/ for incidents.\n"
@@ -647,7 +647,7 @@ def test_a_conversation_in_the_formats_own_shape_is_read_routed_compacted_and_se
 def test_earlier_turn_texts_sent_back_do_not_steer_the_routing(world):
     """A client sending back the conversation it sent the model carries the earlier turns'
     texts (tail and skill cards); routing reads the conversation without them."""
-    from api.turn_call import for_routing
+    from turns.compose import for_routing
 
     twin = world.start()
     first = [user("where is my parcel")]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core import providers
 from devtools.provider_standin import Call, Reply, StandIn, check
 from tests.test_turn import World, tool_exchange, turn_content, user
+from turns import providers
 
 RESPONSES_HISTORY: list[dict[str, Any]] = [
     {

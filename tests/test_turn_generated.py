@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import providers
 from devtools.provider_standin import check
 from tests.test_turn import World
+from turns import providers
 
 Step = tuple[Any, ...]
 

@@ -1,4 +1,4 @@
-"""The conversation of a turn in each provider's shape (core.providers lays out the rest).
+"""The conversation of a turn in each provider's shape (turns.providers lays out the rest).
 
 Input messages are in the neutral shape (OpenAI Chat: `role`, `content` as text or a list of
 `{"type": "text", "text"}` parts, assistant `tool_calls`, `tool` messages with `tool_call_id`)
@@ -8,7 +8,7 @@ as they are. Pure, standard library only."""
 import json
 from typing import Any
 
-from core.provider_input import Unfit
+from turns.provider_input import Unfit
 
 __all__ = [
     "BREAKPOINT_LIMIT",
@@ -280,7 +280,7 @@ def to_messages(fmt: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def convert_run(fmt: str, messages: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
     """Neutral messages inside a conversation otherwise in `fmt`'s own shape, converted
-    (core.provider_input.write); `names`: function names by call id, for Gemini's results."""
+    (turns.provider_input.write); `names`: function names by call id, for Gemini's results."""
     if fmt in ("bedrock-converse", "gemini"):
         messages = [
             {"role": "user", "content": m.get("content")} if m.get("role") in ("system", "developer") else m
@@ -410,7 +410,7 @@ def append_turn(fmt: str, messages: list[dict[str, Any]], text: str) -> list[dic
 # Anthropic (and Claude on Bedrock) caches the request up to each breakpoint, at most four in a
 # request; the next request reads the longest of them it still starts with, looking back about
 # 20 blocks from each of its own breakpoints. The first breakpoint ends the stable prefix
-# (core.providers); this one ends the conversation, before the per-turn text, so on the next
+# (turns.providers); this one ends the conversation, before the per-turn text, so on the next
 # turn the whole history is read from the cache and only the new messages are written. The
 # registry owns the markers of the conversation: those a client sends back (it echoes the
 # previous request) are removed, so there are never more than four. A marker is not part of what

@@ -375,7 +375,7 @@ def _rewritten(fmt: str, item: dict[str, Any], part: int | None, content: Any) -
 def write(conversation: Read, compacted: list[dict[str, Any]], convert: Any) -> list[dict[str, Any]]:
     """The compacted conversation in the format's shape. Native items are the items sent (a
     tool result the compaction changed rewritten in place); runs of neutral messages are
-    converted by `convert(fmt, messages, names)` (core.provider_messages.convert_run), `names`
+    converted by `convert(fmt, messages, names)` (turns.provider_messages.convert_run), `names`
     mapping call ids to function names for the results in such a run."""
     fmt = conversation.fmt or ""
     by_item: dict[int, list[int]] = {}

@@ -34,7 +34,7 @@ history from its cache and writes only what is new. Two breakpoints, of the four
 take (`provider_messages.breakpoint_problems` states the rules).
 
 Input messages are in the neutral shape or hold Anthropic content blocks;
-`core.provider_messages.to_messages` converts them for a format.
+`turns.provider_messages.to_messages` converts them for a format.
 
 The cache report (`cache_report`): the prefix's estimated tokens (`core.tokens`, the same
 offline estimate as every token limit here), the smallest prefix the provider caches for the
@@ -46,8 +46,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.provider_messages import append_turn, breakpoint_problems, mark_conversation_end, to_messages
 from core.tokens import estimate_tokens
+from turns.provider_messages import append_turn, breakpoint_problems, mark_conversation_end, to_messages
 
 __all__ = [
     "FORMATS",
@@ -86,7 +86,7 @@ class TurnParts:
     output_schema: its `output_schema` (or None). messages: the compacted conversation
     (neutral or Anthropic shape). turn_text: what changes per turn (tail and skill cards),
     sent after the conversation. conversation: the same conversation already in the format's
-    own shape (core.provider_input.write), used instead of converting `messages`."""
+    own shape (turns.provider_input.write), used instead of converting `messages`."""
 
     system: str
     tools: list[dict[str, Any]]

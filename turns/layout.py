@@ -1,23 +1,14 @@
 """The provider request of one turn, from what the render, the route and the compaction gave:
 the skill cards the model reads this turn, the per-turn text (the render's tail, then those
-cards) and the body `core.providers.build_request` lays out. One implementation for the two
-callers: the turn call (`api/turn_call.py`, on a session) and the admin's version page (the
-request a new session's first turn would send, `adminui.workbench.provider_preview`)."""
+cards) and the body `turns.providers.build_request` lays out. Called by turns.compose's
+`lay_out`, which the turn call, MCP's take_turn and the admin's preview all go through."""
 
-from typing import Any, Protocol
+from typing import Any
 
-from core import providers
 from registry.skills_content import render_card
+from turns import providers
 
 SKILLS_HEADER = "Skills for this turn:"
-
-
-class SessionCard(Protocol):
-    """A session's own (L3) skill as the cards read it (skills.models.SessionSkill)."""
-
-    name: str
-    summary: str
-    description: str
 
 
 def turn_cards(content: dict[str, Any], route: dict[str, Any], session_cards: list[Any]) -> list[str]:
@@ -54,7 +45,7 @@ def provider_request(
 ) -> providers.ProviderRequest:
     """The body for `fmt`: the prefix (system, tools, its hash), the pinned model settings and
     output schema, the compacted `messages` (or `conversation`, the same already in `fmt`'s own
-    shape: core.provider_input.write), then the per-turn text."""
+    shape: turns.provider_input.write), then the per-turn text."""
     return providers.build_request(
         fmt,
         providers.TurnParts(
