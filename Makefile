@@ -61,7 +61,7 @@ chaos-short: $(VENV)/.client-installed
 # The domain packages, which mypy checks at --strict (pyproject.toml's override names the same).
 # The second mypy run checks them as `mypy --strict` does, with every module they import
 # (config, reached through Django's settings and Celery's app) at --strict too.
-MYPY_STRICT := access audit core evidence knowledge modelcatalog registry sessions_app skills
+MYPY_STRICT := access audit core evidence knowledge modelcatalog registry sessions_app skills turns
 LINT_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://lint@127.0.0.1:9/lint} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0}
 
 lint: $(VENV)/.installed
