@@ -50,12 +50,12 @@ def test_seed_scale_builds_the_data_set(tmp_path):
     """As bench/scale.py runs it: a script of its own on DATABASE_URL's database, the agent
     key's secret on its last line."""
     env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
-    env |= {"STACK_RUN_DIR": str(tmp_path), "DATABASE_URL": current_database_url(), "REDIS_URL": settings.REDIS_URL}
+    env |= {"STACK_RUN_DIR": str(tmp_path), "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
     env |= {"DJANGO_SECRET_KEY": "s" * 50}
     args = ["--bundle", "scale", "--versions", "20", "--ended", "300", "--active", "50", "--lapsed", "7"]
     done = subprocess.run(
         [sys.executable, "bench/seed_scale.py", *args],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
         text=True,
