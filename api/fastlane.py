@@ -65,7 +65,7 @@ from api.answers import (
 from api.errors import is_unavailable
 from api.parsers import SafeJSONParser
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
-from api.serializers import session_in
+from api.views.sessions import session_in
 from audit.context import RequestContext, current, request_id_of, scope_client_ip
 from core import observe
 from core.errors import DomainError

@@ -41,11 +41,10 @@ from access.permissions import ROLE_REFUSED
 from access.roles import ROLE_RANK, Role
 from api.answers import JSON, Answer, bundle_answer, django_response, session_answer
 from api.authentication import actor_of
-from api.knowledge import RenderOut
-from api.serializers import RenderIn, SessionIn, SessionOut, session_in
-from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
-from api.serializers_skills import TurnCallIn, TurnCallOut
-from api.views import BaseApi
+from api.common import BaseApi
+from api.views.evidence import EndIn, ScoreIn, ScoreOut
+from api.views.sessions import RenderIn, RenderOut, SessionIn, SessionOut, session_in
+from api.views.skills import TurnCallIn, TurnCallOut
 from core.errors import Forbidden
 from evidence import services as evidence_services
 from knowledge.render import session_render
