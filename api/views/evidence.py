@@ -47,6 +47,20 @@ class ScoreOut(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
+def score_out(score: Any) -> dict[str, Any]:
+    """A recorded score as ScoreOut describes it (`id`: the client's id when it gave one), the
+    answer of POST .../scores/ in both lanes (api/routes.py)."""
+    return {
+        "id": score.client_id if score.client_id is not None else str(score.pk),
+        "session": str(score.session_id),
+        "name": score.name,
+        "value": score.value,
+        "source": score.source,
+        "comment": score.comment,
+        "at": score.at,
+    }
+
+
 class GuardIn(serializers.Serializer):
     """A rollout guard (checked by evidence.rollouts.guard_spec; docs/operations.md)."""
 

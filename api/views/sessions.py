@@ -153,4 +153,5 @@ class SessionDetailApi(BaseApi):
         responses=SessionOut,
     )
     def get(self, request: Request, session_id) -> Response:
-        return Response(SessionOut(session_selectors.session_get(session_id=session_id, actor=actor_of(request))).data)
+        # session_out: what every answer that is a session renders (the per-turn calls too).
+        return Response(session_out(session_selectors.session_get(session_id=session_id, actor=actor_of(request))))
