@@ -2,7 +2,9 @@
 of N fetches, 304s, heartbeats or ends, and the same calls answered one by one (api.fastlane.serve,
 the path of every call the batch does not take). Prints, per kind, the median wall time and the
 median CPU time of the thread per batch and per call, over `--batches` batches, in interleaved
-rounds (medians of the rounds' medians).
+rounds (medians of the rounds' medians). Then the one-call functions both lanes use for a session's body and answer
+(api.views.sessions.session_in and session_out) against the DRF serializers they stand for
+(SessionIn, SessionOut), per call.
 
 What it is for: a change to the batched path's rules, reads or answers (docs/architecture.md,
 "The fast lane's batched path") shows its cost here without the HTTP server and wrk, whose
@@ -127,6 +129,32 @@ def measure(secret: str, ids: list[str], ends: list[str], content_hash: str, bat
     }
 
 
+def serializers_against_functions(session_id: str) -> dict[str, float]:
+    """Microseconds per call: SessionOut(...).data and session_out, SessionIn's validation and
+    session_in, on one real session and a plain start body (the best of five repeats)."""
+    import timeit
+
+    from api.views.sessions import SessionIn, SessionOut, session_in, session_out
+    from sessions_app.models import Session
+
+    session = Session.objects.select_related("bundle", "version").defer("version__canonical").get(pk=session_id)
+    body = {"bundle": session.bundle.name, "label": "production"}
+    assert dict(SessionOut(session).data) == session_out(session) and session_in(body) == body
+
+    def drf_in() -> object:
+        serializer = SessionIn(data=body)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    runs = {
+        "SessionOut(session).data": lambda: SessionOut(session).data,
+        "session_out(session)": lambda: session_out(session),
+        "SessionIn, validated": drf_in,
+        "session_in(body)": lambda: session_in(body),
+    }
+    return {name: min(timeit.repeat(run, number=2000, repeat=5)) / 2000 * 1e6 for name, run in runs.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=8, help="calls per batch (default 8, as under load)")
@@ -156,6 +184,9 @@ def main() -> int:
         wall = statistics.median(r[kind]["wall_ms"] for r in rounds)
         cpu = statistics.median(r[kind]["cpu_ms"] for r in rounds)
         print(f"{kind:<24} {wall:9.3f} {cpu:9.3f}")
+    print(f"\n{'one call':<26} {'us':>8}")
+    for name, micros in serializers_against_functions(live[0]).items():
+        print(f"{name:<26} {micros:8.1f}")
     return 0
 
 
