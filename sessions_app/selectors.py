@@ -4,7 +4,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from django.conf import settings
@@ -115,6 +115,10 @@ def touch_due(*, expires_at: datetime, last_seen_at: datetime, ttl_seconds: int,
     return expires_at <= now or lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl_seconds, now=now)
 
 
+# What session_refusal names: the first per-turn rule that refuses a session (403, 404, 410s).
+Refusal = Literal["role", "hidden", "revoked", "ended", "retired"]
+
+
 def session_refusal(
     *,
     actor: Actor,
@@ -122,7 +126,7 @@ def session_refusal(
     bundle_name: str,
     status: str,
     version: BundleVersion,
-) -> str | None:
+) -> Refusal | None:
     """The first rule of a per-turn call that refuses this session to `actor`, in the order
     session_checked applies them, or None: "role" (403, a role that holds no session),
     "hidden" (404: neither its key nor ops, or outside the key's scope), "revoked" (410),
