@@ -1,4 +1,4 @@
-"""The build of the distilled e5 (devtools/distill_e5.py): the fit, the language axis and the
+"""The build of the distilled e5 (eval/distill/distill_e5.py): the fit, the language axis and the
 held-out filter, on small tables whose answer is known. The model file itself is tested in
 test_skills_semantic.py."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devtools import distill_e5
+from eval.distill import distill_e5
 
 ROOT = Path(__file__).resolve().parent.parent
 
