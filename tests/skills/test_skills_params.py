@@ -4,6 +4,7 @@ vector cache is a bounded LRU; the in-process model is gone from the settings.""
 
 import dataclasses
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -120,3 +121,14 @@ def test_a_model_name_without_an_endpoint_refuses_to_start():
         timeout=120,
     )
     assert done.returncode != 0 and "SKILLS_EMBEDDING_MODEL needs SKILLS_EMBEDDING_URL" in done.stderr
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_an_index_build_gives_the_heap_it_freed_back_with_glibc(settings):
+    assert router._malloc_trim() is not None
+    settings.SKILL_INDEX_CACHE_BYTES = 256 * 1024 * 1024
+    router._INDEXES = None
+    try:
+        assert router.index_for("h-trim", SKILLS).route(TURN).routed  # the build ends with the trim
+    finally:
+        router._INDEXES = None
