@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-BEFORE = "8b6127d"  # main before the routing lab left the product (docs/skills.md, "Quality, measured")
+BEFORE = "4b285de"  # main before the routing lab left the product (docs/skills.md, "Quality, measured")
 SPLITS = "test,test2,test3,test4,test5,test6,test7"
 ROW = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$")
 
