@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from cachetools import LRUCache
@@ -39,6 +39,7 @@ from cachetools import LRUCache
 __all__ = [
     "CardCache",
     "Embedder",
+    "Endpoint",
     "PieceModel",
     "PieceModelMismatch",
     "RemoteEmbedder",
@@ -95,6 +96,19 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Endpoint(Embedder, Protocol):
+    """A configured model the semantic path asks before the offline ones (RemoteEmbedder, the
+    pluggable alternative): card vectors once per index, a turn's vectors per call, None while it
+    is unavailable (then the offline models answer)."""
+
+    def available(self) -> bool: ...
+
+    def embed_cards(self, texts: list[str]) -> np.ndarray | None: ...
+
+    def embed_turn(self, texts: list[str]) -> np.ndarray | None: ...
 
 
 def _package_dir() -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from skills.embedding import Embedder, RemoteEmbedder, local_model, piece_model
+from skills.embedding import Embedder, Endpoint, local_model, piece_model
 from skills.params import DEFAULT, RouterParams
 
 
@@ -51,7 +51,7 @@ class SemanticIndex:
         self.raw_per_card = [card_raw_texts(skill, params) for skill in skills]
         if self.blend > 0.0:
             self.pieces = pool(piece_model().embed(flat(self.raw_per_card)), self.raw_per_card)
-        self.remote = embedder if isinstance(embedder, RemoteEmbedder) else None
+        self.remote = embedder if isinstance(embedder, Endpoint) else None
         self.remote_matrix: Any = None
         self._remote_cards()
 

@@ -132,3 +132,17 @@ def test_an_index_build_gives_the_heap_it_freed_back_with_glibc(settings):
         assert router.index_for("h-trim", SKILLS).route(TURN).routed  # the build ends with the trim
     finally:
         router._INDEXES = None
+
+
+def test_the_endpoint_is_the_one_pluggable_embedder_and_the_offline_models_are_not_endpoints():
+    remote = embedding.RemoteEmbedder(url="http://127.0.0.1:9", model="m")
+    assert isinstance(remote, embedding.Endpoint)
+    assert not isinstance(embedding.piece_model(), embedding.Endpoint)
+
+
+def test_the_comparison_reads_the_evaluation_tables():
+    from eval.routing import compare
+
+    figures = compare.figures(ROOT, ["workspace"], [])
+    assert set(figures) == {"workspace"} and figures["workspace"]["all"][0] == 60
+    assert all(0 <= v <= 100 for row in figures["workspace"].values() for v in row[1:])
