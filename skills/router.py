@@ -36,6 +36,7 @@ service the defaults, the evaluation its variants); no module constant is rewrit
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 import logging
 import math
 import re
@@ -546,7 +547,7 @@ def index_for(
     global _INDEXES
     key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
     if params != DEFAULT:
-        key += f":{hash(params):x}"
+        key += ":" + hashlib.sha256(repr(params).encode()).hexdigest()[:32]
     with _lock:
         if _INDEXES is None or _INDEXES.maxsize != settings.SKILL_INDEX_CACHE_BYTES:
             _INDEXES = _index_cache()
