@@ -357,7 +357,3 @@ class RemoteEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.embed_remote(texts)
         return vectors if vectors is not None else local_model().embed(texts)
-
-
-def describe(embedder: Any) -> str:
-    return getattr(embedder, "name", type(embedder).__name__)
