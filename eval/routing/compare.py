@@ -11,7 +11,8 @@ eval/routing/memory.py measures, in a fresh process per tree, the resident memor
 worker that imported the ASGI application and served its first route call. The same interpreter
 runs both, so the difference is the code's. `--set FIELD=VALUE` gives the checkout's router a
 variant of its parameters (skills.params.RouterParams; `--set piece_blend=1.0`: the distilled
-e5 alone). Prints the figures side by side; exits 1 when any split's hit@5 dropped.
+e5 alone), for the splits and the memory probe's index. Prints the figures side by side; exits
+1 when any split's hit@5 dropped.
 """
 
 import argparse
@@ -54,10 +55,9 @@ def figures(root: Path, sets: list[str], options: list[str]) -> dict[str, dict[s
     return result
 
 
-def memory(root: Path) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, str(HERE / "memory.py"), "--root", str(root)], capture_output=True, text=True, check=True
-    ).stdout
+def memory(root: Path, options: list[str]) -> dict[str, float]:
+    command = [sys.executable, str(HERE / "memory.py"), "--root", str(root), *options]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     answer: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return answer
 
@@ -75,7 +75,7 @@ def main() -> None:
         old_root = extract(args.before, Path(folder))
         old = figures(old_root, sets, [])
         new = figures(ROOT, sets, [f"--set={item}" for item in args.fields])
-        old_memory = None if args.no_memory else memory(old_root)
+        old_memory = None if args.no_memory else memory(old_root, [])
     head = "rows: before -> after (hit@1 / hit@3 / hit@5, %)"
     variant = f" with {', '.join(args.fields)}" if args.fields else ""
     print(f"{head}; before = {args.before}, after = this checkout{variant}")
@@ -104,7 +104,7 @@ def main() -> None:
         f"({100 * pooled['before'] / turns:.1f} % -> {100 * pooled['after'] / turns:.1f} %)"
     )
     if old_memory is not None:
-        new_memory = memory(ROOT)
+        new_memory = memory(ROOT, [f"--set={item}" for item in args.fields])
         print("web worker resident memory, MB (interpreter / ASGI app imported / after its first route call / peak):")
         for label, m in (("before", old_memory), ("after", new_memory)):
             print(f"  {label:<7}{m['interpreter']:>7} {m['app']:>7} {m['after_route']:>7} {m['peak']:>7}")

@@ -3,10 +3,12 @@ route call: a fresh process imports the ASGI application granian serves (config.
 builds one version's routing index (test7's 90 cards, through skills.router.index_for with the
 configured embedder, as a route call does) and routes one turn. Prints one JSON line (MB):
 
-    .venv/bin/python eval/routing/memory.py [--root CHECKOUT]
+    .venv/bin/python eval/routing/memory.py [--root CHECKOUT] [--set FIELD=VALUE ...]
 
 --root runs another checkout's code (eval/routing/compare.py measures the tree before a change
-with it). No database or Redis is opened: the index is built from the cards in memory.
+with it); --set builds the index with a variant of skills.params.RouterParams (`--set
+piece_blend=1.0`: WordLlama never loaded). No database or Redis is opened: the index is built
+from the cards in memory.
 """
 
 import argparse
@@ -29,6 +31,7 @@ def resident() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent.parent)
+    parser.add_argument("--set", dest="fields", action="append", default=[], metavar="FIELD=VALUE")
     args = parser.parse_args()
     root = args.root.resolve()
     sys.path.insert(0, str(root))
@@ -45,7 +48,12 @@ def main() -> None:
     from skills import router, services
 
     skills = json.loads((root / "eval" / "routing" / "test7" / "skills.json").read_text())
-    index = router.index_for("memory-probe", skills, services.route_embedder())
+    options = {}
+    if args.fields:  # a checkout with skills.params (eval/routing/inprocess.py builds the variant)
+        from eval.routing.inprocess import params_from
+
+        options["params"] = params_from(args.fields)
+    index = router.index_for("memory-probe", skills, services.route_embedder(), **options)
     index.route([{"role": "user", "content": "my membership was charged twice this month"}])
     after = resident()
     print(json.dumps({"interpreter": started, "app": app, "after_route": after["VmRSS"], "peak": after["VmHWM"]}))
