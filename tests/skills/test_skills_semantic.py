@@ -152,23 +152,15 @@ def test_the_general_vocabulary_of_the_lexicon_carries_chinese_words_to_english_
         assert routed and routed[0]["name"] == skill, (message, routed)
 
 
-def test_the_lexicon_numbers_concepts_by_their_lines_and_skips_comments(tmp_path, monkeypatch):
+def test_the_lexicon_numbers_concepts_by_their_lines_and_skips_comments(tmp_path):
     from skills import lexicon
 
-    caches = (lexicon.concept_lines, lexicon._table, lexicon._cjk_terms, lexicon._english)
     path = tmp_path / "lexicon.txt"
     path.write_text("# a comment\nrefund money-back 退款\n\n# another\ndeposit 押金\n", encoding="utf-8")
-    monkeypatch.setattr(lexicon, "LEXICON", path)
-    for cache in caches:
-        cache.cache_clear()
-    try:
-        assert lexicon.concept_lines() == ["refund money-back 退款", "deposit 押金"]
-        assert lexicon.concepts(["money", "back", "押金"]) == ["@0", "@1"]
-        assert lexicon.english_of(["退款"]) == ["refund money back"]
-        assert lexicon.cjk_terms_in("我要退款") == ["退款"]
-    finally:
-        for cache in caches:  # the next test reads the real file again
-            cache.cache_clear()
+    assert lexicon.concept_lines(path) == ["refund money-back 退款", "deposit 押金"]
+    assert lexicon.concepts(["money", "back", "押金"], path) == ["@0", "@1"]
+    assert lexicon.english_of(["退款"], path) == ["refund money back"]
+    assert lexicon.cjk_terms_in("我要退款", path) == ["退款"]
 
 
 def test_a_chinese_message_no_lexicon_concept_covers_reaches_an_english_card_offline():
