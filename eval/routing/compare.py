@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-BEFORE = "4b285de"  # main before the routing lab left the product (docs/skills.md, "Quality, measured")
+BEFORE = "0880f40"  # main before the routing lab left the product (docs/skills.md, "Quality, measured")
 SPLITS = "test,test2,test3,test4,test5,test6,test7"
 ROW = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$")
 
