@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types mlflow-venv test-mlflow
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare ui-assets screenshots ts-types mlflow-venv test-mlflow
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -48,6 +48,11 @@ fuzz: $(VENV)/.client-installed
 # Publish eval/routing as a bundle and replay it through the route endpoint (hit@1/3/5 per kind).
 eval-routing: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test -m eval eval/routing -q $(ARGS)
+
+# The router alone on the frozen splits, and a web worker's resident memory, before (the commit
+# BEFORE, default in eval/routing/compare.py) and after (this checkout), side by side.
+eval-routing-compare: $(VENV)/.installed
+	$(PY) -m eval.routing.compare $(if $(BEFORE),--before $(BEFORE)) $(ARGS)
 
 # The chaos suite (chaos/): its own PostgreSQL, Redis, web server, worker and beat on loopback,
 # faults injected under bounded load, one table of figures; non-zero exit when an invariant
