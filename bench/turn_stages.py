@@ -38,11 +38,11 @@ TARGETS: list[tuple[str, str, str]] = [
     ("read", "turns.compose", "pinned_for"),
     ("read", "skills.selectors", "last_turn_number"),
     ("read", "skills.selectors", "session_cards"),
-    ("read", "turns.state", "read_state"),
+    ("read", "skills.turn_state", "_read"),
     ("limit", "api.fastlane", "api_throttle_wait"),
     ("limit", "access.ratelimit", "turn_slot"),
     ("route", "skills.services", "skill_route"),
-    ("route", "turns.state", "route_turn"),
+    ("route", "skills.turn_state", "turn_skills"),
     ("render", "turns.compose", "render_session"),
     ("render", "turns.compose", "render_for_turn"),
     ("compact", "turns.compose", "prepare"),
@@ -50,7 +50,7 @@ TARGETS: list[tuple[str, str, str]] = [
     ("layout", "turns.compose", "_answer"),
     ("write", "skills.services", "skill_turn_report"),
     ("write", "evidence.services", "turn_reported"),
-    ("write", "turns.state", "write_state"),
+    ("write", "skills.turn_state", "_write"),
     ("write", "psycopg", "Connection.commit"),
     ("encode", "rest_framework.renderers", "JSONRenderer.render"),
     ("encode", "api.routes", "_encode"),
@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--body-file", required=True)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--warm", type=int, default=30)
+    parser.add_argument("--profile", type=int, default=0, help="also print cProfile's N costliest functions")
     args = parser.parse_args()
     tree = str(Path(args.tree).resolve())
     sys.path[:0] = [tree]
@@ -179,12 +180,23 @@ def main() -> None:
     _cpu.clear()
     counter.statements = counter.commits = 0
     _local.stack = [["other", time.thread_time()]]
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time)  # CPU, not waiting
+        profiler.enable()
     began = time.process_time()
     for n in range(args.turns):
         one(args.warm + n)
     if flush is not None:
         flush()  # the writes this process still holds are part of the turns' cost
     cpu = time.process_time() - began
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
     _switch(_stack())
     connection.close()
     per = 1e6 / args.turns

@@ -39,8 +39,7 @@ from registry import variables as content_variables
 from registry.parsed_content import content_document
 from sessions_app.models import Session
 from sessions_app.turns import UNREAD, Loaded, session_for_turn
-from skills import selectors as skill_selectors
-from skills import services as skill_services
+from skills import turn_state
 from turns import provider_input, provider_messages, providers
 from turns.layout import provider_request, turn_cards, turn_text
 from turns.request import TurnRequest, parse
@@ -156,18 +155,6 @@ class Steps:
     session_cards: list[Any]
 
 
-def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | None:
-    previous = skill_selectors.last_turn_number(session)
-    if previous is None:
-        if invoked:
-            raise InvalidContent(
-                "There is no previous turn to report.", {"invoked": ["This session has no routed turn yet."]}
-            )
-        return None
-    row = skill_services.skill_turn_report(session=session, turn=previous, invoked=invoked)
-    return {"turn": row.number, "invoked": row.invoked}
-
-
 def session_steps(
     *,
     session: Session,
@@ -180,11 +167,10 @@ def session_steps(
     """Report (when `invoked` is given), route on `messages`, render: the services of POST
     .../turns/, .../route/ and .../render/ in that order (routing reads the reported
     invocations). The turn call and MCP's take_turn both take their turn through here."""
-    reported = _report_previous(session, invoked) if invoked is not None else None
-    route = skill_services.skill_route(session=session, messages=messages, k=k)
+    # the report and the route on one read and one write of the session's skill state
+    skills = turn_state.turn_skills(session=session, messages=messages, invoked=invoked, k=k)
     rendered = render_session(session=session, actor=actor, variables=variables)
-    cards = skill_selectors.session_cards(session, route["session"])
-    return Steps(reported=reported, route=route, rendered=rendered, session_cards=cards)
+    return Steps(reported=skills.reported, route=skills.route, rendered=rendered, session_cards=skills.session_cards)
 
 
 @dataclass(frozen=True)
