@@ -46,6 +46,7 @@ from api.serializers import RenderIn, SessionIn, SessionOut, session_in
 from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
 from api.serializers_skills import TurnCallIn, TurnCallOut
 from api.views import BaseApi
+from core import jsonbytes
 from core.errors import Forbidden
 from evidence import services as evidence_services
 from knowledge.render import session_render
@@ -222,7 +223,8 @@ def _turn(call: TurnCall) -> Answer:
         )
     with slot:
         answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
-        return Answer(200, [JSON], JSONRenderer().render(answer))
+        # orjson where its bytes are JSONRenderer's (core.jsonbytes), else JSONRenderer
+        return Answer(200, [JSON], jsonbytes.dumps(answer) or JSONRenderer().render(answer))
 
 
 ROUTES: list[TurnRoute] = [

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core import jsonbytes
 from core.errors import InvalidContent
 from evidence import report as evidence_report
 from skills import services as skill_services
@@ -90,7 +91,8 @@ def parse(body: Any) -> TurnRequest:
     neutral = conversation.neutral if conversation is not None else body.get("messages")
     messages = skill_services.check_messages(neutral)
     try:
-        json.dumps(messages, ensure_ascii=False).encode()
+        if not jsonbytes.serialisable(messages):  # orjson's yes is the standard library's yes
+            json.dumps(messages, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         raise InvalidContent("The messages hold text that is not valid Unicode.", {"messages": ["Lone surrogate."]})
     except (TypeError, ValueError, RecursionError):
