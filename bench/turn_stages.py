@@ -39,10 +39,12 @@ TARGETS: list[tuple[str, str, str]] = [
     ("read", "skills.selectors", "last_turn_number"),
     ("read", "skills.selectors", "session_cards"),
     ("read", "skills.turn_state", "_read"),
+    ("read", "turns.compose", "read_state"),
     ("limit", "api.fastlane", "api_throttle_wait"),
     ("limit", "access.ratelimit", "turn_slot"),
     ("route", "skills.services", "skill_route"),
     ("route", "skills.turn_state", "turn_skills"),
+    ("route", "skills.turn_state", "plan"),
     ("render", "turns.compose", "render_session"),
     ("render", "turns.compose", "render_for_turn"),
     ("compact", "turns.compose", "prepare"),
@@ -51,10 +53,12 @@ TARGETS: list[tuple[str, str, str]] = [
     ("write", "skills.services", "skill_turn_report"),
     ("write", "evidence.services", "turn_reported"),
     ("write", "skills.turn_state", "_write"),
+    ("write", "skills.turn_state", "write"),
     ("write", "psycopg", "Connection.commit"),
     ("encode", "rest_framework.renderers", "JSONRenderer.render"),
     ("encode", "api.routes", "_encode"),
-    ("encode", "turns.encode", "answer_bytes"),
+    ("encode", "core.jsonbytes", "dumps"),
+    ("parse", "core.jsonbytes", "loads"),
 ]
 
 _local = threading.local()
@@ -196,7 +200,7 @@ def main() -> None:
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(args.profile)
     _switch(_stack())
     connection.close()
     per = 1e6 / args.turns

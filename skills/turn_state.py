@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import psycopg
 from django.db import connection
 from django.utils import timezone
 
@@ -27,7 +28,7 @@ from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill
 from skills.router import History, index_for
 from skills.selectors import session_content
 
-_READ_SQL = """
+READ_SQL = """
 SELECT 't', t.number, t.version_id, t.resident::text, t.routed::text, t.session_skills::text, t.invoked::text,
        t.expected::text, NULL::bigint, NULL, NULL, NULL, NULL, NULL::integer, NULL::integer
 FROM (SELECT * FROM skills_skillturn WHERE session_id = %(s)s ORDER BY number DESC LIMIT 2) t
@@ -83,11 +84,19 @@ def _json(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
-def _read(session: Session) -> tuple[list[_Turn], list[SessionSkill]]:
-    """The session's two latest turns (newest first) and its L3 cards, in one statement."""
-    with connection.cursor() as cursor:
-        cursor.execute(_READ_SQL, {"s": session.pk})
-        rows = cursor.fetchall()
+def read_query(session: Session) -> tuple[str, dict[str, Any]]:
+    """The read, for a caller that sends it with others in one round trip (turns.state)."""
+    return READ_SQL, {"s": session.pk}
+
+
+@dataclass(frozen=True)
+class State:
+    turns: list[_Turn]  # the two latest, newest first
+    cards: list[SessionSkill]  # by name
+
+
+def state_of(session: Session, rows: list[tuple[Any, ...]]) -> State:
+    """The rows of READ_SQL as the session's two latest turns and its L3 cards."""
     turns = [
         _Turn(r[1], r[2], _json(r[3]), _json(r[4]), _json(r[5]), _json(r[6]), _json(r[7])) for r in rows if r[0] == "t"
     ]
@@ -107,22 +116,34 @@ def _read(session: Session) -> tuple[list[_Turn], list[SessionSkill]]:
         if r[0] == "c"
     ]
     cards.sort(key=lambda c: c.name)  # the model's ordering
-    return turns, cards
+    return State(turns=turns, cards=cards)
+
+
+def _read(session: Session) -> State:
+    """The session's two latest turns and its L3 cards, in one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(READ_SQL, {"s": session.pk})
+        return state_of(session, cursor.fetchall())
 
 
 def _write(session: Session, values: dict[str, Any]) -> int:
-    """The report, the lapsed cards and the new turn in one statement; the turn's number."""
-    with connection.cursor() as cursor:
-        cursor.execute(_WRITE_SQL, values)
-        written = cursor.fetchone()[3]
-        for _attempt in range(2):  # a concurrent call took the number: the next one, as skill_route
-            if written is not None:
-                break
-            cursor.execute(_NEXT_SQL, [session.pk])
-            values["number"] = cursor.fetchone()[0]
-            cursor.execute(_INSERT_SQL, values)
+    """The report, the lapsed cards and the new turn in one statement (server-side binding,
+    prepared once per connection like the fast lane's reads); the turn's number."""
+    with connection.wrap_database_errors:
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(_WRITE_SQL, values, prepare=True)
             found = cursor.fetchone()
-            written = found[0] if found else None
+            written = found[3] if found else None
+            for _attempt in range(2):  # a concurrent call took the number: the next one, as skill_route
+                if written is not None:
+                    break
+                cursor.execute(_NEXT_SQL, [session.pk])
+                found = cursor.fetchone()
+                values["number"] = found[0] if found else 1
+                cursor.execute(_INSERT_SQL, values)
+                found = cursor.fetchone()
+                written = found[0] if found else None
     if written is None:
         raise Conflict("Too many concurrent route calls for this session; retry.")
     return int(written)
@@ -135,9 +156,19 @@ class TurnSkills:
     session_cards: list[SessionSkill]  # the L3 cards the route lists, as skills.selectors.session_cards
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A turn's report and route, computed and not yet written (`write` writes it)."""
+
+    skills: TurnSkills  # the route's "turn" is the number it will most likely get
+    values: dict[str, Any]
+    latency_us: int
+
+
 def _report(turns: list[_Turn], cards: list[SessionSkill], invoked: list[str]) -> dict[str, Any] | None:
     """skill_turn_report's rules on what was read: the previous turn's invocations replaced,
-    the invoked L3 cards kept alive. None: no turn to report (400 when something was invoked)."""
+    the invoked L3 cards kept alive. None: no turn to report (400 when something was invoked).
+    Its metric is counted when the report is written."""
     if not turns:
         if invoked:
             raise InvalidContent(
@@ -146,16 +177,6 @@ def _report(turns: list[_Turn], cards: list[SessionSkill], invoked: list[str]) -
         return None
     names = services.check_names(invoked, "invoked")
     row = turns[0]
-    instruments.turn_reported(
-        row.version_id,
-        loaded={*row.resident, *row.routed, *row.session_skills},
-        routed=list(row.routed),
-        before=row.invoked,
-        after=names,
-        expected_before=row.expected,
-        expected=None,
-    )
-    row.invoked, row.expected = names, None
     wanted = set(names)
     for card in cards:
         if card.name in wanted and not (card.last_invoked_turn is not None and card.last_invoked_turn >= row.number):
@@ -163,14 +184,16 @@ def _report(turns: list[_Turn], cards: list[SessionSkill], invoked: list[str]) -
     return {"turn": row.number, "invoked": names}
 
 
-def turn_skills(*, session: Session, messages: Any, invoked: list[str] | None, k: Any = None) -> TurnSkills:
+def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, state: State) -> Planned:
     """Report (when `invoked` is given) and route, as skill_turn_report then skill_route would,
-    on one read and one write."""
+    on the state read (`state_of`); nothing is written."""
     messages = services.check_messages(messages)
     k = services.check_k(k)
-    turns, cards = _read(session)
+    turns, cards = state.turns, state.cards
+    before = (turns[0].invoked, turns[0].expected) if turns else (None, None)
     reported = _report(turns, cards, invoked) if invoked is not None else None
-    report = reported is not None
+    if reported is not None:
+        turns[0].invoked, turns[0].expected = reported["invoked"], None
     content = session_content(session)
     history = History(
         loaded=[frozenset(t.routed) for t in turns],
@@ -183,31 +206,62 @@ def turn_skills(*, session: Session, messages: Any, invoked: list[str] | None, k
     number = (turns[0].number if turns else 0) + 1
     lapsed = [c.pk for c in cards if number - c.last_active_turn > SESSION_SKILL_IDLE_TURNS]
     live = [c for c in cards if c.pk not in lapsed]
-    routed = [r["name"] for r in result.routed]
+    names = [c.name for c in live]
     values = {
         "s": session.pk,
         "invoked": orjson.dumps(reported["invoked"] if reported else []).decode(),
         "now": timezone.now(),
-        "report": report,
+        "report": reported is not None,
         "previous": reported["turn"] if reported else 0,
         "names": reported["invoked"] if reported else [],
         "lapsed": lapsed,
         "version": session.version_id,
         "number": number,
         "resident": orjson.dumps(result.resident).decode(),
-        "routed": orjson.dumps(routed).decode(),
-        "session_skills": orjson.dumps([c.name for c in live]).decode(),
+        "routed": orjson.dumps([r["name"] for r in result.routed]).decode(),
+        "session_skills": orjson.dumps(names).decode(),
         "latency": latency_us,
+        "before": before,
     }
-    written = _write(session, values)
-    instruments.turn_routed(session.version_id, number=written, latency_us=latency_us)
-    names = [c.name for c in live]
     route = {
         "resident": result.resident,
         "routed": result.routed,
         "session": names,
         "categories": result.categories,
         "demoted": result.demoted,
-        "turn": written,
+        "turn": number,
     }
-    return TurnSkills(reported=reported, route=route, session_cards=live)
+    return Planned(TurnSkills(reported=reported, route=route, session_cards=live), values, latency_us)
+
+
+def write(*, session: Session, planned: Planned, turns: list[_Turn]) -> TurnSkills:
+    """Write a planned turn in one statement (the report, the lapsed cards, the new turn) and
+    count its metrics; the route's "turn" is the number written."""
+    values = dict(planned.values)
+    before, expected_before = values.pop("before")
+    written = _write(session, values)
+    reported = planned.skills.reported
+    if reported is not None:
+        row = turns[0]
+        instruments.turn_reported(
+            row.version_id,
+            loaded={*row.resident, *row.routed, *row.session_skills},
+            routed=list(row.routed),
+            before=before,
+            after=reported["invoked"],
+            expected_before=expected_before,
+            expected=None,
+        )
+    instruments.turn_routed(session.version_id, number=written, latency_us=planned.latency_us)
+    route = (
+        planned.skills.route if written == planned.skills.route["turn"] else {**planned.skills.route, "turn": written}
+    )
+    return TurnSkills(reported=reported, route=route, session_cards=planned.skills.session_cards)
+
+
+def turn_skills(*, session: Session, messages: Any, invoked: list[str] | None, k: Any = None) -> TurnSkills:
+    """Report (when `invoked` is given) and route, as skill_turn_report then skill_route would,
+    on one read and one write."""
+    state = _read(session)
+    planned = plan(session=session, messages=messages, invoked=invoked, k=k, state=state)
+    return write(session=session, planned=planned, turns=state.turns)
