@@ -13,7 +13,7 @@ Both HTTP lanes read this table:
     Django computes for the view built here.
 
 So both lanes answer a call with one function and one renderer: their bytes are equal by
-construction (tests/test_fastlane.py still compares them).
+construction (tests/edge/test_fastlane.py still compares them).
 
 Adding a per-turn endpoint (docs/architecture.md): a domain function, its In/Out schema, one
 TurnRoute in ROUTES below, and a test. An entry with `batched=False` is served one by one by
@@ -80,7 +80,7 @@ class TurnRoute:
     schema_out: Any  # what a 200/201 carries, for the OpenAPI document
     doc: str
     # Who may call it: required, so no route exists without a declaration. access_table()
-    # below is generated from these; tests/test_access_lanes.py sends every role's key to
+    # below is generated from these; tests/access/test_access_lanes.py sends every role's key to
     # every route on both lanes of a live server and compares with it.
     roles: frozenset[str]
     openapi: dict[str, Any] = field(default_factory=dict)  # extend_schema's further arguments
@@ -372,8 +372,8 @@ BY_NAME: dict[str, TurnRoute] = {route.name: route for route in ROUTES}
 
 def access_table() -> dict[tuple[str, str], frozenset[str]]:
     """Who may call what, generated from ROUTES: {(method, Django route): roles}. The one
-    table the access tests compare both lanes with (tests/test_access_lanes.py,
-    tests/test_access_matrix.py); docs/api.md's Roles section states it in words."""
+    table the access tests compare both lanes with (tests/access/test_access_lanes.py,
+    tests/access/test_access_matrix.py); docs/api.md's Roles section states it in words."""
     return {(route.method, route.route): route.roles for route in ROUTES}
 
 
