@@ -54,6 +54,7 @@ TARGETS: list[tuple[str, str, str]] = [
     ("write", "evidence.services", "turn_reported"),
     ("write", "skills.turn_state", "_write"),
     ("write", "skills.turn_state", "write"),
+    ("write", "skills.turn_batch", "write_many"),
     ("write", "psycopg", "Connection.commit"),
     ("encode", "rest_framework.renderers", "JSONRenderer.render"),
     ("encode", "api.routes", "_encode"),

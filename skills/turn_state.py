@@ -23,7 +23,7 @@ from django.utils import timezone
 from core import instruments
 from core.errors import Conflict, InvalidContent
 from sessions_app.models import Session
-from skills import services
+from skills import services, turn_batch
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill
 from skills.router import History, index_for
 from skills.selectors import session_content
@@ -235,11 +235,15 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
 
 
 def write(*, session: Session, planned: Planned, turns: list[_Turn]) -> TurnSkills:
-    """Write a planned turn in one statement (the report, the lapsed cards, the new turn) and
-    count its metrics; the route's "turn" is the number written."""
+    """Write a planned turn in one statement (the report, the lapsed cards, the new turn),
+    batched with the process's other turns, and count its metrics; the route's "turn" is the
+    number written."""
     values = dict(planned.values)
     before, expected_before = values.pop("before")
-    written = _write(session, values)
+    # with the other turns of this process that finish meanwhile (skills.turn_batch), unless
+    # it must commit or roll back with the caller's transaction
+    batched = None if connection.in_atomic_block else turn_batch.write_batched(values)
+    written = batched if batched is not None else _write(session, values)
     reported = planned.skills.reported
     if reported is not None:
         row = turns[0]

@@ -98,3 +98,70 @@ def test_a_warm_turn_reads_in_one_round_trip_and_writes_in_one_statement(world, 
     assert statements[-1] == ("WITH", False), statements
     # before them, the Django lane's key and session reads (the fast lane reads both in one)
     assert len(statements) <= 5, statements
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_turns_are_written_in_batches_each_with_its_number(monkeypatch):
+    """Turns finishing while a write runs are written together in one statement; a second turn
+    of the same session waits for the next batch; each turn answers its own number, and what is
+    left behind is what one-by-one writes leave."""
+    import threading
+
+    from django.db import connection
+
+    from skills import turn_batch
+
+    world = World(monkeypatch)
+    sessions = [world.start() for _ in range(4)]
+    for session in sessions:
+        world.turn({"messages": [user("I want a refund")]}, session)
+    batches: list[int] = []
+    write_many = turn_batch.write_many
+    first = threading.Event()
+
+    def held(items):
+        batches.append(len(items))
+        if len(batches) == 1:  # the first batch waits until the other turns are queued behind it
+            first.set()
+            for _ in range(500):
+                if len(turn_batch._batcher._waiting) >= 4:
+                    break
+                threading.Event().wait(0.01)
+        return write_many(items)
+
+    monkeypatch.setattr(turn_batch, "write_many", held)
+    numbers: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def take(n: int, session_id: str) -> None:
+        try:
+            session = Session.objects.select_related("version", "bundle").get(pk=session_id)
+            state = turn_state._read(session)
+            planned = turn_state.plan(
+                session=session, messages=[user(f"turn {n}")], invoked=["refund_order"], k=3, state=state
+            )
+            if n:
+                first.wait(10)
+            numbers[n] = turn_state.write(session=session, planned=planned, turns=state.turns).route["turn"]
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    # five turns: one per session, and a second one on the first session
+    threads = [threading.Thread(target=take, args=(n, s)) for n, s in enumerate([*sessions, sessions[0]])]
+    threads[0].start()
+    first.wait(10)
+    for thread in threads[1:]:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+    assert batches[0] == 1 and sum(batches) == 5 and len(batches) <= 3, batches
+    assert max(batches[1:]) >= 2, batches  # the queued turns went together
+    assert sorted(numbers[n] for n in (0, 4)) == [2, 3]  # the same session: the next number
+    assert [numbers[n] for n in (1, 2, 3)] == [2, 2, 2]
+    for session in sessions:
+        rows = SkillTurn.objects.filter(session_id=session).order_by("number")
+        assert rows.first().invoked == ["refund_order"]
+        assert [r.number for r in rows] == list(range(1, rows.count() + 1))
