@@ -201,7 +201,8 @@ def main() -> None:
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(args.profile)
+        order = os.environ.get("PROFILE_SORT", "tottime")  # or cumulative
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(order).print_stats(args.profile)
     _switch(_stack())
     connection.close()
     per = 1e6 / args.turns
