@@ -63,11 +63,11 @@ from api.answers import (
     session_answer,
 )
 from api.errors import is_unavailable
-from api.parsers import SafeJSONParser
+from api.parsers import SafeJSONParser, parse_body
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
 from api.serializers import session_in
 from audit.context import RequestContext, current, request_id_of, scope_client_ip
-from core import jsonbytes, observe
+from core import observe
 from core.errors import DomainError
 from core.limits import is_bundle_name
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
@@ -132,11 +132,8 @@ def _parsed(body: bytes) -> tuple[Any, APIException | None]:
     """The JSON body (None when there is none), or the ParseError to answer once counted."""
     if not body:
         return None, None
-    done, value = jsonbytes.loads(body)  # orjson where it parses as the standard parser does
-    if done:
-        return value, None
     try:
-        return SafeJSONParser().parse(io.BytesIO(body), "application/json", {}), None
+        return parse_body(body), None  # orjson where it reads what SafeJSONParser reads
     except ParseError as exc:
         return None, exc
 

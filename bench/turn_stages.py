@@ -30,7 +30,7 @@ from typing import Any
 TARGETS: list[tuple[str, str, str]] = [
     ("parse", "api.fastlane", "_parsed"),
     ("parse", "turns.compose", "parse"),
-    ("parse", "api.fastlane", "_loads"),
+    ("parse", "api.parsers", "parse_body"),
     ("read", "api.fastlane", "_read"),
     ("read", "api.fastlane", "api_key_match"),
     ("read", "turns.compose", "session_for_turn"),
