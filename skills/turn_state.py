@@ -187,11 +187,11 @@ def _report(turns: list[_Turn], cards: list[SessionSkill], invoked: list[str]) -
 def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, state: State) -> Planned:
     """Report (when `invoked` is given) and route, as skill_turn_report then skill_route would,
     on the state read (`state_of`); nothing is written."""
-    messages = services.check_messages(messages)
-    k = services.check_k(k)
     turns, cards = state.turns, state.cards
     before = (turns[0].invoked, turns[0].expected) if turns else (None, None)
-    reported = _report(turns, cards, invoked) if invoked is not None else None
+    reported = _report(turns, cards, invoked) if invoked is not None else None  # first, as before the route
+    messages = services.check_messages(messages)
+    k = services.check_k(k)
     if reported is not None:
         turns[0].invoked, turns[0].expected = reported["invoked"], None
     content = session_content(session)
