@@ -173,7 +173,9 @@ def session_steps(
 ) -> Steps:
     """Report (when `invoked` is given), route on `messages`, render: the services of POST
     .../turns/, .../route/ and .../render/ in that order (routing reads the reported
-    invocations). The turn call and MCP's take_turn both take their turn through here."""
+    invocations), each on one read and one write (skills.turn_state). MCP's take_turn takes
+    its turn through here; the turn call runs the same steps split around its layout
+    (turn_for_session)."""
     # the report and the route on one read and one write of the session's skill state
     skills = turn_state.turn_skills(session=session, messages=messages, invoked=invoked, k=k)
     rendered = render_session(session=session, actor=actor, variables=variables)
