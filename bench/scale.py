@@ -117,7 +117,8 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
     admin call, each as its view calls it (the selector or service and the serializer)."""
     from access.actors import SYSTEM
     from adminui.views.sessions import drain_data as _drain_data
-    from api.serializers import LabelOut, VersionOut
+    from api.views.labels import LabelOut
+    from api.views.versions import VersionOut
     from metrics.selectors import version_usage
     from registry import lifecycle, releases
     from registry.models import Bundle, Label

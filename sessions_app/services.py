@@ -32,11 +32,11 @@ from sessions_app import hooks
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import (
     PINNED_COLUMNS,
-    lease_due,
     pinned_row,
     require_session_role,
     session_for_fetch,
     session_noted,
+    touch_due,
 )
 
 logger = logging.getLogger(__name__)
@@ -507,13 +507,11 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
     now = timezone.now()
     if session.status != SessionStatus.ACTIVE:
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
-    # The node's clock only decides when to write (lease_due); whether the lease ran out is the
+    # The node's clock only decides when to write (touch_due); whether the lease ran out is the
     # database's call, in the renewal's own WHERE or the expiry's, so a node whose clock runs
     # ahead neither refuses nor expires a session whose lease is still running.
-    if (
-        force
-        or session.expires_at <= now
-        or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now)
+    if force or touch_due(
+        expires_at=session.expires_at, last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now
     ):
         with connection.cursor() as cursor:
             cursor.execute(_TOUCH_SQL, [session.pk])
