@@ -340,11 +340,16 @@ _KEY_BUNDLES_SQL = (
 )
 
 
+def key_session_statement(*, prefix: str, session_id: str) -> tuple[str, list[Any]]:
+    """The statement key_session_rows runs and its parameters (bench/scale.py explains it)."""
+    return _KEY_SESSION_SQL, [session_id, prefix]
+
+
 def key_session_rows(*, prefix: str, session_id: str) -> list[tuple[Any, ...]]:
     """The working keys with this prefix, each with the session's PINNED_COLUMNS after its
     own (NULLs when there is no such session: pinned_row then gives None)."""
     with connection.cursor() as cursor:
-        cursor.execute(_KEY_SESSION_SQL, [session_id, prefix])
+        cursor.execute(*key_session_statement(prefix=prefix, session_id=session_id))
         rows: list[tuple[Any, ...]] = cursor.fetchall()
     return rows
 
@@ -359,11 +364,16 @@ def key_bundle_rows(*, prefix: str, bundle_name: str | None) -> list[tuple[Any, 
     return rows
 
 
+def key_sessions_statement(*, prefixes: list[str], session_ids: list[str]) -> tuple[str, list[Any]]:
+    """The statement key_sessions_rows runs and its parameters (bench/scale.py explains it)."""
+    return _KEY_SESSIONS_SQL, [prefixes, session_ids]
+
+
 def key_sessions_rows(*, prefixes: list[str], session_ids: list[str]) -> dict[int, list[tuple[Any, ...]]]:
     """key_session_rows for a batch, in one statement: by call (index into both lists), the
     key's columns then the session's api_key_id, status, expires_at, last_seen_at, ttl_seconds
     and version_id, the version's number, content_hash and state, and the bundle's name."""
-    return _batch_rows(_KEY_SESSIONS_SQL, [prefixes, session_ids])
+    return _batch_rows(*key_sessions_statement(prefixes=prefixes, session_ids=session_ids))
 
 
 def key_bundles_rows(*, prefixes: list[str], bundle_names: list[str]) -> dict[int, list[tuple[Any, ...]]]:
