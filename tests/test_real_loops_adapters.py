@@ -13,6 +13,8 @@ reply as the next turn's evidence."""
 
 import asyncio
 import json
+import os
+import subprocess
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from devtools.provider_standin import Call, Reply, StandIn
 from skills.models import SkillTurn
 from tests.live import registry_server  # noqa: F401 (fixture)
 from tests.test_real_loops import CONVERSATION, STABLE_KEYS, canonical, world  # noqa: F401 (fixture)
+from tests.test_typescript_client import NO_NODE, NODE, PACKAGE, built  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,3 +112,29 @@ def test_a_pydantic_ai_agent_on_an_async_session(world):  # noqa: F811
     result = json.loads(provider.received[1].raw)["messages"][2]["content"][0]
     assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_0_0")
     assert result["content"] in ("refunded 0", [{"type": "text", "text": "refunded 0"}]), result
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat"])
+def test_a_vercel_ai_sdk_agent_loop_through_the_pinned_session(built, world, fmt):  # noqa: F811
+    """clients/typescript/test/ai-sdk-loop.ts: `generateText` with `registryFetch` and
+    `registryTools` (promptreg/ai-sdk), five questions, ten model calls."""
+    url, secret = world
+    if NODE is None:
+        pytest.skip(NO_NODE)  # test_typescript_client's fixture fails instead where CI is set
+    with StandIn(script) as provider:
+        env = {**os.environ, "REGISTRY_URL": url, "AGENT_KEY": secret, "PROVIDER_URL": provider.url}
+        env.update(FORMAT=fmt, QUESTIONS=str(QUESTIONS))
+        done = subprocess.run(
+            [NODE, str(built / "test" / "ai-sdk-loop.js")],
+            cwd=PACKAGE,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["answers"] == [f"Answer {2 * q + 1}: refunded." for q in range(QUESTIONS)]
+    assert len(out["ran"]) == 4 + 12 and out["turns"] == CALLS
+    check_wire(fmt, provider)
+    check_invoked()

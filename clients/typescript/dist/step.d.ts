@@ -5,7 +5,7 @@
  * package imports neither SDK (not even its types) and the SDK picks its own overload: the
  * reply is typed as the SDK types it. */
 import type { AnthropicMessage, AnthropicTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
-import type { CallOptions, PinnedSession, TurnResult } from "./registry.js";
+import type { CallOptions, PinnedSession, TurnResult, TurnUsage } from "./registry.js";
 /** A tool the model asked to run: the call's id (to answer it), the tool's name, its input. */
 export interface ToolCall {
     id: string;
@@ -28,6 +28,9 @@ export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses"
 export interface StepOptions extends CallOptions {
     invoked?: string[];
     variables?: Record<string, unknown>;
+    /** The previous step's `reply`, reported with this turn (the version's evidence). */
+    response?: unknown;
+    usage?: TurnUsage;
 }
 /** A step with `@anthropic-ai/sdk`: `stepAnthropic(session, (body) => anthropic.messages.create(body), messages)`. */
 export declare function stepAnthropic<M extends AnthropicMessage, R extends {

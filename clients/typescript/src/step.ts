@@ -6,7 +6,7 @@
  * reply is typed as the SDK types it. */
 
 import type { AnthropicMessage, AnthropicTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
-import type { CallOptions, PinnedSession, TurnResult } from "./registry.js";
+import type { CallOptions, PinnedSession, TurnResult, TurnUsage } from "./registry.js";
 
 /** A tool the model asked to run: the call's id (to answer it), the tool's name, its input. */
 export interface ToolCall {
@@ -32,6 +32,9 @@ export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses"
 export interface StepOptions extends CallOptions {
   invoked?: string[];
   variables?: Record<string, unknown>;
+  /** The previous step's `reply`, reported with this turn (the version's evidence). */
+  response?: unknown;
+  usage?: TurnUsage;
 }
 
 type Block = { type?: string; id?: string; name?: string; input?: unknown; text?: string };
