@@ -2,7 +2,8 @@
 shows it (its `client-example` blocks, as written, in a process of their own) against the real
 registry (tests/live.py) and the project's provider stand-in (devtools/provider_standin.py):
 `session.step` with the Anthropic SDK, the OpenAI Agents SDK with a pinned session
-(promptreg.openai_agents); and the file tools the adapters serve (`session.file_tool`)."""
+(promptreg.openai_agents), pydantic-ai (promptreg.pydantic_ai), LangChain; and the file tools
+the adapters serve (`session.file_tool`)."""
 
 import os
 import re
@@ -143,3 +144,21 @@ def test_the_documented_langchain_example_runs_a_pinned_loop(registry_server, ag
     assert second[3].content == "refunded 7" and second[2].tool_calls[0]["id"] == "call_0_0"
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, None)]
+
+
+def test_the_documented_pydantic_ai_example_runs_a_pinned_loop(registry_server, agent, production, provider, tmp_path):  # noqa: F811
+    assert len([line for line in _example("pydantic-ai").splitlines() if line.strip()]) <= 15
+    env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "ANTHROPIC_BASE_URL": provider.url}
+    out = _run_example("pydantic-ai", {**env, "ANTHROPIC_API_KEY": "test"}, tmp_path)
+    assert out.strip().splitlines()[-1] == "Refunded." and provider.refused == []
+    first, second, third = (received.body for received in provider.received)
+    # The pinned prefix on every call: the system prompt and the tool as published.
+    assert first["system"] == second["system"] == third["system"] and "process_refund" in str(first["system"])
+    assert first["tools"] == third["tools"] and first["tools"][0]["input_schema"] == CONTENT_V1["tools"][0]["input_schema"]
+    result = second["messages"][2]["content"][0]
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_0_0")
+    # The second question went on from the first one's conversation.
+    assert third["messages"][:2] == second["messages"][:2]
+    assert third["messages"][2]["content"][0]["tool_use_id"] == "toolu_0_0"
+    turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
+    assert turns == [(1, ["process_refund"]), (2, []), (3, None)]

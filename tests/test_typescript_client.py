@@ -160,9 +160,10 @@ def test_the_folder_of_a_fresh_clone_installs_and_the_docs_examples_compile_unde
     out = _run([NODE, "--input-type=module", "-e", probe], cwd=project)
     assert out.stdout.split() == ["function", "function", "5"], out.stdout + out.stderr
 
-    # A reader would `npm install @anthropic-ai/sdk openai @types/node typescript`; offline here,
-    # the project links the copies the package's own lockfile installed (the same versions).
-    for dependency in ("@anthropic-ai/sdk", "openai", "@types/node"):
+    # A reader would `npm install @anthropic-ai/sdk openai ai @ai-sdk/anthropic @types/node
+    # typescript`; offline here, the project links the copies the package's own lockfile
+    # installed (the same versions).
+    for dependency in ("@anthropic-ai/sdk", "openai", "ai", "@ai-sdk/anthropic", "@types/node"):
         link = project / "node_modules" / dependency
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(PACKAGE / "node_modules" / dependency, target_is_directory=True)

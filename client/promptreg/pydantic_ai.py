@@ -33,6 +33,7 @@ from promptreg.wire import Rewriter, conversation, format_of
 
 Session = PinnedSession | AsyncPinnedSession
 FORMATS = ("anthropic", "openai-chat", "openai-responses")
+ANTHROPIC_MAX_TOKENS = 4096  # what the turn's anthropic request sets when the version gives none
 
 
 class RegistryTransport(httpx2.AsyncBaseTransport):
@@ -75,7 +76,7 @@ class RegistryTransport(httpx2.AsyncBaseTransport):
 def registry_http_client(session: Session, **client: Any) -> httpx2.AsyncClient:
     """An `httpx2.AsyncClient` for a pydantic-ai provider (`AnthropicProvider(http_client=...)`,
     `OpenAIProvider(http_client=...)`): its model calls go through the session's turn call."""
-    return httpx2.AsyncClient(transport=RegistryTransport(session), **{"timeout": 600, **client})
+    return httpx2.AsyncClient(transport=RegistryTransport(session), **client)
 
 
 def registry_model(session: Session, format: str, **provider: Any) -> Model:
@@ -120,9 +121,12 @@ def registry_agent(
     **provider: Any,
 ) -> Agent[None, str]:
     """An Agent on the pinned version: `registry_model(session, format, **provider)`, the
-    pinned tools (`registry_tools`), and the pinned `max_tokens` as its setting (pydantic-ai
-    then asks for a whole reply rather than a stream)."""
+    pinned tools (`registry_tools`), and the `max_tokens` the turn's request carries as its
+    setting (pinned, or for Anthropic the registry's default, 4096; pydantic-ai's own default
+    is the model's whole output, which it streams)."""
     limit = (session.bundle.content.get("model") or {}).get("max_tokens")
+    if not isinstance(limit, int) and format == "anthropic":
+        limit = ANTHROPIC_MAX_TOKENS
     settings: Any = {"max_tokens": limit} if isinstance(limit, int) else None
     return Agent(
         registry_model(session, format, **provider), tools=registry_tools(session, tools), model_settings=settings

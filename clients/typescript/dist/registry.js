@@ -301,7 +301,9 @@ export class PinnedSession {
     /** A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7 days
      * after its end; the same `id` again is recorded once. */
     async score(name, value, options = {}) {
-        await this.online("score");
+        // As in the Python client, not a call that sets the span's attributes.
+        if (this.offline)
+            throw new Unavailable("score needs the registry; this session is offline (from a snapshot).");
         const { source, comment, id, ...call } = options;
         const json = { name, value };
         for (const [key, given] of Object.entries({ source, comment, id }))

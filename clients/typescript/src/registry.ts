@@ -427,7 +427,8 @@ export class PinnedSession implements AsyncDisposable {
   /** A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7 days
    * after its end; the same `id` again is recorded once. */
   async score(name: string, value: number, options: ScoreOptions = {}): Promise<Record<string, unknown>> {
-    await this.online("score");
+    // As in the Python client, not a call that sets the span's attributes.
+    if (this.offline) throw new Unavailable("score needs the registry; this session is offline (from a snapshot).");
     const { source, comment, id, ...call } = options;
     const json: Record<string, unknown> = { name, value };
     for (const [key, given] of Object.entries({ source, comment, id })) if (given !== undefined) json[key] = given;
