@@ -51,14 +51,19 @@ def _run(args: list[str], *, cwd: Path, timeout: float = 300, env: dict[str, str
     return result
 
 
-@pytest.fixture(scope="module")
-def built() -> Path:
+def installed() -> None:
     """node_modules from the lockfile (npm ci, when missing or older than the lockfile; a fresh
-    clone in CI installs itself), then the package and its tests compiled with tsc."""
+    clone in CI installs itself)."""
     marker = PACKAGE / "node_modules" / ".package-lock.json"
     lock = PACKAGE / "package-lock.json"
     if not marker.exists() or marker.stat().st_mtime < lock.stat().st_mtime:
         _run([NPM, "ci", "--no-audit", "--no-fund"], cwd=PACKAGE)
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """node_modules installed, then the package and its tests compiled with tsc."""
+    installed()
     _run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE)
     return PACKAGE / "build"
 
