@@ -34,7 +34,7 @@ test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)
 
 # The TypeScript client's OpenAPI document, the types generated from it and the compiled dist/
-# (all committed; tests/test_typescript_client.py fails when any is stale).
+# (all committed; tests/client/test_typescript_client.py fails when any is stale).
 ts-types: $(VENV)/.client-installed
 	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
 	DATABASE_URL=$${DATABASE_URL:-postgres://x@127.0.0.1:9/x} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} \
@@ -116,7 +116,7 @@ lock: $(VENV)/.installed
 clean:
 	rm -rf .run
 
-# The MLflow tracking server that tests/test_importers.py imports prompts from: its own
+# The MLflow tracking server that tests/registry/test_importers.py imports prompts from: its own
 # virtualenv (about 850 MB), pinned in tests/mlflow-requirements.txt, never in .venv. The test
 # creates it the same way on first use; this only does it ahead of time (CI, a warm cache).
 mlflow-venv: .venv-mlflow/.installed
@@ -124,7 +124,7 @@ mlflow-venv: .venv-mlflow/.installed
 # The MLflow importer against that live server: kept out of `make test` (a first run downloads
 # 850 MB), run once by CI.
 test-mlflow: $(VENV)/.client-installed .venv-mlflow/.installed
-	$(PY) -m devtools.stack test -m mlflow tests/test_importers.py $(ARGS)
+	$(PY) -m devtools.stack test -m mlflow tests/registry/test_importers.py $(ARGS)
 
 .venv-mlflow/.installed: tests/mlflow-requirements.txt
 	rm -rf .venv-mlflow
@@ -145,7 +145,7 @@ tls-selfsigned:
 
 # Run the browser tests and copy the steps the docs show to docs/screenshots/ (needs Chromium).
 screenshots: $(VENV)/.client-installed
-	UPDATE_SCREENSHOTS=1 $(PY) -m devtools.stack test tests/test_adminui_browser.py $(ARGS)
+	UPDATE_SCREENSHOTS=1 $(PY) -m devtools.stack test tests/adminui/test_adminui_browser.py $(ARGS)
 
 # The admin's code editor (CodeMirror 6) as one committed static file; needs node and npm,
 # only when adminui/frontend changes. `npm ci` installs exactly package-lock.json.

@@ -11,25 +11,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from access.actors import Actor
 from adminui import selectors
-from core import providers
-from core.compaction import CompactionError, compact, policy_from_content
-from core.errors import InvalidContent
 from core.tokens import estimate_tokens
-from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
+from knowledge.render import prefix_for
 from registry import composition
-from registry import variables as content_variables
 from registry.canonical import canonicalise
 from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility
 from registry.parsed_content import content_document
 from skills.router import index_for
-from skills.services import route_embedder, route_preview
-from skills.turn_request import provider_request
+from skills.services import route_embedder
+from turns import providers
+from turns.preview import first_turn_request
 
 
 @dataclass(frozen=True)
@@ -148,7 +143,6 @@ def _merge(changes: list[Change]) -> Diff:
 
 
 # The provider request on the version page: limits on what may be typed into it.
-MAX_PREVIEW_MESSAGE = 20_000  # characters
 MAX_PREVIEW_JSON = 65_536  # characters of the turn variables
 # Where each format is sent, and how it is authenticated (environment variables the reader sets).
 ENDPOINTS = {
@@ -198,42 +192,18 @@ def provider_preview(
     now: datetime | None = None,
 ) -> ProviderPreview:
     """The body the turn call (POST /sessions/{id}/turn/ with `format`) hands over on the first
-    turn of a new session of `version` started with `session_variables`, for the one user
-    message `message` and `turn_variables`; built as the turn call builds it (the render's
-    prefix and tail, skills.services' route on a session with no history, core.compaction,
-    skills.turn_request.provider_request). Raises InvalidContent for what the endpoint refuses."""
-    if fmt not in providers.FORMATS:
-        raise InvalidContent("Unknown format.", {"format": [f"One of {', '.join(providers.FORMATS)}."]})
-    if len(message) > MAX_PREVIEW_MESSAGE:
-        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
+    turn of a new session of `version` (turns.preview.first_turn_request, the turn call's own
+    steps), with the text and the curl command the page shows. Raises InvalidContent for what
+    the endpoint refuses."""
+    built = first_turn_request(
+        version=version,
+        fmt=fmt,
+        session_variables=session_variables,
+        variables=turn_variables,
+        message=message,
+        now=now,
+    )
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
-    prefix, values = version_prefix(
-        version_id=version.pk, content_hash=version.content_hash, session_variables=session_variables
-    )
-    if turn_variables is not None and not isinstance(turn_variables, dict):
-        raise InvalidContent("variables must be an object.", {"variables": ["Expected a JSON object."]})
-    try:
-        turn = content_variables.resolve(content.get("variables"), turn_variables, scope="turn")
-    except content_variables.VariableError as exc:
-        raise InvalidContent(exc.message, exc.details) from None
-    messages = [{"role": "user", "content": message}]
-    try:
-        compacted = compact(messages, policy_from_content(content))
-    except CompactionError as exc:
-        raise InvalidContent("The messages are not in a chat shape this reads.", {exc.path: [exc.message]}) from None
-    route = route_preview(content_hash=version.content_hash, skills=content.get("skills") or [], messages=messages)
-    tail = build_tail(now=now or timezone.now(), zone_name=zone_name(values), turn=turn, notices=[])
-    built = provider_request(
-        fmt,
-        content=content,
-        system=prefix.system,
-        tools=prefix.tools,
-        prefix_sha256=prefix.sha256,
-        messages=compacted.messages,
-        tail=tail,
-        route=route,
-        session_cards=[],
-    )
     text = json.dumps(built.body, indent=2, ensure_ascii=False)
     model = providers.model_name(content.get("model") or {})
     return ProviderPreview(

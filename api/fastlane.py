@@ -29,7 +29,7 @@ Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a
 request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read
 (Django's path reconnects and reports it). Headers are the ones Django's middleware would add,
 from the functions /mcp uses too (edge.http: hosts, HTTPS, security headers, the connection's
-release; audit.context: the request id and client address), and tests/test_fastlane.py
+release; audit.context: the request id and client address), and tests/edge/test_fastlane.py
 compares both paths, one by one and batched."""
 
 import asyncio

@@ -13,7 +13,7 @@ Both HTTP lanes read this table:
     Django computes for the view built here.
 
 So both lanes answer a call with one function and one renderer: their bytes are equal by
-construction (tests/test_fastlane.py still compares them).
+construction (tests/edge/test_fastlane.py still compares them).
 
 Adding a per-turn endpoint (docs/architecture.md): a domain function, its In/Out schema, one
 TurnRoute in ROUTES below, and a test. An entry with `batched=False` is served one by one by
@@ -45,7 +45,6 @@ from api.knowledge import RenderOut
 from api.serializers import RenderIn, SessionIn, SessionOut, session_in
 from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
 from api.serializers_skills import TurnCallIn, TurnCallOut
-from api.turn_call import session_turn
 from api.views import BaseApi
 from core.errors import Forbidden
 from evidence import services as evidence_services
@@ -53,6 +52,7 @@ from knowledge.render import session_render
 from registry.models import Bundle
 from sessions_app import turns
 from sessions_app.selectors import SESSION_ROLES
+from turns.compose import session_turn
 
 PREFIX = "api/v1/"  # where config/urls.py includes api/urls.py
 
@@ -79,7 +79,7 @@ class TurnRoute:
     schema_out: Any  # what a 200/201 carries, for the OpenAPI document
     doc: str
     # Who may call it: required, so no route exists without a declaration. access_table()
-    # below is generated from these; tests/test_access_lanes.py sends every role's key to
+    # below is generated from these; tests/access/test_access_lanes.py sends every role's key to
     # every route on both lanes of a live server and compares with it.
     roles: frozenset[str]
     openapi: dict[str, Any] = field(default_factory=dict)  # extend_schema's further arguments
@@ -370,8 +370,8 @@ BY_NAME: dict[str, TurnRoute] = {route.name: route for route in ROUTES}
 
 def access_table() -> dict[tuple[str, str], frozenset[str]]:
     """Who may call what, generated from ROUTES: {(method, Django route): roles}. The one
-    table the access tests compare both lanes with (tests/test_access_lanes.py,
-    tests/test_access_matrix.py); docs/api.md's Roles section states it in words."""
+    table the access tests compare both lanes with (tests/access/test_access_lanes.py,
+    tests/access/test_access_matrix.py); docs/api.md's Roles section states it in words."""
     return {(route.method, route.route): route.roles for route in ROUTES}
 
 

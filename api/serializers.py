@@ -430,7 +430,7 @@ def _datetime_out(value: Any) -> str | None:
 def session_out(session) -> dict[str, Any]:
     """SessionOut(session).data, built directly: DRF deep-copies a serializer's fields on every
     instance, which was a sixth of a session start's CPU. The same keys, order and values
-    (tests/test_fastlane.py compares both, and the fast lane's bytes with the DRF view's)."""
+    (tests/edge/test_fastlane.py compares both, and the fast lane's bytes with the DRF view's)."""
     return {
         "id": str(session.pk),
         "bundle": session.bundle.name,

@@ -393,7 +393,7 @@ def find_turn_service() -> Callable[..., dict[str, Any]] | None:
     """The turn endpoint's service (`session_turn`), when this build has it."""
     import importlib
 
-    for name in ("api.turn_call", "sessions_app.turn_call"):  # where it lives; where it was first
+    for name in ("turns.compose", "api.turn_call", "sessions_app.turn_call"):  # where it lives; where it was first
         try:
             module = importlib.import_module(name)
         except ImportError:

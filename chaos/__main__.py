@@ -332,7 +332,7 @@ def hostile(stack: Stack, api: Api) -> list[Row]:
             # Broken HTTP framing (-1, 99999999999999999999) is refused by the HTTP server
             # itself (a bare 400) before any application code runs, so the API's error shape
             # cannot apply here; in production nginx refuses it first, in the error shape
-            # (deploy/nginx.conf, tests/test_edge_hardening.py runs it).
+            # (deploy/nginx.conf, tests/edge/test_edge_hardening.py runs it).
             framing += status == 400
             continue
         if status >= 400:

@@ -5,7 +5,7 @@ whatever of these is known where the line was written: `request_id` (audit.conte
 `key_prefix` the request authenticated with (never the secret), `session_id`, `bundle` and
 `version` (core.observe), `trace_id` and `span_id` when tracing is on (config.telemetry),
 `task` and `task_id` in a Celery worker, and `exception` with the traceback. Messages are the
-same as in the plain format, which never holds prompt content or a secret (tests/test_no_leaks.py
+same as in the plain format, which never holds prompt content or a secret (tests/project/test_no_leaks.py
 checks both formats)."""
 
 import json

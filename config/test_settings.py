@@ -29,7 +29,7 @@ DATABASES["default"]["OPTIONS"]["options"] += " -c registry.allow_truncate=on"  
 USAGE_FLUSH_THREAD = False
 
 # The browser tests sign in from 127.0.0.1 more than ten times a minute; the tests of the login
-# limit itself set the rate they test (tests/test_security.py, tests/test_breaker.py).
+# limit itself set the rate they test (tests/access/test_security.py, tests/reliability/test_breaker.py).
 ADMIN_LOGIN_RATE = "1000/m"
 # Many tests send unknown keys from 127.0.0.1 on purpose; the tests of the failed-auth budget and
 # of the per-account login limit set the rates they test (a live server through the environment).

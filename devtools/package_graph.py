@@ -14,7 +14,7 @@ import grimp
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
     "access", "adminui", "api", "audit", "config", "core", "edge", "evals", "evidence", "knowledge",
-    "mcp_server", "metrics", "modelcatalog", "registry", "retention", "sessions_app", "skills", "webhooks",
+    "mcp_server", "metrics", "modelcatalog", "registry", "retention", "sessions_app", "skills", "turns", "webhooks",
 ]  # fmt: skip
 
 

@@ -6,7 +6,7 @@ thread's database connection after a call.
 Django's own middleware (SecurityMiddleware, XFrameOptionsMiddleware, CommonMiddleware's host
 check) applies these rules to the Django lane; the fast lane and /mcp, which answer without
 Django's request cycle, call these functions, which read the same settings
-(tests/test_fastlane.py and tests/test_edge_hardening.py compare the answers)."""
+(tests/edge/test_fastlane.py and tests/edge/test_edge_hardening.py compare the answers)."""
 
 import re
 import threading

@@ -16,14 +16,13 @@ from access.actors import Actor
 from audit.services import audit_record
 from core.errors import InvalidContent, NotFound
 from knowledge import tools as knowledge_tools
-from knowledge.render import render_session, session_render
+from knowledge.render import session_render
 from registry import selectors as registry_selectors
 from registry.parsed_content import content_document
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
-from skills import services as skill_services
-from skills.models import SessionSkill, SkillTurn
-from skills.turn_request import turn_cards, turn_text
+from turns.compose import session_steps
+from turns.layout import turn_cards, turn_text
 
 
 @dataclass(frozen=True)
@@ -159,43 +158,28 @@ MAX_TURN_TEXT = 100_000  # characters of the user's message routed on; more is r
 @transaction.atomic
 def turn_take(*, actor: Actor, session_id: str, text: str, invoked: list[str] | None = None) -> Turn:
     """Report what the model invoked in the previous turn (when given), route this turn's skills
-    on `text`, render the tail: the same services as POST .../turns/, .../route/ and .../render/
-    (and as the turn call composes them, in that order: routing reads the reported invocations),
-    in one transaction, so a refused report opens no turn."""
+    on `text`, render the tail: the turn call's own steps (turns.compose.session_steps), in one
+    transaction, so a refused report opens no turn."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TURN_TEXT:
         raise InvalidContent(
             "text must be the user's latest message.",
             {"text": [f"A non-empty string of at most {MAX_TURN_TEXT} characters."]},
         )
     session = session_services.session_use(session_id=_session_uuid(session_id), actor=actor)
-    reported = None
-    if invoked is not None:
-        previous = (
-            SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
-        )
-        if previous is None:
-            if invoked:
-                raise InvalidContent(
-                    "There is no previous turn to report.", {"invoked": ["This session has no turn yet."]}
-                )
-        else:
-            row = skill_services.skill_turn_report(session=session, turn=previous, invoked=invoked)
-            reported = {"turn": row.number, "invoked": row.invoked}
-    route = skill_services.skill_route(session=session, messages=[{"role": "user", "content": text}])
-    rendered = render_session(session=session, actor=actor)
+    steps = session_steps(session=session, actor=actor, messages=[{"role": "user", "content": text}], invoked=invoked)
+    route, rendered = steps.route, steps.rendered
     content = content_document(version_id=session.version_id, content_hash=rendered.content_hash)
-    own = list(SessionSkill.objects.filter(session=session, name__in=route["session"])) if route["session"] else []
     return Turn(
         session_id=str(session.pk),
         turn=route["turn"],
-        text=turn_text(rendered.tail, turn_cards(content, route, own)),
+        text=turn_text(rendered.tail, turn_cards(content, route, steps.session_cards)),
         skills={
             "resident": route["resident"],
             "routed": [r["name"] for r in route["routed"]],
             "session": route["session"],
         },
         notices=rendered.notices,
-        reported=reported,
+        reported=steps.reported,
     )
 
 

@@ -66,7 +66,7 @@ class BundleVersion(models.Model):
     class Meta:
         # Columns, not the related model: an ordering through `bundle` would join registry_bundle,
         # and select_for_update() would then lock the bundle row too (a deadlock, found by
-        # tests/test_races.py).
+        # tests/sessions_app/test_races.py).
         ordering = ["bundle_id", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["bundle", "number"], name="version_number_unique"),

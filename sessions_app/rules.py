@@ -1,6 +1,6 @@
 """The session rules, in one place: SKILL.md next to this module. Published twice, as
 `GET /api/v1/shell/SKILL.md` (the file as it is) and as the MCP server's `instructions`
-(built here from the same file); tests/test_mcp.py fails when the two differ."""
+(built here from the same file); tests/mcp_server/test_mcp.py fails when the two differ."""
 
 import re
 from functools import cache

@@ -6,7 +6,7 @@ mean (about 0.1 ms). Its weights and tokenizer ship inside the `wordllama` wheel
 two files ourselves rather than through `WordLlama.load()`: the loader looks for the tokenizer
 in `wordllama/tokenizer/` while the wheel puts it in `wordllama/tokenizers/`, and then falls
 back to downloading it from Hugging Face; it also calls `logging.basicConfig` at import. Nothing
-here opens a socket (tests/test_skills_semantic.py loads and embeds with connect blocked).
+here opens a socket (tests/skills/test_skills_semantic.py loads and embeds with connect blocked).
 
 The model knows English words only (its tokenizer is Llama 2's, and Chinese falls apart into
 bytes), so the router gives it the English text of a message plus the English words of the

@@ -18,10 +18,22 @@ def session_content(session: Session) -> dict[str, Any]:
     return content_document(version_id=version.pk, content_hash=version.content_hash)
 
 
+def last_turn_number(session: Session) -> int | None:
+    """The number of the session's latest routed turn; None before its first."""
+    number: int | None = (
+        SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
+    )
+    return number
+
+
+def session_cards(session: Session, names: list[str]) -> list[SessionSkill]:
+    """The session's own (L3) skills named `names` (a route's `session` list); no query for none."""
+    return list(SessionSkill.objects.filter(session=session, name__in=names)) if names else []
+
+
 def session_skills_list(*, session: Session) -> list[Any]:
     """The session's L3 cards still alive as of its latest routed turn."""
-    current = SkillTurn.objects.filter(session=session).order_by("-number").values_list("number", flat=True).first()
-    turn = current or 0
+    turn = last_turn_number(session) or 0
     return [
         c for c in SessionSkill.objects.filter(session=session) if turn - c.last_active_turn <= SESSION_SKILL_IDLE_TURNS
     ]

@@ -312,7 +312,7 @@ def session_cards_drop(session_ids: list[str]) -> None:
         cursor.execute("DELETE FROM skills_sessionskill WHERE session_id = ANY(%s::uuid[])", [session_ids])
 
 
-# The checks of the route and report fields, for the turn call (api.turn_call), which
+# The checks of the route and report fields, for the turn call (turns.request), which
 # checks every field before it writes anything.
 check_messages = _check_messages
 check_k = _check_k

@@ -1,7 +1,7 @@
 """The per-turn access table (api.routes.access_table, generated from the routes' declared
 roles) as the statuses a test expects: for each route, a request that succeeds for a role the
 route admits, and 403 `permission_denied` for every other role. A route added to ROUTES without
-an entry in SAMPLES fails tests/test_access_lanes.py::test_every_route_declares_its_roles."""
+an entry in SAMPLES fails tests/access/test_access_lanes.py::test_every_route_declares_its_roles."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
 """config.asgi without the fast lane: every request, the per-turn paths too, goes to Django
 (edge.django_lane), as it does when the fast lane declines one. Served by the real server
 (`python -m edge.serve --app tests.django_lane_asgi:application`) so that a live test can send
-the same request to each lane (tests/test_access_lanes.py)."""
+the same request to each lane (tests/access/test_access_lanes.py)."""
 
 import os
 

@@ -1,6 +1,6 @@
 """Test-only ASGI app: the real application (config.asgi) with one extra path, `/__freeze`, that
 holds the GIL in C on the event loop for far longer than any test runs, as a backtracking trigger
-did before issue 18 (Python's re on `(a+)+$`). Served only by tests/test_watchdog_live.py through
+did before issue 18 (Python's re on `(a+)+$`). Served only by tests/edge/test_watchdog_live.py through
 `python -m edge.serve --app tests.freeze_app:application`; production never imports it."""
 
 import re

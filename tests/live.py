@@ -1,16 +1,29 @@
-"""A real registry web server as a separate process on the test database: what the client,
-the CLI and the MCP tests talk to. It is started the way `make run` starts it
-(`devtools.stack.web_command`), can be stopped and started again on the same port (to test
-retries across a restart), and sees what the tests commit (use transactional_db)."""
+"""Real registry web servers as separate processes on the test database: the one module every
+live-server test starts its servers from.
+
+- `WebServer` / the `registry_server` fixture: started the way `make run` starts it
+  (`devtools.stack.web_command`), stoppable and startable again on the same port (to test
+  retries across a restart): what the client, the CLI and the MCP tests talk to;
+- `web_server(workers=..., env=..., app=...)`: `python -m edge.serve` with N workers or another
+  ASGI app (the lanes, the fast lane's batches), for one `with` block;
+- `celery_workers(...)`: real `celery worker` processes (`worker_command`), waited for until
+  ready, their output lines yielded; `purge_queues()` drops what tests without a worker left;
+- `asgi_scope(...)`: an HTTP scope for calling an ASGI application in process.
+
+Both see what the tests commit (use transactional_db)."""
 
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -22,11 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def database_url() -> str:
+    """DATABASE_URL of the database this test runs on (pytest-django's test_... database)."""
     s = connection.settings_dict
-    host = quote(s["HOST"], safe="") if s["HOST"].startswith("/") else s["HOST"]
+    host = s["HOST"] or ""
+    host = quote(host, safe="") if host.startswith("/") else host
     port = f":{s['PORT']}" if s["PORT"] else ""
-    password = f":{s['PASSWORD']}" if s["PASSWORD"] else ""
-    return f"postgres://{s['USER']}{password}@{host}{port}/{s['NAME']}"
+    password = f":{quote(s['PASSWORD'], safe='')}" if s["PASSWORD"] else ""
+    return f"postgres://{quote(s['USER'] or '', safe='')}{password}@{host}{port}/{s['NAME']}"
 
 
 class WebServer:
@@ -97,3 +112,128 @@ def registry_server(django_db_setup, django_db_blocker) -> Iterator[WebServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def web_server(
+    *, workers: int = 1, env: dict[str, str] | None = None, timeout: float = 60, app: str | None = None
+) -> Iterator[str]:
+    """Start one server (its own worker processes), yield its base URL, stop it after. `app`:
+    another ASGI application than config.asgi's (tests.django_lane_asgi: Django alone)."""
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+        "DATABASE_URL": database_url(),
+        **(env or {}),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge.serve", "--port", str(port), "--workers", str(workers)]
+        + (["--app", app] if app else []),
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2):
+                    break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+QUEUES = ("lifecycle", "deliveries")
+
+
+def purge_queues() -> None:
+    """Drop leftovers from tests without a worker (both queues, and Celery's old default)."""
+    from config.celery import app as celery_app
+
+    with celery_app.connection_for_write() as conn:
+        for queue in (*QUEUES, "celery"):
+            conn.default_channel.queue_purge(queue)
+
+
+def worker_command(queue: str, *, concurrency: int = 2, name: str = "test") -> list[str]:
+    """A `celery worker` consuming one queue, as in production (one worker per queue)."""
+    return [
+        *(sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"),
+        *("-Q", queue, "-c", str(concurrency), "--without-mingle", "--without-gossip"),
+        *("-n", f"{name}-{queue}-{os.getpid()}-{time.monotonic_ns()}@%h"),
+    ]
+
+
+@contextmanager
+def celery_workers(*commands: list[str], env: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """Start one process per command on the test database, wait until each says it is ready,
+    yield their output lines (interleaved), and stop them after."""
+    environment = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+        **(env or {}),
+    }
+    lines: list[str] = []
+    procs: list[tuple[subprocess.Popen[str], threading.Event]] = []
+    for command in commands:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        ready = threading.Event()
+
+        def pump(proc: subprocess.Popen[str] = proc, ready: threading.Event = ready) -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if " ready." in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        procs.append((proc, ready))
+    try:
+        for _, ready in procs:
+            if not ready.wait(60):
+                pytest.fail("a Celery worker did not start:\n" + "".join(lines[-40:]))
+        yield lines
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def asgi_scope(method: str, path: str, headers: dict[str, str], client: str = "127.0.0.1") -> dict[str, Any]:
+    """An HTTP scope for `path`, as granian hands it to the ASGI application."""
+    return {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "server": ("127.0.0.1", 8000),
+        "client": (client, 50000),
+    }

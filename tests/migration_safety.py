@@ -1,5 +1,5 @@
 """What an expand migration may not do, read from the migration files themselves: shared by the
-check over every migration after the previous release (tests/test_upgrade.py) and its own test."""
+check over every migration after the previous release (tests/registry/test_upgrade.py) and its own test."""
 
 import subprocess
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""A real MLflow tracking server for tests/test_importers.py, run from its own virtualenv.
+"""A real MLflow tracking server for tests/registry/test_importers.py, run from its own virtualenv.
 
 MLflow is large (about 850 MB installed) and only this test needs it, so it lives in
 `.venv-mlflow` (gitignored), pinned by tests/mlflow-requirements.txt, never in the project's

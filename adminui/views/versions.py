@@ -21,7 +21,6 @@ from adminui.tool_cards import HEADINGS, tool_cards
 from adminui.views.base import bundle_of, content_of, need_role, need_view, render, url, version_choices, version_of
 from adminui.views.governance import approvals_panel
 from adminui.workbench import MAX_PREVIEW_JSON, check_against, provider_preview
-from core import providers
 from core.errors import DomainError, Forbidden, InvalidContent, NotFound
 from knowledge.templatetags.knowledge_admin import example_variables
 from metrics.selectors import version_usage
@@ -31,6 +30,7 @@ from registry.lifecycle import version_publish_check, version_revoke_preview
 from registry.models import Bundle, BundleVersion, VersionState
 from registry.services import PublishResult
 from skills.selectors import version_skills_panel
+from turns import providers
 
 
 def version_list(request: HttpRequest, model_admin: ModelAdmin) -> HttpResponse:

@@ -3,7 +3,7 @@
 The registry's implementation is core/compaction.py (`POST /sessions/{id}/compact/`); the
 Python client ships a copy, client/promptreg/compaction.py, so agents can run it in-process
 (`PinnedSession.compact(messages, local=True)`) without the server depending on its own SDK.
-The two files are byte-identical (tests/test_client_copies.py fails otherwise: edit core/ and
+The two files are byte-identical (tests/client/test_client_copies.py fails otherwise: edit core/ and
 copy it over). Standard library only. Both are tested against `tests/fixtures/compaction_vectors.json`.
 
 The rule, for a policy `{"keep_tool_results": K, "max_tool_result_chars": M, "placeholder": P,

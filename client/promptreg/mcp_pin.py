@@ -5,7 +5,7 @@ the server itself. Needs the MCP SDK (`pip install 'promptreg[mcp]'`).
 
 The mapping of an MCP tool to a content tool is the registry's (registry/mcp_servers.py,
 `as_tool` and `content_pinned`), copied here: pinned here or there, a tool gets the same bytes,
-so the same signature and content hash (tests/test_mcp_tools.py compares them)."""
+so the same signature and content hash (tests/mcp_server/test_mcp_tools.py compares them)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ Content-addressed: an object is written once however many bundles hold it, an ex
 directory that has one already adds only what is new, and reading refuses any object whose
 bytes are not those its name says (the whole directory, before anything is imported).
 
-The registry's module is core/exportdir.py; this client ships a byte-identical copy as
-promptreg/transfer.py (tests/test_client_copies.py), so the server never imports its SDK."""
+The registry's module is registry/exportdir.py; this client ships a byte-identical copy as
+promptreg/transfer.py (tests/client/test_client_copies.py), so the server never imports its SDK."""
 
 from __future__ import annotations
 

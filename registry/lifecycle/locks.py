@@ -35,7 +35,7 @@ The locking protocol (PostgreSQL, READ COMMITTED), and why it holds:
   fresh snapshot, looks for labels and active sessions. A single
   `UPDATE ... WHERE NOT EXISTS (active session)` is not enough: its subquery runs on the
   snapshot taken before it waited, so it misses the session that just committed
-  (tests/test_races.py keeps that broken drain as a negative control). The session's
+  (tests/sessions_app/test_races.py keeps that broken drain as a negative control). The session's
   foreign key alone does not help either: it takes FOR KEY SHARE, which does not conflict
   with the UPDATE of a non-key column such as `state`.
 * The Django ORM has no FOR SHARE; session start uses raw SQL for it, deliberately, so

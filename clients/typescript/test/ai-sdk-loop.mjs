@@ -1,9 +1,9 @@
-// A Vercel AI SDK agent loop on a pinned session, run by tests/test_real_loops.py against a live
+// A Vercel AI SDK agent loop on a pinned session, run by tests/turns/test_real_loops.py against a live
 // registry and the provider stand-in, on the committed dist/ (what a user installs; no build):
 // QUESTIONS user questions, each answered by `generateText` with the pinned tools until the model
 // stops calling them. Prints one JSON line: the session, each answer, the tool calls run, the
 // turn calls made. (docs/client.md's example of the same is type-checked by
-// tests/test_typescript_client.py.)
+// tests/client/test_typescript_client.py.)
 
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";

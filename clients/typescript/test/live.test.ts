@@ -1,4 +1,4 @@
-/** The TypeScript client against a real registry server. tests/test_typescript_client.py starts
+/** The TypeScript client against a real registry server. tests/client/test_typescript_client.py starts
  * the servers, creates the keys and the bundle "refunds" (production -> v1, and an unlabelled
  * v2), and runs this file with node's test runner; tests run in order, on shared data. */
 
@@ -40,7 +40,7 @@ enableContext(); // as an application with OpenTelemetry set up (see the span te
 
 function env(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this through tests/test_typescript_client.py`);
+  if (!value) throw new Error(`${name} is not set: run this through tests/client/test_typescript_client.py`);
   return value;
 }
 

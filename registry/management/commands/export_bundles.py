@@ -1,5 +1,5 @@
 """manage.py export_bundles DIR [--bundle NAME ...]: every bundle (or the ones named) as a
-content-addressed export (core.exportdir), for import_bundles elsewhere."""
+content-addressed export (registry.exportdir), for import_bundles elsewhere."""
 
 from pathlib import Path
 from typing import Any
@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from access.actors import SYSTEM
-from core.exportdir import write_document, write_object
 from registry import selectors, transfer
+from registry.exportdir import write_document, write_object
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ from django.db import transaction
 
 from access.actors import SYSTEM
 from core.errors import DomainError
-from core.exportdir import ExportDirError, read_export
 from registry import transfer
+from registry.exportdir import ExportDirError, read_export
 
 
 class Command(BaseCommand):

@@ -1,0 +1,104 @@
+"""The install as a new user's machine runs it: a virtualenv made by the interpreter (its bundled
+pip, no pip cache, no `.venv`), the Makefile's own recipe, both lock files.
+
+The recipe runs with PIP_ARGS=--dry-run, so pip resolves the whole lock (the resolver's view of
+extras is what broke on 2026-12-07, docs/development.md "When the lock breaks") without
+installing 120 MB. It needs the package index, as a user's first `make run` does."""
+
+import ensurepip
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devtools import lock_extras
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKS = [ROOT / "requirements.txt", ROOT / "requirements-dev.txt"]
+BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
+
+
+def test_it_names_in_the_lock_every_extra_the_locked_packages_ask_for():
+    assert lock_extras.missing(LOCKS) == {}
+
+
+def test_it_finds_an_extra_the_lock_leaves_out(tmp_path):
+    # The check itself can fail: google-genai asks for google-auth[requests].
+    stripped = tmp_path / "requirements-dev.txt"
+    stripped.write_text(LOCKS[1].read_text().replace("google-auth[requests]==", "google-auth=="))
+    assert lock_extras.missing([LOCKS[0], stripped]) == {"google-auth": {"requests"}}
+    lock_extras.write([LOCKS[0], stripped])
+    assert "google-auth[requests]==2.63.0 \\" in stripped.read_text().splitlines()
+    assert lock_extras.missing([LOCKS[0], stripped]) == {}
+
+
+def _make_install(venv: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+    # A new user's machine: no pip cache, nothing of ours on PATH.
+    bin_dir = str(Path(sys.executable).parent)
+    env.update(
+        HOME=str(home),
+        PIP_NO_CACHE_DIR="1",
+        PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != bin_dir),
+    )
+    return subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            f"VENV={venv}",
+            f"PYTHON={BASE_PYTHON}",
+            "PIP_ARGS=--dry-run",
+            f"{venv}/.installed",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.install
+@pytest.mark.skipif(not shutil.which("make"), reason="needs make")
+def test_a_new_machine_resolves_both_locks_with_the_bundled_pip_and_with_the_pinned_one(tmp_path):
+    venv = tmp_path / "venv"
+    first = _make_install(venv, tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    pip_version = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    # The dry run left the interpreter's own pip in place, and that pip read the whole lock.
+    assert pip_version.startswith(f"pip {ensurepip.version()} "), pip_version
+    assert "Would install" in first.stdout and "google-auth-2.63.0" in first.stdout, first.stdout[-2000:]
+
+    # Now as the Makefile really does it: the pinned installer first, then the lock.
+    subprocess.run(
+        [
+            venv / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-cache-dir",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            ROOT / "requirements-bootstrap.txt",
+        ],
+        check=True,
+        timeout=300,
+    )
+    (venv / ".installed").unlink()
+    second = _make_install(venv, tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    pinned = next(
+        line for line in (ROOT / "requirements-bootstrap.txt").read_text().splitlines() if line.startswith("pip==")
+    )
+    pip_version = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert pip_version.startswith(f"pip {pinned.split('==')[1].split()[0]} "), pip_version
+    assert "Would install" in second.stdout
