@@ -360,3 +360,35 @@ def test_it_retries_across_a_server_restart(built, agent, data):
         if proc.poll() is None:
             proc.kill()
         server.stop()
+
+
+def _gemini_and_bedrock(fmt: str, body: dict, n: int):
+    from devtools.provider_standin import Call, Reply
+
+    # Each format's first call asks for process_refund (a thought signature on Gemini's), then text.
+    first = n in (0, 2)
+    return Reply(calls=[Call("process_refund", {"order_id": "7"})], reasoning=True) if first else Reply(text="Refunded.")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gemini_and_bedrock_step_helpers_run_a_loop_against_the_stand_in(registry_server, agent, data):  # noqa: F811
+    """stepGemini and stepBedrockConverse (test/step-formats.mjs, on the committed dist/): the
+    turn's request sent, the reply appended whole, each call answered in the format's shape."""
+    from devtools.provider_standin import StandIn
+
+    installed()
+    with StandIn(_gemini_and_bedrock) as provider:
+        env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "PROVIDER_URL": provider.url}
+        out = _run([NODE, str(PACKAGE / "test" / "step-formats.mjs")], cwd=PACKAGE, env=env)
+    assert [(r.path, r.problems) for r in provider.refused] == [] and len(provider.received) == 4
+    steps = json.loads(out.stdout.strip().splitlines()[-1])
+    for fmt in ("gemini", "bedrock-converse"):
+        assert [s["text"] for s in steps[fmt]] == ["", "Refunded."], steps
+        assert [c["name"] for c in steps[fmt][0]["calls"]] == ["process_refund"]
+    gemini_answer = provider.received[1].body["contents"]
+    call, answer = gemini_answer[1], gemini_answer[2]
+    assert call["role"] == "model" and call["parts"][0]["thoughtSignature"]  # the reply kept whole
+    response = answer["parts"][0]["functionResponse"]
+    assert (response["id"], response["name"], response["response"]) == ("fc_0_0", "process_refund", {"result": "refunded 7"})
+    result = provider.received[3].body["messages"][2]["content"][0]["toolResult"]
+    assert (result["toolUseId"], result["content"]) == ("tooluse_0_2", [{"text": "refunded 7"}])

@@ -8,6 +8,6 @@ export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
 export { registryFetch } from "./wire.js";
 export type { RegistryFetch, RegistryFetchOptions, WireFormat } from "./wire.js";
-export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
-export type { Step, StepOptions, ToolCall } from "./step.js";
+export { stepAnthropic, stepBedrockConverse, stepGemini, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export type { Step, StepFormat, StepOptions, ToolCall } from "./step.js";
 export type { AnthropicMessage, AnthropicParams, AnthropicTurnRequest, BedrockConverseTurnRequest, GeminiTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIParams, OpenAIResponsesItem, OpenAIResponsesTurnRequest, RegistryTool, TextBlock, ToolInputSchema, TurnRequest, } from "./providers.js";

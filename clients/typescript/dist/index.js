@@ -3,4 +3,4 @@ export { Conflict, IntegrityError, InvalidRequest, ModelRetired, NotAuthenticate
 export { PinnedSession, Registry, TURN_FORMATS, wholeRequest } from "./registry.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
 export { registryFetch } from "./wire.js";
-export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export { stepAnthropic, stepBedrockConverse, stepGemini, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
