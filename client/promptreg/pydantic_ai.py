@@ -33,6 +33,8 @@ from promptreg.wire import Rewriter, conversation, format_of
 
 Session = PinnedSession | AsyncPinnedSession
 FORMATS = ("anthropic", "openai-chat", "openai-responses")
+# Headers of a reply that no longer hold once its body was read and decoded here.
+_READ_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 ANTHROPIC_MAX_TOKENS = 4096  # what the turn's anthropic request sets when the version gives none
 
 
@@ -60,9 +62,10 @@ class RegistryTransport(httpx2.AsyncBaseTransport):
         if body.get("stream") or response.status_code >= 400:
             self.rewriter.replied(fmt, b"")  # a stream or a refusal is not the next turn's evidence
             return response
-        raw = await response.aread()
+        raw = await response.aread()  # decoded: the new response is sent on without its encoding
         self.rewriter.replied(fmt, raw)
-        return httpx2.Response(response.status_code, headers=response.headers, content=raw, request=sent)
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _READ_HEADERS]
+        return httpx2.Response(response.status_code, headers=headers, content=raw, request=sent)
 
     async def _turn(self, messages: list[Any], **arguments: Any) -> dict[str, Any]:
         if isinstance(self.session, AsyncPinnedSession):

@@ -22,6 +22,7 @@ One registry server and one bundle for the module, and no database flush between
 
 import asyncio
 import copy
+import gzip
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from django.core.management import call_command
 from promptreg import AsyncRegistry
@@ -357,17 +359,38 @@ def test_a_pydantic_ai_agent_loop_through_the_pinned_session(world, fmt):
     check_adapter_loop(fmt, provider, session.id)
 
 
-def test_a_pydantic_ai_agent_on_an_async_session(world):
-    """The same adapter with `AsyncRegistry` and `await agent.run(...)`: one question, two calls."""
-    from promptreg.pydantic_ai import registry_agent
+class Gzipped(httpx2.AsyncBaseTransport):
+    """Sends through the real transport and answers gzip-encoded, as the providers' APIs do."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        body = gzip.compress(await response.aread())
+        headers = {"content-type": response.headers["content-type"], "content-encoding": "gzip"}
+        return httpx2.Response(response.status_code, headers=headers, content=body)
+
+
+def test_a_pydantic_ai_agent_on_an_async_session_with_an_encoded_reply(world):
+    """The adapter with `AsyncRegistry` and `await agent.run(...)`, its model built by hand on
+    the transport (`registry_http_client` is this), the provider's replies gzip-encoded: one
+    question, two calls."""
+    from promptreg.pydantic_ai import RegistryTransport, registry_tools
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
 
     url, secret = world
 
     async def main(base_url: str) -> str:
         async with AsyncRegistry(url, secret) as registry:
             async with await registry.start_session("loops") as session:
-                tools = {"process_refund": refund}
-                agent = registry_agent(session, "anthropic", tools=tools, api_key="test", base_url=base_url)
+                http = httpx2.AsyncClient(transport=RegistryTransport(session, inner=Gzipped()))
+                provider = AnthropicProvider(http_client=http, api_key="test", base_url=base_url)
+                model = AnthropicModel("claude-sonnet-4-6", provider=provider)
+                tools = registry_tools(session, {"process_refund": refund})
+                agent = Agent(model, tools=tools, model_settings={"max_tokens": 512})
                 return (await agent.run("Refund order 0, please.")).output
 
     with StandIn(adapter_script) as provider:

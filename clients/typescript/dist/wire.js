@@ -64,8 +64,11 @@ export function registryFetch(session, options = {}) {
         const url = input instanceof Request ? input.url : String(input);
         const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
         const format = method === "POST" ? formatOf(url) : null;
-        if (format === null || typeof init?.body !== "string")
+        if (format === null)
             return send(input, init);
+        // A model call must not reach the provider unpinned: a body this cannot read is refused.
+        if (typeof init?.body !== "string")
+            throw new TypeError(`registryFetch: the body of a model call (${url}) must be JSON text.`);
         const body = JSON.parse(init.body);
         const before = previous?.format === format ? previous.reply : undefined;
         const turn = await session.turn(conversationOf(format, body), {
