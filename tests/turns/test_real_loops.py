@@ -13,7 +13,7 @@ their encrypted_content.
 
 The client's framework adapters run the same kind of loop, with the same checks on the wire
 (a pydantic-ai Agent, promptreg.pydantic_ai; the Vercel AI SDK, the TypeScript client's
-`registryFetch`): several user questions, ten model calls (six with Chat Completions), twelve
+`registryFetch`): several user questions, ten model calls (six with the OpenAI APIs), twelve
 tool calls at once in one; the pinned tools run by the caller's functions, and what the model
 called reported as `invoked`.
 
@@ -298,9 +298,9 @@ def test_a_ten_turn_agent_loop_through_the_official_sdk(world, fmt):
 # --- the client's framework adapters ----------------------------------------------------------------
 
 # User questions in an adapter loop (each runs the agent until it answers: two model calls):
-# ten calls with Anthropic, whose prompt cache the stand-in models turn by turn; six with Chat
-# Completions, which still take in the twelve parallel calls and four turns of the checks.
-QUESTIONS = {"anthropic": 5, "openai-chat": 3}
+# ten calls with Anthropic, whose prompt cache the stand-in models turn by turn; six with the
+# OpenAI APIs, which still take in the twelve parallel calls and a reasoning item.
+QUESTIONS = {"anthropic": 5, "openai-chat": 3, "openai-responses": 3}
 
 
 def adapter_script(fmt: str, body: dict[str, Any], n: int) -> Reply:

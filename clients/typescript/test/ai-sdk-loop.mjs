@@ -20,7 +20,12 @@ const answers = [];
 try {
   const fetch = registryFetch(session);
   const options = { baseURL: `${env("PROVIDER_URL")}/v1`, apiKey: "test", fetch };
-  const model = env("FORMAT") === "anthropic" ? createAnthropic(options)("claude-sonnet-4-6") : createOpenAI(options).chat("gpt-5");
+  const models = {
+    anthropic: () => createAnthropic(options)("claude-sonnet-4-6"),
+    "openai-chat": () => createOpenAI(options).chat("gpt-5"),
+    "openai-responses": () => createOpenAI(options).responses("gpt-5"),
+  };
+  const model = models[env("FORMAT")]();
   const tools = await registryTools(session, {
     process_refund: async ({ order_id }) => {
       ran.push(String(order_id));
@@ -30,7 +35,9 @@ try {
   const messages = [];
   for (let q = 0; q < Number(env("QUESTIONS") || "1"); q++) {
     messages.push({ role: "user", content: `Question ${q}: refund my order, please.` });
-    const result = await generateText({ model, tools, messages, stopWhen: stepCountIs(10) });
+    // Responses: earlier items sent whole, not as `item_reference`s to the provider's stored copies.
+    const providerOptions = { openai: { store: false } };
+    const result = await generateText({ model, tools, messages, stopWhen: stepCountIs(10), providerOptions });
     messages.push(...result.response.messages);
     answers.push(result.text);
   }
