@@ -45,7 +45,7 @@ class RegistryTransport(httpx2.AsyncBaseTransport):
     def __init__(self, session: Session, inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self.session = session
         self.inner = inner or httpx2.AsyncHTTPTransport()
-        self.rewriter = Rewriter()
+        self.rewriter = Rewriter(pinned_model=_pinned_model(session))
         self.turns = self.rewriter.turns
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -83,11 +83,15 @@ def registry_http_client(session: Session, **client: Any) -> httpx2.AsyncClient:
 
 
 def registry_model(session: Session, format: str, **provider: Any) -> Model:
-    """pydantic-ai's model for `format` on the pinned model, its provider (configured as usual:
-    `api_key=`, `base_url=` or the SDK's environment variables) on `registry_http_client`."""
+    """pydantic-ai's model for `format` on the pinned model (or `model_name=`, when the version
+    names none), its provider (configured as usual: `api_key=`, `base_url=` or the SDK's
+    environment variables) on `registry_http_client`."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.")
-    name = str((session.bundle.content.get("model") or {}).get("name") or "pinned")
+    given = provider.pop("model_name", None)
+    name = _pinned_model(session) or given
+    if not name:
+        raise ValueError("The pinned version names no model: pass model_name=... (one the version allows).")
     http_client = registry_http_client(session)
     if format == "anthropic":
         from pydantic_ai.models.anthropic import AnthropicModel
@@ -134,6 +138,11 @@ def registry_agent(
     return Agent(
         registry_model(session, format, **provider), tools=registry_tools(session, tools), model_settings=settings
     )
+
+
+def _pinned_model(session: Session) -> str | None:
+    name = (session.bundle.content.get("model") or {}).get("name")
+    return name if isinstance(name, str) and name else None
 
 
 def _tool(name: str, description: str, schema: dict[str, Any], function: Callable[..., Any]) -> Tool[Any]:

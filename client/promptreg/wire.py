@@ -74,13 +74,18 @@ class Rewriter:
     """One session's model calls: what the previous call's reply asked for is reported as the
     next turn's `invoked`, and the reply itself as its `response` (the version's evidence)."""
 
+    pinned_model: str | None = None  # the version's model.name: then the framework's is not sent
     previous: dict[str, Any] | None = None
     previous_format: str | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)  # each turn call's answer
 
     def turn_arguments(self, fmt: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The keyword arguments of `session.turn(...)` for a framework's request `body`."""
+        """The keyword arguments of `session.turn(...)` for a framework's request `body`: the
+        framework's model goes to the turn call only when the version names none (a request
+        needs one; the registry checks it against the version's `model.allowed`)."""
         arguments: dict[str, Any] = {"format": fmt}
+        if not self.pinned_model and isinstance(body.get("model"), str) and body["model"]:
+            arguments["model"] = body["model"]
         if self.previous is not None and self.previous_format == fmt:
             arguments["invoked"] = tool_names(fmt, self.previous)
             arguments["response"] = self.previous

@@ -18,9 +18,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from promptreg import NotFound, Registry
 from pydantic import Field
 
+from registry.services import bundle_create, label_move, version_publish
 from skills.models import SkillTurn
 from tests.client.test_client_step import provider  # noqa: F401 (fixture)
-from tests.conftest import CONTENT_V1
+from tests.conftest import CONTENT_V1, content
 from tests.knowledge.test_knowledge_scope import live_world  # noqa: F401 (fixture)
 from tests.live import registry_server  # noqa: F401 (fixture)
 
@@ -175,3 +176,30 @@ def test_the_documented_pydantic_ai_example_runs_a_pinned_loop(
     assert third["messages"][2]["content"][0]["tool_use_id"] == "toolu_0_0"
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, []), (3, None)]
+
+
+def test_a_version_without_a_model_takes_the_frameworks(registry_server, agent, ops, provider):  # noqa: F811
+    """The turn call needs a model for a provider request: when the version names none, the
+    pydantic-ai adapter sends the framework's (`model_name=`), and the request names it."""
+    from promptreg.pydantic_ai import registry_agent
+
+    doc = content()
+    del doc["model"]
+    bundle = bundle_create(name="modelless", description="d", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="go")
+    with Registry(registry_server.url, agent.secret) as registry:
+        with registry.start_session("modelless") as session:
+            tools = {"process_refund": lambda order_id, **_: "done"}
+            chat = registry_agent(
+                session,
+                "openai-chat",
+                tools=tools,
+                model_name="gpt-4.1",
+                api_key="t",
+                base_url=f"{provider.url}/v1",
+            )
+            assert chat.run_sync("Refund order 7, please.").output == "Refunded."
+            with pytest.raises(ValueError, match="names no model"):
+                registry_agent(session, "anthropic", tools=tools)
+    assert provider.refused == [] and [r.body["model"] for r in provider.received] == ["gpt-4.1"] * 2

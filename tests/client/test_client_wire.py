@@ -63,3 +63,10 @@ def test_each_reply_goes_to_the_next_turn_as_invoked_and_response_in_the_same_fo
     chat = {"choices": [{"message": {"tool_calls": [{"function": {"name": "c"}}]}}]}
     assert tool_names("openai-chat", chat) == ["c"]
     assert tool_names("openai-responses", {"output": [{"type": "function_call", "name": "d"}]}) == ["d"]
+
+
+def test_the_frameworks_model_goes_to_the_turn_only_when_the_version_names_none():
+    body = {"model": "gpt-5", "messages": []}
+    assert Rewriter(pinned_model="m-1").turn_arguments("openai-chat", body) == {"format": "openai-chat"}
+    assert Rewriter().turn_arguments("openai-chat", body) == {"format": "openai-chat", "model": "gpt-5"}
+    assert Rewriter().turn_arguments("openai-chat", {"messages": []}) == {"format": "openai-chat"}

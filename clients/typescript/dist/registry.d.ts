@@ -74,6 +74,9 @@ export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | und
     response?: unknown;
     /** The previous model call's usage in the neutral shape, instead of or beside `response`. */
     usage?: TurnUsage;
+    /** The model to name in `request` instead of the pinned one: one the version allows
+     * (`model.allowed`), or any when it names none. */
+    model?: string;
 }
 /** A model call's usage in the neutral shape the turn call takes. */
 export interface TurnUsage {

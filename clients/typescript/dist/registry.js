@@ -348,7 +348,7 @@ export class PinnedSession {
      * answer is always whole. With `format`, `request` is the provider request body, ready to send. */
     async turn(messages, options = {}) {
         await this.online("turn");
-        const { invoked, variables, format, k, response, usage, ...call } = options;
+        const { invoked, variables, format, k, response, usage, model, ...call } = options;
         if (format !== undefined && !TURN_FORMATS.includes(format)) {
             throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
         }
@@ -365,6 +365,8 @@ export class PinnedSession {
             json["response"] = response; // the previous model call's answer
         if (usage !== undefined)
             json["usage"] = usage;
+        if (model !== undefined)
+            json["model"] = model;
         const held = this.heldPrefix;
         // Only what can be put back may be left out: a format asked for the first time on this
         // prefix comes whole (a client cannot lay out a provider's request itself).

@@ -83,6 +83,9 @@ export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | und
   response?: unknown;
   /** The previous model call's usage in the neutral shape, instead of or beside `response`. */
   usage?: TurnUsage;
+  /** The model to name in `request` instead of the pinned one: one the version allows
+   * (`model.allowed`), or any when it names none. */
+  model?: string;
 }
 
 /** A model call's usage in the neutral shape the turn call takes. */
@@ -477,7 +480,7 @@ export class PinnedSession implements AsyncDisposable {
     options: TurnOptions<F> = {},
   ): Promise<TurnResult<F, M>> {
     await this.online("turn");
-    const { invoked, variables, format, k, response, usage, ...call } = options;
+    const { invoked, variables, format, k, response, usage, model, ...call } = options;
     if (format !== undefined && !TURN_FORMATS.includes(format)) {
       throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
     }
@@ -488,6 +491,7 @@ export class PinnedSession implements AsyncDisposable {
     if (k !== undefined) json["k"] = k;
     if (response !== undefined) json["response"] = response; // the previous model call's answer
     if (usage !== undefined) json["usage"] = usage;
+    if (model !== undefined) json["model"] = model;
     const held = this.heldPrefix;
     // Only what can be put back may be left out: a format asked for the first time on this
     // prefix comes whole (a client cannot lay out a provider's request itself).

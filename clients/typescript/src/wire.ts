@@ -86,11 +86,16 @@ export function registryFetch(session: PinnedSession, options: RegistryFetchOpti
     if (typeof init?.body !== "string") throw new TypeError(`registryFetch: the body of a model call (${url}) must be JSON text.`);
     const body = JSON.parse(init.body) as Json;
     const before = previous?.format === format ? previous.reply : undefined;
+    // The framework's model goes to the turn call only when the version names none (a request
+    // needs one; the registry checks it against the version's `model.allowed`).
+    const pinned = ((await session.bundle()).content["model"] as Json | undefined)?.["name"];
+    const model = !pinned && typeof body["model"] === "string" && body["model"] ? body["model"] : undefined;
     const turn = await session.turn(conversationOf(format, body), {
       format,
       invoked: before && toolNames(format, before),
       response: before,
       signal: init.signal ?? undefined,
+      ...(model === undefined ? {} : { model }),
     });
     turns.push(turn);
     const headers = new Headers(init.headers);
