@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing ui-assets screenshots ts-types mlflow-venv test-mlflow
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare ui-assets screenshots ts-types mlflow-venv test-mlflow
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -49,6 +49,11 @@ fuzz: $(VENV)/.client-installed
 eval-routing: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test -m eval eval/routing -q $(ARGS)
 
+# The router alone on the frozen splits, and a web worker's resident memory, before (the commit
+# BEFORE, default in eval/routing/compare.py) and after (this checkout), side by side.
+eval-routing-compare: $(VENV)/.installed
+	$(PY) -m eval.routing.compare $(if $(BEFORE),--before $(BEFORE)) $(ARGS)
+
 # The chaos suite (chaos/): its own PostgreSQL, Redis, web server, worker and beat on loopback,
 # faults injected under bounded load, one table of figures; non-zero exit when an invariant
 # breaks. chaos-short (a few rounds each, about two minutes) runs in CI.
@@ -58,13 +63,19 @@ chaos: $(VENV)/.client-installed
 chaos-short: $(VENV)/.client-installed
 	$(PY) -m chaos --short $(ARGS)
 
+# The domain packages, which mypy checks at --strict (pyproject.toml's override names the same).
+# The second mypy run checks them as `mypy --strict` does, with every module they import
+# (config, reached through Django's settings and Celery's app) at --strict too.
+MYPY_STRICT := access audit core evidence knowledge modelcatalog registry sessions_app skills turns
+LINT_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://lint@127.0.0.1:9/lint} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0}
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	@# mypy's Django plugin loads the settings, which need these; nothing connects to them.
-	DATABASE_URL=$${DATABASE_URL:-postgres://lint@127.0.0.1:9/lint} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} \
-		$(VENV)/bin/mypy
+	$(LINT_ENV) $(VENV)/bin/mypy
+	$(LINT_ENV) $(VENV)/bin/mypy --strict $(MYPY_STRICT)
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
@@ -89,7 +100,7 @@ bench-cache: $(VENV)/.client-installed
 bench-cache-short: $(VENV)/.client-installed
 	$(PY) bench/cache_economics.py --short $(ARGS)
 
-# Issue 20: 10,000 versions, 5 M ended sessions with 20 M turns, file reads and 1 M deliveries (seed_scale) against an almost empty database, then a simulated month with the daily prune. Long: not in CI.
+# Issue 20: 10,000 versions, 5 M ended sessions with 20 M turns, file reads and 1 M deliveries (bench/seed_scale.py) against an almost empty database, then a simulated month with the daily prune. Long: not in CI.
 bench-scale: $(VENV)/.client-installed
 	$(PY) bench/scale.py $(ARGS)
 

@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from rest_framework.renderers import JSONRenderer
 
 from api.errors import error_response, exception_handler
-from api.serializers import session_out
+from api.views.sessions import session_out
 from metrics import usage
 from sessions_app.models import Session
 from sessions_app.selectors import pinned_body

@@ -65,7 +65,7 @@ from api.answers import (
 from api.errors import is_unavailable
 from api.parsers import SafeJSONParser
 from api.routes import BY_NAME, TurnCall, TurnRoute, match
-from api.serializers import session_in
+from api.views.sessions import session_in
 from audit.context import RequestContext, current, request_id_of, scope_client_ip
 from core import observe
 from core.errors import DomainError
@@ -75,7 +75,7 @@ from edge.django_lane import pool, read_body
 from edge.http import edge_headers, headers_of, host_allowed, release_connection, request_is_secure
 from metrics.access import request_logged
 from metrics.instruments import request_answered
-from registry.models import Bundle
+from registry.models import Bundle, BundleVersion
 from sessions_app.models import Session
 from sessions_app.selectors import (
     end_is_plain,
@@ -83,10 +83,10 @@ from sessions_app.selectors import (
     key_bundles_rows,
     key_session_rows,
     key_sessions_rows,
-    lease_due,
     pinned_row,
     session_get,
-    session_passes,
+    session_refusal,
+    touch_due,
 )
 from sessions_app.services import (
     lease_lost,
@@ -316,21 +316,19 @@ def _plain_session_calls(calls: list[Call], indexes: list[int]) -> list[tuple[in
         actor = key_actor(key)
         if not BY_NAME[call.kind].admits(actor):
             continue  # a role the route does not declare: serve refuses it (403)
-        if call.kind == "end":
+        if call.kind == "end":  # session_visible's rules, and no audit record (the key that started it)
             passes = end_is_plain(actor=actor, owner_key_id=owner, bundle_name=name, status=status)
-        else:
-            passes = session_passes(
+        else:  # session_checked's rules, then no lease write for a fetch, a lease running for a heartbeat
+            refusal = session_refusal(
                 actor=actor,
                 owner_key_id=owner,
                 bundle_name=name,
-                version_state=state,
                 status=status,
-                expires_at=expires_at,
-                now=now,
-                version_id=version_id,
-                content_hash=content_hash,
+                version=BundleVersion(id=version_id, content_hash=content_hash, state=state),
             )
-        if not passes or (call.kind == "bundle" and lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)):
+            due = touch_due(expires_at=expires_at, last_seen_at=last_seen_at, ttl_seconds=ttl, now=now)
+            passes = refusal is None and (not due if call.kind == "bundle" else expires_at > now)
+        if not passes:
             continue
         content = None
         if call.kind == "bundle":

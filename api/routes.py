@@ -41,11 +41,10 @@ from access.permissions import ROLE_REFUSED
 from access.roles import ROLE_RANK, Role
 from api.answers import JSON, Answer, bundle_answer, django_response, session_answer
 from api.authentication import actor_of
-from api.knowledge import RenderOut
-from api.serializers import RenderIn, SessionIn, SessionOut, session_in
-from api.serializers_evidence import EndIn, ScoreIn, ScoreOut
-from api.serializers_skills import TurnCallIn, TurnCallOut
-from api.views import BaseApi
+from api.common import BaseApi
+from api.views.evidence import EndIn, ScoreIn, ScoreOut, score_out
+from api.views.sessions import RenderIn, RenderOut, SessionIn, SessionOut, session_in
+from api.views.skills import TurnCallIn, TurnCallOut
 from core.errors import Forbidden
 from evidence import services as evidence_services
 from knowledge.render import session_render
@@ -193,16 +192,7 @@ def _score(call: TurnCall) -> Answer:
     checked = evidence_services.score_in(call.data)
     session = turns.session_seen(session_id=call.session_id, actor=call.actor, loaded=call.loaded)
     score, created = evidence_services.score_record(session=session, actor=call.actor, score=checked)
-    out = {
-        "id": score.client_id if score.client_id is not None else str(score.pk),
-        "session": str(score.session_id),
-        "name": score.name,
-        "value": score.value,
-        "source": score.source,
-        "comment": score.comment,
-        "at": score.at,
-    }
-    return Answer(201 if created else 200, [JSON], JSONRenderer().render(out))
+    return Answer(201 if created else 200, [JSON], JSONRenderer().render(score_out(score)))
 
 
 def _render(call: TurnCall) -> Answer:

@@ -59,7 +59,7 @@ def _own_doc(obj: Any) -> str:
 class AutoSchema(openapi.AutoSchema):
     """drf-spectacular's schema, but an operation is described only by what was written for it:
     `extend_schema(summary=..., description=...)`, else the handler method's docstring, else its
-    view class's own docstring. A base class's docstring (api.views.BaseApi's is about the
+    view class's own docstring. A base class's docstring (api.common.BaseApi's is about the
     code, not the API) is never shown to clients. The summary, when not given, is the first
     sentence of the description."""
 

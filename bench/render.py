@@ -81,7 +81,7 @@ def main() -> None:
         return render.session_render(session_id=session.pk, actor=SYSTEM, variables={"ticket": "T-1"}).body()
 
     def miss() -> object:
-        render._prefixes.clear()
+        render.prefix_cache_clear()
         return turn()
 
     for call in (fetch, turn, miss):  # warm connections, caches, prepared plans

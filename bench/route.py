@@ -1,7 +1,6 @@
 """Routing latency for 100 skills, in process (the router alone, warm index): p50 and p99.
 
     .venv/bin/python bench/route.py [--skills 100] [--turns 2000] [--lexical]
-    SKILLS_EMBEDDING_MODEL=multilingual-e5-small .venv/bin/python bench/route.py
 
 Builds 100 cards from eval/routing/skills.json (renamed copies past its 62), replays its
 conversations' user messages (English, Chinese, mixed; with the two previous turns as context)
@@ -9,13 +8,10 @@ through skills.router with the semantic path on (--lexical: off), and prints the
 The goal (issue 22): p50 <= 1 ms and p99 <= 5 ms; printed, not asserted (a shared machine's
 wall time is mostly waiting for a core, so the thread's CPU time is printed too).
 
-With SKILLS_EMBEDDING_MODEL=multilingual-e5-small (and no SKILLS_EMBEDDING_URL) the semantic
-path runs that model in process, as the service would. Its vectors of the newest message are
-dropped before each timed call (in service each turn brings a new message; the earlier turns'
-texts were embedded by the previous call and are cached, here as there). The offline models'
-vectors of it are dropped likewise (they keep a text's vector too). The process's resident
-memory is printed before the offline models load, before the index is built and after the
-warm-up, so the difference with and without the setting is what the model adds.
+The offline models' vectors of the newest message are dropped before each timed call (in
+service each turn brings a new message; the earlier turns' texts were embedded by the previous
+call and are cached, here as there). The process's resident memory is printed before the
+offline models load, before the index is built and after the warm-up.
 """
 
 import argparse
@@ -30,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.text import warm_up  # noqa: E402
-from skills.embedding import IN_PROCESS_MODEL, InProcessEmbedder, local_model, piece_model  # noqa: E402
+from skills.embedding import local_model, piece_model  # noqa: E402
+from skills.params import RouterParams  # noqa: E402
 from skills.router import History, Index  # noqa: E402
 
 
@@ -65,17 +62,12 @@ def main() -> None:
             messages = [*messages, {"role": "user", "content": turn["user"]}]
             histories.append(messages)
             messages = [*messages, {"role": "assistant", "content": "Done."}]
-    model = os.environ.get("SKILLS_EMBEDDING_MODEL", "") if not os.environ.get("SKILLS_EMBEDDING_URL") else ""
-    if model and model != IN_PROCESS_MODEL:
-        raise SystemExit(f"SKILLS_EMBEDDING_MODEL without a URL: only {IN_PROCESS_MODEL} runs in process")
-    embedder = InProcessEmbedder() if model and not args.lexical else None
+    params = RouterParams(semantic=not args.lexical)
     warm_up()
     rss_start = resident_mb()
     offline = [local_model(), piece_model()]
     rss_before = resident_mb()
-    index = Index(skills, embedder, semantic=not args.lexical)
-    if embedder is not None and not embedder.available():
-        print(f"WARNING: {IN_PROCESS_MODEL} cannot run here ({embedder.last_error}); the offline model answers")
+    index = Index(skills, None, params)
     history = History(loaded=[frozenset({"track_parcel"})] * 2, invoked=[frozenset(), frozenset()])
     for messages in histories:  # warm: jieba's dictionary, regex caches
         index.route(messages, k=5, history=history)
@@ -85,7 +77,7 @@ def main() -> None:
     for n in range(args.turns):
         messages = histories[n % len(histories)]
         # A new message, as in service: its vectors are dropped from every model's cache.
-        for model_cache in [m._cache for m in offline] + ([embedder._cache] if embedder is not None else []):
+        for model_cache in [m._cache for m in offline]:
             model_cache.pop(messages[-1]["content"], None)
         started, started_cpu = time.perf_counter(), time.thread_time()
         index.route(messages, k=5, history=history)
@@ -103,10 +95,9 @@ def main() -> None:
         f"  (load average {load:.1f} on {os.cpu_count()} cores)"
     )
     build = time.perf_counter()
-    Index(skills, embedder, semantic=not args.lexical)
+    Index(skills, None, params)
     build_ms = (time.perf_counter() - build) * 1000
     mode = "lexical only" if args.lexical else "semantic path on"
-    mode += f", in process {IN_PROCESS_MODEL}" if embedder is not None else ""
     print(
         f"skills {len(skills)} ({mode})  turns {len(samples)}  p50 {p50:.3f} ms  p99 {p99:.3f} ms"
         f"  max {samples[-1]:.3f} ms"

@@ -1,5 +1,5 @@
 """Does the registry stay flat as history grows (issue 20)? Seeds an almost empty database and a
-large one (`manage.py seed_scale`: 10,000 versions, 5,000,000 ended sessions with 4 skill turns
+large one (`bench/seed_scale.py`: 10,000 versions, 5,000,000 ended sessions with 4 skill turns
 and a file read each, 1,000,000 webhook deliveries, 100,000 active sessions), measures in
 interleaved rounds the per-turn path (pinned fetch, batched fetch, start, end, the drain probe)
 and the control plane that used to count every historic session (version GET, label PUT,
@@ -40,12 +40,12 @@ BIN = Path(sys.executable).parent
 RESULTS_LOG = ROOT / "bench" / "results.jsonl"
 
 
-def manage(*args: str) -> str:
-    done = subprocess.run(
-        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600
-    )
+def python(*args: str) -> str:
+    """Run a script of this checkout (manage.py, bench/seed_scale.py) with this interpreter and
+    environment; its standard output."""
+    done = subprocess.run([str(BIN / "python"), *args], cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600)
     if done.returncode != 0:
-        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done.stdout
 
 
@@ -117,7 +117,8 @@ def control_plane(bundle_name: str, actor: Any, live: Any, draining: Any, calls:
     admin call, each as its view calls it (the selector or service and the serializer)."""
     from access.actors import SYSTEM
     from adminui.views.sessions import drain_data as _drain_data
-    from api.serializers import LabelOut, VersionOut
+    from api.views.labels import LabelOut
+    from api.views.versions import VersionOut
     from metrics.selectors import version_usage
     from registry import lifecycle, releases
     from registry.models import Bundle, Label
@@ -193,9 +194,8 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
 
     from registry.models import BundleVersion, VersionState
     from sessions_app.models import Session
-    from sessions_app.selectors import _KEY_SESSION_SQL as _FETCH_SQL
-    from sessions_app.selectors import _KEY_SESSIONS_SQL as _BATCH_SQL
-    from sessions_app.services import _EXPIRE_SQL, _RENEW_SQL
+    from sessions_app.selectors import key_session_statement, key_sessions_statement
+    from sessions_app.services import expire_statement, renew_statement
 
     draining = BundleVersion.objects.filter(bundle__name=bundle_name, state=VersionState.DRAINING).first()
     session = Session.objects.active().filter(bundle__name=bundle_name).first()
@@ -212,20 +212,20 @@ def plans(bundle_name: str, secret: str) -> dict[str, str]:
             probe = Session.objects.active().pinned_to(draining).query.exists()
             sql, params = probe.get_compiler("default").as_sql()
             out["drain: any active session on the version?"] = explain(sql, params)
-        out["fetch: key, session, version, bundle"] = explain(_FETCH_SQL, [str(session.pk), secret[:10]])
-        ids = [str(s.pk) for s in Session.objects.active().filter(bundle__name=bundle_name)[:8]]
-        out["batched fetch: 8 keys, sessions, versions, bundles"] = explain(_BATCH_SQL, [[secret[:10]] * 8, ids])
-        out["batched heartbeat: the UPDATE (not run)"] = explain(
-            _RENEW_SQL, [ids, time_now(), time_now(), time_now()], analyze=False
+        out["fetch: key, session, version, bundle"] = explain(
+            *key_session_statement(prefix=secret[:10], session_id=str(session.pk))
         )
+        ids = [str(s.pk) for s in Session.objects.active().filter(bundle__name=bundle_name)[:8]]
+        out["batched fetch: 8 keys, sessions, versions, bundles"] = explain(
+            *key_sessions_statement(prefixes=[secret[:10]] * 8, session_ids=ids)
+        )
+        out["batched heartbeat: the UPDATE (not run)"] = explain(*renew_statement(session_ids=ids), analyze=False)
         out["end: the UPDATE (not run)"] = explain(
             "UPDATE sessions_app_session SET status = 'ended', ended_at = now() WHERE id = %s AND status = 'active'",
             [str(session.pk)],
             analyze=False,
         )
-        out["sweep: one batch (not run)"] = explain(
-            _EXPIRE_SQL.format(only=""), {"now": time_now(), "batch": 1000, "ids": []}, analyze=False
-        )
+        out["sweep: one batch (not run)"] = explain(*expire_statement(now=time_now(), batch=1000), analyze=False)
     return out
 
 
@@ -360,7 +360,7 @@ def rekey(url: str, bundle_name: str, lapsed: int, active: int) -> str:
                   AND NOT EXISTS (SELECT 1 FROM skills_sessionskill c WHERE c.session_id = s.id)
                   AND NOT EXISTS (SELECT 1 FROM knowledge_fileread f WHERE f.session_id = s.id)"""
         )
-        # As seed_scale inserts them: on the live version, through production, the seeded key.
+        # As bench/seed_scale.py inserts them: on the live version, through production, the seeded key.
         conn.execute(
             """INSERT INTO sessions_app_session (id, bundle_id, version_id, label, api_key_id, status, ttl_seconds,
                    started_at, last_seen_at, expires_at, ended_at, variables)
@@ -491,14 +491,15 @@ def main() -> int:
                 conn.execute(f'CREATE DATABASE "{name}"')
         for which in set(names) - set(fresh):
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{names[which]}").geturl()
-            manage("migrate", "--no-input", "-v", "0")  # what landed since the seed
+            python("manage.py", "migrate", "--no-input", "-v", "0")  # what landed since the seed
             secrets_of[which] = rekey(parts._replace(path=f"/{names[which]}").geturl(), which, lapsed, int(active))
         for which, name in fresh.items():
             os.environ["DATABASE_URL"] = parts._replace(path=f"/{name}").geturl()
             print(f"database {name}: migrating and seeding {' '.join(seed_args[which])} ...", flush=True)
-            manage("migrate", "--no-input", "-v", "0")
+            python("manage.py", "migrate", "--no-input", "-v", "0")
             started = time.perf_counter()
-            secrets_of[which] = manage("seed_scale", "--bundle", which, *seed_args[which]).strip().splitlines()[-1]
+            seeded = python("bench/seed_scale.py", "--bundle", which, *seed_args[which])
+            secrets_of[which] = seeded.strip().splitlines()[-1]
             if which == "large":
                 seed_seconds = time.perf_counter() - started
                 print(f"  seeded in {seed_seconds:.0f} s", flush=True)

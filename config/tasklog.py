@@ -10,6 +10,7 @@ task itself logs are unaffected."""
 import logging
 import os
 from collections.abc import Iterable
+from typing import Any
 
 # The loggers that write those lines: the worker's strategy ("received"), the tracer
 # ("succeeded"), and beat ("Sending due task").
@@ -34,7 +35,7 @@ class PeriodicTaskNoise(logging.Filter):
         return name not in self.tasks
 
 
-def quiet_periodic_tasks(beat_schedule: dict[str, dict]) -> None:
+def quiet_periodic_tasks(beat_schedule: dict[str, dict[str, Any]]) -> None:
     """Install the filter (once) on the loggers that write the per-run lines."""
     if os.environ.get("LOG_PERIODIC_TASKS", "").lower() in ("1", "true", "yes", "on"):
         return

@@ -11,7 +11,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from access.ratelimit import seconds_until_allowed
 from adminui import sso
 from api.errors import error_response, is_unavailable, unavailable_response
-from api.index import favicon, index
+from api.views.index import favicon, index
 from audit.context import client_ip
 from config.celery import app as celery_app
 from metrics.views import metrics, operator_request

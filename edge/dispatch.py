@@ -95,8 +95,10 @@ async def buffered_body(receive: Receive, *, limit: int, timeout: float) -> tupl
             return b"".join(chunks), True
 
 
-def replay(body: bytes) -> Receive:
-    """A `receive` that yields `body` once, then waits for nothing (reports a disconnect)."""
+def replay(body: bytes, then: Receive | None = None) -> Receive:
+    """A `receive` for the next app once `body` has been read: it yields `body` once, then hands
+    over to `then` (the client's own receive, which reports its disconnect when it comes), or
+    without `then` waits for nothing (reports a disconnect)."""
     sent = False
 
     async def receive() -> Message:
@@ -104,6 +106,8 @@ def replay(body: bytes) -> Receive:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
+        if then is not None:
+            return await then()
         return {"type": "http.disconnect"}
 
     return receive

@@ -14,12 +14,12 @@ does anyway."""
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from cachetools import LRUCache
 from django.db import connection
 from django.utils import timezone
 
@@ -166,42 +166,53 @@ class Rendered:
 
 
 class _LRU:
-    """A small thread-safe LRU of prefixes, bounded in entries and in bytes (a prefix embeds
-    every DUTY.md of its packs, so one can be large). Entries are immutable and keyed by
-    everything they are built from, so an entry is never stale."""
+    """The prefix cache: cachetools' LRU under a lock, bounded in entries and in bytes (a prefix
+    embeds every DUTY.md of its packs, so one can be large). Entries are immutable and keyed by
+    everything they are built from, so an entry is never stale. A prefix larger than the byte
+    bound alone is still kept, alone (each entry counts at most `max_bytes`): the next render
+    of that session must not rebuild it."""
 
     def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
         self.max_bytes = max_bytes
-        self.bytes = 0
-        self.items: OrderedDict[Any, Prefix] = OrderedDict()
+        self.items: LRUCache[Any, Prefix] = LRUCache(
+            maxsize=max_bytes, getsizeof=lambda prefix: min(len(prefix.body), max_bytes)
+        )
         self.lock = threading.Lock()
+
+    @property
+    def bytes(self) -> int:
+        """The bytes held: the entries' sizes, or one prefix over the bound counted whole."""
+        with self.lock:
+            if len(self.items) == 1:  # reading the only entry cannot change the order
+                (only,) = self.items.values()
+                return len(only.body)
+            return int(self.items.currsize)
 
     def get(self, key: Any) -> Prefix | None:
         with self.lock:
-            value = self.items.get(key)
-            if value is not None:
-                self.items.move_to_end(key)
-            return value
+            return self.items.get(key)
 
     def put(self, key: Any, value: Prefix) -> None:
         with self.lock:
-            old = self.items.pop(key, None)
-            if old is not None:
-                self.bytes -= len(old.body)
-            self.items[key] = value
-            self.bytes += len(value.body)
-            while len(self.items) > self.size or (self.bytes > self.max_bytes and len(self.items) > 1):
-                _, evicted = self.items.popitem(last=False)
-                self.bytes -= len(evicted.body)
+            self.items.pop(key, None)
+            self.items[key] = value  # evicts the least recently used until the bytes fit
+            while len(self.items) > self.size:
+                self.items.popitem()
 
     def clear(self) -> None:
         with self.lock:
             self.items.clear()
-            self.bytes = 0
 
 
 _prefixes = _LRU(PREFIX_CACHE_SIZE, PREFIX_CACHE_BYTES)
+
+
+def prefix_cache_clear() -> None:
+    """Empty this process's prefix cache: the next render builds its prefix (bench/render.py
+    times that miss)."""
+    _prefixes.clear()
+
 
 # One statement, so the states and the texts come from one snapshot: the prefix cached under a
 # pack's prefix_state is exactly the one built from the files that state describes.

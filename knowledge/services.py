@@ -190,14 +190,3 @@ def file_delete(*, pack: Pack, path: Any, actor: Actor) -> None:
             target=pack.name,
             data={"path": path, "sha256": digest},
         )
-
-
-def pack_update(*, pack: Pack, description: Any, actor: Actor) -> Pack:
-    _require_publisher(actor, "Editing a knowledge pack", pack)
-    description = _description(description)
-    with transaction.atomic():
-        pack = _lock(pack)
-        pack.description = description
-        pack.save(update_fields=["description"])
-        audit_record(actor=actor, action="pack.updated", target_type="pack", target=pack.name)
-    return pack

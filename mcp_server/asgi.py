@@ -29,7 +29,7 @@ from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.roles import Role
 from access.services import api_key_authenticate
 from audit.context import RequestContext, current, request_id_of, scope_client_ip
-from edge.dispatch import Receive
+from edge.dispatch import replay
 from edge.django_lane import read_body
 from edge.http import edge_headers, headers_of, host_allowed, https_redirect, request_is_secure
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
@@ -49,20 +49,6 @@ def _admit(*, secret: str, client_ip: str | None, methods: list[str]) -> tuple[A
         return None, auth_failure_wait(client_ip=client_ip)
     waits = [wait for wait in api_throttle_waits(requests=[(actor, m) for m in methods]) if wait is not None]
     return actor, max(waits) if waits else None
-
-
-def _replayed(body: bytes, receive: Receive) -> Receive:
-    """The body already read, then the client's own receive (which reports its disconnect)."""
-    sent = False
-
-    async def again() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 # The JSON-RPC error code of a refusal before any tool runs (401, 403, 429): one of the codes
@@ -257,7 +243,7 @@ class McpApp:
             return
         await self.start()
         scope[SCOPE_KEY] = actor
-        await self.http(scope, _replayed(body, receive), send)
+        await self.http(scope, replay(body, receive), send)
 
 
 def mcp_app() -> McpApp:

@@ -16,9 +16,9 @@ before, on every call, from PostgreSQL."""
 
 import logging
 import threading
-from collections import OrderedDict
 
 import redis
+from cachetools import LRUCache
 from django.conf import settings
 
 from core import breaker, instruments
@@ -33,36 +33,27 @@ LOCAL_LIMIT_BYTES = 64 * 1024 * 1024  # per process; one content document is at 
 
 
 class _LocalBytes:
-    """A thread-safe LRU of content bytes by content hash, bounded in total bytes."""
+    """Content bytes by content hash: cachetools' LRU under a lock, bounded in total bytes (a
+    document larger than the bound is not kept)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.size = 0
-        self.entries: OrderedDict[str, bytes] = OrderedDict()
+        self.entries: LRUCache[str, bytes] = LRUCache(maxsize=limit, getsizeof=len)
         self.lock = threading.Lock()
 
     def get(self, content_hash: str) -> bytes | None:
         with self.lock:
-            data = self.entries.get(content_hash)
-            if data is not None:
-                self.entries.move_to_end(content_hash)
-            return data
+            return self.entries.get(content_hash)
 
     def put(self, content_hash: str, data: bytes) -> None:
         with self.lock:
             if content_hash in self.entries or len(data) > self.limit:
                 return
-            self.entries[content_hash] = data
-            self.size += len(data)
-            while self.size > self.limit:
-                _, evicted = self.entries.popitem(last=False)
-                self.size -= len(evicted)
+            self.entries[content_hash] = data  # evicts the least recently used until it fits
 
     def pop(self, content_hash: str) -> None:
         with self.lock:
-            data = self.entries.pop(content_hash, None)
-            if data is not None:
-                self.size -= len(data)
+            self.entries.pop(content_hash, None)
 
 
 _local = _LocalBytes(LOCAL_LIMIT_BYTES)

@@ -4,7 +4,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from django.conf import settings
@@ -107,40 +107,60 @@ def lease_due(*, last_seen_at: datetime, ttl_seconds: int, now: datetime) -> boo
     return age < timedelta(0) or age >= timedelta(seconds=ttl_seconds * settings.SESSION_RENEW_FRACTION)
 
 
-def session_passes(
+def touch_due(*, expires_at: datetime, last_seen_at: datetime, ttl_seconds: int, now: datetime) -> bool:
+    """Whether a fetch's session_touch (sessions_app.services) writes: the lease ran out by this
+    node's clock (the database then decides, in the renewal's WHERE or the expiry's), or a
+    renewal is due (lease_due). The batched fetch (api.fastlane) answers only a session for
+    which this is False; every other goes to the one-by-one path, which calls session_touch."""
+    return expires_at <= now or lease_due(last_seen_at=last_seen_at, ttl_seconds=ttl_seconds, now=now)
+
+
+# What session_refusal names: the first per-turn rule that refuses a session (403, 404, 410s).
+Refusal = Literal["role", "hidden", "revoked", "ended", "retired"]
+
+
+def session_refusal(
     *,
     actor: Actor,
     owner_key_id: int | None,
     bundle_name: str,
-    version_state: str,
     status: str,
-    expires_at: datetime,
-    now: datetime,
-    version_id: int,
-    content_hash: str,
-) -> bool:
-    """True when session_checked and then session_touch pass this session without refusing
-    anything: visible to `actor`, version not revoked, its model not retired, active, lease
-    still running. The fast
-    lane's batched calls (api.fastlane) answer only such sessions themselves (a fetch only when
-    no lease renewal is due either: lease_due) and hand every other call to the one-by-one
-    path, which calls those two functions and answers whatever they say."""
-    return (
-        may_hold_sessions(actor)
-        and _visible_to(owner_key_id, bundle_name, actor)
-        and version_state != VersionState.REVOKED
-        and status == SessionStatus.ACTIVE
-        and expires_at > now
-        and retired_model(BundleVersion(id=version_id, content_hash=content_hash)) is None
-    )
+    version: BundleVersion,
+) -> Refusal | None:
+    """The first rule of a per-turn call that refuses this session to `actor`, in the order
+    session_checked applies them, or None: "role" (403, a role that holds no session),
+    "hidden" (404: neither its key nor ops, or outside the key's scope), "revoked" (410),
+    "ended" (410, ended or expired), "retired" (410, its model retired). `version`: the pinned
+    version, or a stand-in with its id, content_hash and state.
+
+    The one statement of these rules, over the columns they read: session_checked raises what
+    this names, and the fast lane's batched calls (api.fastlane) answer only a session for which
+    it is None, from the columns of their one read for the batch, without building a Session
+    per call (measured: bench/batched_calls.py), and leave every other to the one-by-one path."""
+    if not may_hold_sessions(actor):
+        return "role"
+    if not _visible_to(owner_key_id, bundle_name, actor):
+        return "hidden"
+    if version.state == VersionState.REVOKED:
+        return "revoked"
+    if status != SessionStatus.ACTIVE:
+        return "ended"
+    if retired_model(version) is not None:
+        return "retired"
+    return None
 
 
 def end_is_plain(*, actor: Actor, owner_key_id: int | None, bundle_name: str, status: str) -> bool:
     """True when session_end would end this session for `actor` as its owner, with no audit
-    record: the key that started it, within its scope, and the session still active. The fast
-    lane's batched ends (sessions_app.services.sessions_end_owned) take only these."""
-    owns = actor.owns(owner_key_id)
-    return may_hold_sessions(actor) and owns and actor.may_see_bundle(bundle_name) and status == SessionStatus.ACTIVE
+    record: session_visible's rules pass (the role, then _visible_to), the key that started it
+    ends it (session_end's `by_owner`) and the session is still active. The fast lane's batched
+    ends (sessions_app.services.sessions_end_owned) take only these."""
+    return (
+        may_hold_sessions(actor)
+        and _visible_to(owner_key_id, bundle_name, actor)
+        and actor.owns(owner_key_id)
+        and status == SessionStatus.ACTIVE
+    )
 
 
 def session_get(*, session_id: Any, actor: Actor) -> Session:
@@ -190,14 +210,21 @@ def session_checked(*, session: Session | None, session_id: Any, actor: Actor) -
     service sessions_app.services.session_touch (the lease: 410 when it ran out, else renewed)."""
     session = session_visible(session=session, session_id=session_id, actor=actor)
     version = session.version
-    if version.state == VersionState.REVOKED:
+    refusal = session_refusal(
+        actor=actor,
+        owner_key_id=session.api_key_id,
+        bundle_name=session.bundle.name,
+        status=session.status,
+        version=version,
+    )
+    if refusal == "revoked":
         raise VersionRevoked(
             f"Version {version.number} of {session.bundle.name!r} was revoked; start a new session.",
             {"labels": label_targets(session.bundle_id)},
         )
-    if session.status != SessionStatus.ACTIVE:
+    if refusal == "ended":
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
-    retired = retired_model(version)
+    retired = retired_model(version) if refusal == "retired" else None
     if retired is not None:
         raise model_retired_error(
             info=retired,
@@ -294,7 +321,7 @@ _KEY_BUNDLE_SQL = (
     f"SELECT {KEY_COLUMNS}, b.id FROM access_apikey k LEFT JOIN registry_bundle b ON b.name = %s WHERE {KEY_WHERE}"
 )
 # The same for a batch of calls (api.fastlane.serve_calls), with only the session columns the
-# batch's rules read (session_passes, end_is_plain, lease_due) and the answer needs.
+# batch's rules read (session_refusal, end_is_plain, touch_due) and the answer needs.
 _KEY_SESSIONS_SQL = (
     f"SELECT i.n, {KEY_COLUMNS},"
     + " s.api_key_id, s.status, s.expires_at, s.last_seen_at, s.ttl_seconds,"
@@ -313,11 +340,16 @@ _KEY_BUNDLES_SQL = (
 )
 
 
+def key_session_statement(*, prefix: str, session_id: str) -> tuple[str, list[Any]]:
+    """The statement key_session_rows runs and its parameters (bench/scale.py explains it)."""
+    return _KEY_SESSION_SQL, [session_id, prefix]
+
+
 def key_session_rows(*, prefix: str, session_id: str) -> list[tuple[Any, ...]]:
     """The working keys with this prefix, each with the session's PINNED_COLUMNS after its
     own (NULLs when there is no such session: pinned_row then gives None)."""
     with connection.cursor() as cursor:
-        cursor.execute(_KEY_SESSION_SQL, [session_id, prefix])
+        cursor.execute(*key_session_statement(prefix=prefix, session_id=session_id))
         rows: list[tuple[Any, ...]] = cursor.fetchall()
     return rows
 
@@ -332,11 +364,16 @@ def key_bundle_rows(*, prefix: str, bundle_name: str | None) -> list[tuple[Any, 
     return rows
 
 
+def key_sessions_statement(*, prefixes: list[str], session_ids: list[str]) -> tuple[str, list[Any]]:
+    """The statement key_sessions_rows runs and its parameters (bench/scale.py explains it)."""
+    return _KEY_SESSIONS_SQL, [prefixes, session_ids]
+
+
 def key_sessions_rows(*, prefixes: list[str], session_ids: list[str]) -> dict[int, list[tuple[Any, ...]]]:
     """key_session_rows for a batch, in one statement: by call (index into both lists), the
     key's columns then the session's api_key_id, status, expires_at, last_seen_at, ttl_seconds
     and version_id, the version's number, content_hash and state, and the bundle's name."""
-    return _batch_rows(_KEY_SESSIONS_SQL, [prefixes, session_ids])
+    return _batch_rows(*key_sessions_statement(prefixes=prefixes, session_ids=session_ids))
 
 
 def key_bundles_rows(*, prefixes: list[str], bundle_names: list[str]) -> dict[int, list[tuple[Any, ...]]]:

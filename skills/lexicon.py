@@ -14,23 +14,24 @@ from pathlib import Path
 
 LEXICON = Path(__file__).resolve().parent / "lexicon.txt"
 
-# Each table below is built once per process, at its first use (functools.cache).
+# Each table below is built once per process and source file, at its first use (functools.cache).
+# The router reads LEXICON; a test gives another file as `source`.
 
 
 @functools.cache
-def concept_lines() -> list[str]:
+def concept_lines(source: Path = LEXICON) -> list[str]:
     """The concept lines of lexicon.txt, in order (a concept's token is its position)."""
-    lines = LEXICON.read_text(encoding="utf-8").splitlines()
+    lines = source.read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 @functools.cache
-def _table() -> dict[str, list[str]]:
+def _table(source: Path = LEXICON) -> dict[str, list[str]]:
     """Term (English stemmed, pairs joined by a space) -> the tokens of the concepts holding it."""
     from core.text import stem
 
     table: dict[str, list[str]] = {}
-    for number, line in enumerate(concept_lines()):
+    for number, line in enumerate(concept_lines(source)):
         for term in line.split():
             key = term if not term.isascii() else " ".join(stem(p) for p in term.lower().split("-"))
             table.setdefault(key, []).append(f"@{number}")
@@ -38,37 +39,37 @@ def _table() -> dict[str, list[str]]:
 
 
 @functools.cache
-def _cjk_terms() -> list[str]:
-    return sorted((t for t in _table() if not t.isascii() and len(t) >= 2), key=len, reverse=True)
+def _cjk_terms(source: Path = LEXICON) -> list[str]:
+    return sorted((t for t in _table(source) if not t.isascii() and len(t) >= 2), key=len, reverse=True)
 
 
 @functools.cache
-def _english() -> dict[str, str]:
-    lines = concept_lines()
+def _english(source: Path = LEXICON) -> dict[str, str]:
+    lines = concept_lines(source)
     return {f"@{n}": " ".join(t.replace("-", " ") for t in line.split() if t.isascii()) for n, line in enumerate(lines)}
 
 
-def cjk_terms_in(text: str) -> list[str]:
+def cjk_terms_in(text: str, source: Path = LEXICON) -> list[str]:
     """The lexicon's non-English terms found in `text` as substrings, longest first, each once:
     a Chinese phrase meets its concept even where the segmenter cut it differently (寄回去 holds
     寄回; 原路返回 inside 钱能不能原路返回). About 2,000 substring tests per message."""
     if text.isascii():
         return []
-    return [term for term in _cjk_terms() if term in text]
+    return [term for term in _cjk_terms(source) if term in text]
 
 
-def english_of(words: list[str]) -> list[str]:
+def english_of(words: list[str], source: Path = LEXICON) -> list[str]:
     """The English words of the concepts that the non-English `words` belong to, once each
     ("退款" -> "refund reimburse ..."): what the semantic path embeds for a Chinese message,
     since its model knows English only."""
-    english = _english()
-    tokens = dict.fromkeys(concepts([w for w in words if not w.isascii()]))
+    english = _english(source)
+    tokens = dict.fromkeys(concepts([w for w in words if not w.isascii()], source))
     return [english[t] for t in tokens if english.get(t)]
 
 
-def concepts(words: list[str]) -> list[str]:
+def concepts(words: list[str], source: Path = LEXICON) -> list[str]:
     """The concept tokens of a word list (single words and adjacent English pairs)."""
-    table = _table()
+    table = _table(source)
     out: list[str] = []
     for i, word in enumerate(words):
         out.extend(table.get(word.lstrip("#"), ()) if not word.startswith("#") else ())

@@ -12,10 +12,10 @@ phase:
    weight), normalised by the best score of the turn, plus a bonus for each of the skill's
    keywords found verbatim in the newest message (and a smaller one in the context).
 3. `_semantic`: the cosine of the turn's vector with each card's (skills.semantic).
-4. `_fuse`: z-scored lexical and semantic scores summed (FUSION).
+4. `_fuse`: z-scored lexical and semantic scores summed (`fusion`).
 5. `_categories`: each category scores its best skill plus a share of its second best; the top
-   category is chosen, and the second too when it is within CATEGORY_CLOSE of the first, or
-   when the top one's best candidate is below CATEGORY_FLOOR (the fallback, said in `why`).
+   category is chosen, and the second too when it is within `category_close` of the first, or
+   when the top one's best candidate is below `category_floor` (the fallback, said in `why`).
 6. `_rank`: skills of the chosen categories first; the rest follow at a discount, so a wrong
    category guess can still recover lower in the list; a firing trigger on top.
 7. `_select`: a skill loaded in each of the last two reported turns and invoked in neither is
@@ -28,9 +28,15 @@ run on RE2 (core.patterns: linear time, the GIL released while it matches), neve
 backtracking `re`. Publishing refuses a trigger RE2 cannot run (registry.skills_content); a version
 published before that rule with such a trigger still routes: the trigger is treated as never
 matching, logged once when the index is built, and named in that skill's `why`.
+
+Every tuning switch is a field of `skills.params.RouterParams`, which the index takes (the
+service the defaults, the evaluation its variants); no module constant is rewritten at run time.
 """
 
+import ctypes
+import ctypes.util
 import functools
+import hashlib
 import logging
 import math
 import re
@@ -47,44 +53,12 @@ from core import patterns
 from core.text import STOP, content_words, warm_up
 from skills.embedding import Embedder
 from skills.lexicon import cjk_terms_in, concepts, english_of
+from skills.params import DEFAULT, RouterParams
 from skills.semantic import SemanticIndex, description
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
 logger = logging.getLogger(__name__)
-
-# BM25 parameters and field weights (tuned on eval/routing's dev split; see docs/skills.md).
-K1 = 1.2
-B = 0.75
-FIELD_WEIGHTS = {"name": 2.0, "summary": 2.0, "keywords": 2.5, "examples": 1.0, "description": 0.5, "category": 0.5}
-# Query weights of the newest message and of the two turns before it.
-NEWEST = 1.0
-CONTEXT_USER = (0.5, 0.3)  # previous user message, the one before
-CONTEXT_ASSISTANT = (0.25, 0.15)
-CONCEPT_WEIGHT = 0.8  # a lexicon concept counts less than the word itself
-KEYWORD_BONUS = 0.35
-KEYWORD_BONUS_CONTEXT = 0.1
-CATEGORY_CLOSE = 0.8  # the second category is kept when its score is at least this share of the first
-CATEGORY_SECOND_SHARE = 0.3
-OTHER_CATEGORY_FACTOR = 0.75
-# The semantic path and the fusion (measured on the dev sets; docs/skills.md). "z": each score
-# z-scored over the turn's cards, negatives cut to 0, summed with the semantic one weighted;
-# "rrf": reciprocal rank fusion, 1/(RRF_K + rank) summed.
-FUSION = "z"
-SEMANTIC_WEIGHT = 1.5  # 1.0 before the fitted static model (docs/skills.md)
-RRF_K = 60
-# Chinese words also yield the English words of their lexicon concepts for the semantic model.
-CROSS_LINGUAL = True
-# The lexicon's Chinese terms are also matched as substrings of a message, not only as jieba words.
-CJK_SUBSTRINGS = True
-SEMANTIC_DROP_STOP = False  # dropping stop words before embedding: measured worse on the dev sets
-# The category step falls back to the next category too when the top one's best candidate scores
-# below this (in the fused score's units: with "z", standard deviations above the turn's mean).
-CATEGORY_FLOOR = 3.0
-MAX_MESSAGE_CHARS = 4000  # text looked at per message: bounds trigger and tokenising cost
-# RE2 instructions of all the triggers of one index (registry.skills_content.MAX_TRIGGER_PROGRAM_TOTAL at
-# publish); a version published before that bound runs the triggers that fit and skips the rest.
-MAX_TRIGGER_PROGRAM_TOTAL = 20_000
 
 
 @dataclass(frozen=True)
@@ -137,53 +111,57 @@ class _Scored:
     candidate: bool  # shares a word with the turn, or is semantically close enough
 
 
-def _card_texts(skill: dict[str, Any], words_of: Callable[[str], list[str]]) -> list[str]:
+def _card_texts(skill: dict[str, Any], words_of: Callable[[str], list[str]], params: RouterParams) -> list[str]:
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
     keywords = " ".join(skill["keywords"])
-    texts = [head, _english_part(keywords, words_of(keywords))]
-    texts += [_english_part(e, words_of(e)) for e in (*skill["examples"], description(skill))]
+    texts = [head, _english_part(keywords, words_of(keywords), params)]
+    texts += [_english_part(e, words_of(e), params) for e in (*skill["examples"], description(skill, params))]
     return [t for t in texts if t.strip()] or [head]
 
 
-def _concepts(words: list[str], text: str) -> list[str]:
-    """The concept tokens of a text: of its words, and (CJK_SUBSTRINGS) of the lexicon's Chinese
-    terms found inside it, once each."""
+def _concepts(words: list[str], text: str, params: RouterParams) -> list[str]:
+    """The concept tokens of a text: of its words, and (`cjk_substrings`) of the lexicon's Chinese
+    terms found inside it, once each; none when the lexicon is off."""
+    if not params.lexicon:
+        return []
     tokens = concepts(words)
-    if CJK_SUBSTRINGS and not text.isascii():
+    if params.cjk_substrings and not text.isascii():
         tokens = list(dict.fromkeys([*tokens, *concepts(cjk_terms_in(text))]))
     return tokens
 
 
-def _english_part(text: str, words: list[str]) -> str:
+def _english_part(text: str, words: list[str], params: RouterParams = DEFAULT) -> str:
     """What the (English) semantic model reads of a text: its English words (stop words dropped
-    when SEMANTIC_DROP_STOP), plus the English words of the lexicon concepts of its other words."""
+    when `semantic_drop_stop`), plus the English words of the lexicon concepts of its other words."""
     ascii_words = "".join(ch if ch.isascii() else " " for ch in text).split()
-    if SEMANTIC_DROP_STOP:
+    if params.semantic_drop_stop:
         ascii_words = [w for w in ascii_words if w.lower().strip(".,!?;:'\"()") not in STOP]
     if text.isascii():
         return " ".join(ascii_words)
-    found = [*words, *cjk_terms_in(text)] if CJK_SUBSTRINGS else words
-    return " ".join([*ascii_words, *(english_of(found) if CROSS_LINGUAL else [])])
+    found = [*words, *cjk_terms_in(text)] if params.cjk_substrings else words
+    crossing = english_of(found) if params.cross_lingual and params.lexicon else []
+    return " ".join([*ascii_words, *crossing])
 
 
-def _zsum(lexical: list[float], semantic: list[float]) -> list[float]:
+def _zsum(lexical: list[float], semantic: list[float], params: RouterParams) -> list[float]:
     def z(values: list[float]) -> Any:
         array = np.asarray(values, dtype=np.float64)
         std = float(array.std()) or 1.0
         return np.maximum(0.0, (array - array.mean()) / std)
 
-    fused: list[float] = (z(lexical) + SEMANTIC_WEIGHT * z(semantic)).tolist()
+    fused: list[float] = (z(lexical) + params.semantic_weight * z(semantic)).tolist()
     return fused
 
 
-def _rrf(lexical: list[float], semantic: list[float]) -> list[float]:
+def _rrf(lexical: list[float], semantic: list[float], params: RouterParams) -> list[float]:
+    k = params.rrf_k
     out = [0.0] * len(lexical)
     by_lex = sorted((i for i in range(len(lexical)) if lexical[i] > 0), key=lambda i: -lexical[i])
     for rank, i in enumerate(by_lex):
-        out[i] += 1.0 / (RRF_K + rank + 1)
+        out[i] += 1.0 / (k + rank + 1)
     for rank, i in enumerate(sorted(range(len(semantic)), key=lambda i: -semantic[i])):
-        out[i] += SEMANTIC_WEIGHT / (RRF_K + rank + 1)
-    return [v * RRF_K for v in out]
+        out[i] += params.semantic_weight / (k + rank + 1)
+    return [v * k for v in out]
 
 
 class _Phrase:
@@ -215,11 +193,15 @@ def _keyword_table(cards: list[_Card]) -> tuple[dict[str, _Phrase], dict[str, li
 
 
 class Index:
-    def __init__(self, skills: list[dict[str, Any]], embedder: Embedder | None = None, semantic: bool = True) -> None:
+    def __init__(
+        self, skills: list[dict[str, Any]], embedder: Embedder | None = None, params: RouterParams = DEFAULT
+    ) -> None:
+        self.params = params
         self.cards: list[_Card] = []
         self.resident: list[str] = []
         df: dict[str, int] = {}
-        budget = [MAX_TRIGGER_PROGRAM_TOTAL]
+        budget = [params.max_trigger_program_total]
+        field_weights = dict(params.field_weights)
         words_of = functools.lru_cache(maxsize=None)(content_words)  # a text's words, once per build
         for skill in skills:
             if skill["level"] == "L1":
@@ -229,15 +211,15 @@ class Index:
                 "summary": skill["summary"],
                 "keywords": " ".join(skill["keywords"]),
                 "examples": " ".join(skill["examples"]),
-                "description": description(skill),
+                "description": description(skill, params),
                 "category": skill["category"].replace("_", " "),
             }
             triggers, skipped = _triggers(skill, budget)
             tf: dict[str, float] = {}
             for key, text in fields.items():
                 words = words_of(text)
-                for word in words + _concepts(words, text):
-                    tf[word] = tf.get(word, 0.0) + FIELD_WEIGHTS[key]
+                for word in words + _concepts(words, text, params):
+                    tf[word] = tf.get(word, 0.0) + field_weights[key]
             for word in tf:
                 df[word] = df.get(word, 0) + 1
             self.cards.append(
@@ -260,8 +242,8 @@ class Index:
         self.phrases, self.phrase_cards = _keyword_table(self.cards)
         self.spaced_names = [(c.name, c.name.replace("_", " ")) for c in self.cards]
         self.semantic = (
-            SemanticIndex(skills, [_card_texts(skill, words_of) for skill in skills], embedder)
-            if semantic and skills
+            SemanticIndex(skills, [_card_texts(skill, words_of, params) for skill in skills], embedder, params)
+            if params.semantic and skills
             else None
         )
         # Postings: word -> [(card index, weighted tf)], so a query touches only the cards sharing a word.
@@ -272,14 +254,15 @@ class Index:
 
     def _bm25(self, query: dict[str, float]) -> list[float]:
         scores = [0.0] * len(self.cards)
+        k1, b = self.params.k1, self.params.b
         for word, q_weight in query.items():
             postings = self.postings.get(word)
             if not postings:
                 continue
             idf = self.idf[word]
             for i, tf in postings:
-                norm = K1 * (1 - B + B * self.cards[i].length / self.avg_length)
-                scores[i] += q_weight * idf * tf * (K1 + 1) / (tf + norm)
+                norm = k1 * (1 - b + b * self.cards[i].length / self.avg_length)
+                scores[i] += q_weight * idf * tf * (k1 + 1) / (tf + norm)
         return scores
 
     def route(self, messages: list[dict[str, str]], k: int = 5, history: History | None = None) -> RouteResult:
@@ -297,17 +280,18 @@ class Index:
 
     def _turn(self, messages: list[dict[str, Any]]) -> "_Turn":
         """Phase 1: the query (newest message and context, weighted) and the triggers that fire."""
-        newest, context = _split(messages)
+        params = self.params
+        newest, context = _split(messages, params)
         query: dict[str, float] = {}
         english: list[tuple[str, float]] = []
         raw: list[tuple[str, float]] = []
-        for text, weight in [(newest, NEWEST), *context]:
+        for text, weight in [(newest, params.newest), *context]:
             words = content_words(text)
             for word in words:
                 query[word] = max(query.get(word, 0.0), weight)
-            for word in _concepts(words, text):
-                query[word] = max(query.get(word, 0.0), weight * CONCEPT_WEIGHT)
-            english.append((_english_part(text, words), weight))
+            for word in _concepts(words, text, params):
+                query[word] = max(query.get(word, 0.0), weight * params.concept_weight)
+            english.append((_english_part(text, words, params), weight))
             raw.append((text, weight))
         newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too
         triggered = {
@@ -342,10 +326,10 @@ class Index:
             why = [f"bm25 {score:.2f}"] if raw[i] else []
             hits = [kw.text for kw in card.keywords if kw.text in turn.in_newest] if i in turn.cards_in_newest else []
             if hits:
-                score += KEYWORD_BONUS * min(len(hits), 3)
+                score += self.params.keyword_bonus * min(len(hits), 3)
                 why.append("keywords " + ", ".join(hits[:3]))
             elif i in turn.cards_in_context:
-                score += KEYWORD_BONUS_CONTEXT
+                score += self.params.keyword_bonus_context
                 why.append("keywords in context")
             if i in turn.triggered:
                 why.append("trigger")
@@ -365,12 +349,13 @@ class Index:
     def _fuse(
         self, lexical: list[tuple[float, list[str]]], cosines: tuple[list[float], float] | None
     ) -> list["_Scored"]:
-        """Phase 4: one score per card from the lexical and semantic scores (see FUSION)."""
+        """Phase 4: one score per card from the lexical and semantic scores (`fusion`)."""
         if cosines is None:
             return [_Scored(score, why, score > 0) for score, why in lexical]
         semantic, floor = cosines
         lex = [score for score, _ in lexical]
-        fused = _zsum(lex, semantic) if FUSION == "z" else _rrf(lex, semantic)
+        fuse = _zsum if self.params.fusion == "z" else _rrf
+        fused = fuse(lex, semantic, self.params)
         out = []
         for i, (score, why) in enumerate(lexical):
             candidate = score > 0 or semantic[i] >= floor
@@ -380,7 +365,7 @@ class Index:
     def _categories(self, fused: list["_Scored"]) -> tuple[list[str], str | None]:
         """Phase 5: the chosen categories (best skill plus a share of the second best; the second
         category too when close), and the category step's fallback: when the top category's best
-        candidate scores below CATEGORY_FLOOR, the next category is tried too.
+        candidate scores below `category_floor`, the next category is tried too.
         Returns (chosen, the reason of a fallback or None)."""
         per_category: dict[str, list[float]] = {}
         for card, scored in zip(self.cards, fused, strict=True):
@@ -388,19 +373,20 @@ class Index:
                 per_category.setdefault(card.category, []).append(scored.score)
         if not per_category:
             return [], None
+        params = self.params
         category_scores = {}
         for category, values in per_category.items():
             top = sorted(values, reverse=True)[:2]
-            category_scores[category] = top[0] + CATEGORY_SECOND_SHARE * (top[1] if len(top) > 1 else 0.0)
+            category_scores[category] = top[0] + params.category_second_share * (top[1] if len(top) > 1 else 0.0)
         ranked = sorted(category_scores, key=lambda c: (-category_scores[c], c))
         first = ranked[0]
         if category_scores[first] <= 0:
             return [], None
         chosen = [first]
-        if len(ranked) > 1 and category_scores[ranked[1]] >= CATEGORY_CLOSE * category_scores[first]:
+        if len(ranked) > 1 and category_scores[ranked[1]] >= params.category_close * category_scores[first]:
             chosen.append(ranked[1])
         best_first = max(per_category[first])
-        if len(chosen) == 1 and len(ranked) > 1 and best_first < CATEGORY_FLOOR:
+        if len(chosen) == 1 and len(ranked) > 1 and best_first < params.category_floor:
             chosen.append(ranked[1])
             return chosen, f"category {first} weak ({best_first:.2f}), also tried {ranked[1]}"
         return chosen, None
@@ -418,7 +404,7 @@ class Index:
             why = scored.why
             score = scored.score
             if card.category not in chosen:
-                score *= OTHER_CATEGORY_FACTOR
+                score *= self.params.other_category_factor
             elif fallback and card.category == chosen[-1]:
                 why = [*why, fallback]
             if i in turn.triggered:
@@ -498,34 +484,35 @@ def _triggers(skill: dict[str, Any], budget: list[int]) -> tuple[list[Any], int]
     return compiled, skipped
 
 
-def _text_of(message: dict[str, Any]) -> str:
+def _text_of(message: dict[str, Any], limit: int) -> str:
     content = message.get("content")
     if isinstance(content, str):
-        return content[:MAX_MESSAGE_CHARS]
+        return content[:limit]
     if isinstance(content, list):
         parts = [p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        return " ".join(parts)[:MAX_MESSAGE_CHARS]
+        return " ".join(parts)[:limit]
     return ""
 
 
-def _split(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, float]]]:
+def _split(messages: list[dict[str, Any]], params: RouterParams) -> tuple[str, list[tuple[str, float]]]:
     """The newest user message, and the context: the two turns before it with their weights."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last_user is None:
         return "", []
     context: list[tuple[str, float]] = []
     users = assistants = 0
+    limit, user_weights, assistant_weights = params.max_message_chars, params.context_user, params.context_assistant
     for message in reversed(messages[:last_user]):
         role = message.get("role")
-        if role == "user" and users < len(CONTEXT_USER):
-            context.append((_text_of(message), CONTEXT_USER[users]))
+        if role == "user" and users < len(user_weights):
+            context.append((_text_of(message, limit), user_weights[users]))
             users += 1
-        elif role == "assistant" and assistants < len(CONTEXT_ASSISTANT):
-            context.append((_text_of(message), CONTEXT_ASSISTANT[assistants]))
+        elif role == "assistant" and assistants < len(assistant_weights):
+            context.append((_text_of(message, limit), assistant_weights[assistants]))
             assistants += 1
-        if users >= len(CONTEXT_USER):
+        if users >= len(user_weights):
             break
-    return _text_of(messages[last_user]), context
+    return _text_of(messages[last_user], limit), context
 
 
 def index_bytes(index: Index) -> int:
@@ -552,11 +539,15 @@ _INDEXES: "LRUCache[str, Index] | None" = None
 _lock = Lock()
 
 
-def index_for(content_hash: str, skills: list[dict[str, Any]], embedder: Embedder | None = None) -> Index:
-    """The index of a version's skills (card vectors included), built once per content hash
-    and embedding model per process."""
+def index_for(
+    content_hash: str, skills: list[dict[str, Any]], embedder: Embedder | None = None, params: RouterParams = DEFAULT
+) -> Index:
+    """The index of a version's skills (card vectors included), built once per content hash,
+    embedding model and parameters per process."""
     global _INDEXES
     key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
+    if params != DEFAULT:
+        key += ":" + hashlib.sha256(repr(params).encode()).hexdigest()[:32]
     with _lock:
         if _INDEXES is None or _INDEXES.maxsize != settings.SKILL_INDEX_CACHE_BYTES:
             _INDEXES = _index_cache()
@@ -566,13 +557,35 @@ def index_for(content_hash: str, skills: list[dict[str, Any]], embedder: Embedde
     # Building an index is the once-per-process moment: load the segmenter here too, so that
     # neither its dictionary nor the index build lands inside a turn's routing time.
     warm_up()
-    index = Index(skills, embedder)
+    index = Index(skills, embedder, params)
     with _lock:
         try:
             _INDEXES[key] = index  # evicts the least recently used until the bytes fit
         except ValueError:
             pass  # larger than the whole budget alone: used for this call, not kept
+    _return_freed_heap()
     return index
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    path = ctypes.util.find_library("c")
+    try:
+        trim: Callable[[int], int] | None = getattr(ctypes.CDLL(path), "malloc_trim", None) if path else None
+    except OSError:
+        return None
+    return trim  # glibc only
+
+
+def _return_freed_heap() -> None:
+    """Give back to the system the heap an index build freed. Loading the models and building an
+    index allocate and free some hundred thousand small objects, and glibc keeps those pages
+    mapped: about 30 MB of a web worker's resident memory after its first route call
+    (eval/routing/memory.py: 335 -> 305 MB). A few milliseconds, once per index build; nothing
+    where the C library has no malloc_trim."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def indexes_cached() -> tuple[int, int]:

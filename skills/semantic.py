@@ -1,38 +1,33 @@
 """The router's semantic path: card vectors (built once per index) and each turn's cosines with
-them, from the two offline models blended, or from a configured model while it answers
-(docs/skills.md, "The semantic path"). Pure, like skills.router: no Django, no database."""
+them, from the two offline models blended, or from a configured endpoint while it answers
+(docs/skills.md, "The semantic path"). Pure, like skills.router: no Django, no database.
+
+Its switches are fields of skills.params.RouterParams: `piece_blend` (the share of the distilled
+e5's cosine offline; 0.5 and 0.7 measured alike on the seen sets, 1.0, without WordLlama,
+worse), `piece_floor` (the candidate floor once the distilled model's cosine is in: its rows are
+centred and have no language axis, so unrelated texts meet near 0 and a reworded message its
+card at about 0.22; 0.15 routed the same seen turns as 0.10 and 0.12 and the least junk),
+`semantic_floor` (the floor of WordLlama alone or an endpoint) and `max_description_chars` (of
+a card's description, the part routing reads: it bounds the index build, which jieba's cut
+dominates on Chinese text; 500 cards of 4,000-ideograph descriptions took 48 s of CPU, 11 s at
+1,000 characters; no evaluation card's description is longer than 331)."""
 
 from typing import Any
 
 import numpy as np
 
-from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder, local_model, piece_model
-
-SEMANTIC_FLOOR = 0.3  # a card with no shared word is a candidate when its cosine reaches this
-# Offline, the share of the distilled e5 cosine in the semantic score (the rest: WordLlama's);
-# 0.5 and 0.7 measured alike on the seen sets, 1.0 (no WordLlama) worse (docs/skills.md).
-PIECE_BLEND = 0.5
-# The candidate floor once the distilled model's cosine is in the score. Its rows are centred and
-# have no language axis (devtools/distill_e5.py), so unrelated texts meet near 0 and a reworded
-# message its card at about 0.22 (median, seen sets). 0.15 routed the same seen turns as 0.10
-# and 0.12 and the least junk ("asdf qwer", 好的, "thanks": docs/skills.md).
-PIECE_FLOOR = 0.15
-# Of a card's description, the part routing reads (its words and its vector). It bounds the index
-# build, which jieba's cut dominates on Chinese text: 500 cards whose descriptions are 4,000
-# random ideographs took 48 s of CPU at a process's first route call for the version (23 s
-# before the description was one of the card texts), 11 s at 1,000 characters (docs/skills.md).
-# No evaluation card's description is longer than 331 characters.
-MAX_DESCRIPTION_CHARS = 1000
+from skills.embedding import Embedder, Endpoint, local_model, piece_model
+from skills.params import DEFAULT, RouterParams
 
 
 class SemanticIndex:
     """Card vectors, computed once per index (so once per content hash per process): each card's
     vector is the mean of the vectors of its name and summary, its keywords, each example and its
     description.
-    The two offline models' vectors always; a configured model's too (an endpoint, or the
-    in-process multilingual model) when it answered.
+    The offline models' vectors always (those `piece_blend` gives a share); a configured
+    endpoint's too when it answered.
 
-    Offline, a card's semantic score is the mean of two cosines (PIECE_BLEND): WordLlama's, which
+    Offline, a card's semantic score is the blend of two cosines (`piece_blend`): WordLlama's, which
     reads English only and so gets the English part of each text (with the lexicon's English
     words for Chinese ones), and the distilled e5's (skills.embedding.PieceModel), which reads
     every language and gets the texts as written. A configured model is there for a team's own,
@@ -40,13 +35,23 @@ class SemanticIndex:
     alone is the score."""
 
     def __init__(
-        self, skills: list[dict[str, Any]], english_per_card: list[list[str]], embedder: Embedder | None
+        self,
+        skills: list[dict[str, Any]],
+        english_per_card: list[list[str]],
+        embedder: Embedder | None,
+        params: RouterParams = DEFAULT,
     ) -> None:
         # english_per_card: what WordLlama reads of each card (skills.router)
-        self.local = pool(local_model().embed(flat(english_per_card)), english_per_card)
-        self.raw_per_card = [card_raw_texts(skill) for skill in skills]
-        self.pieces = pool(piece_model().embed(flat(self.raw_per_card)), self.raw_per_card)
-        self.remote = embedder if isinstance(embedder, (RemoteEmbedder, InProcessEmbedder)) else None
+        self.params = params
+        self.blend = min(max(params.piece_blend, 0.0), 1.0)
+        self.local: Any = None
+        self.pieces: Any = None
+        if self.blend < 1.0:  # WordLlama has a share: loaded (once per process)
+            self.local = pool(local_model().embed(flat(english_per_card)), english_per_card)
+        self.raw_per_card = [card_raw_texts(skill, params) for skill in skills]
+        if self.blend > 0.0:
+            self.pieces = pool(piece_model().embed(flat(self.raw_per_card)), self.raw_per_card)
+        self.remote = embedder if isinstance(embedder, Endpoint) else None
         self.remote_matrix: Any = None
         self._remote_cards()
 
@@ -62,19 +67,21 @@ class SemanticIndex:
         self, english: list[tuple[str, float]], raw: list[tuple[str, float]]
     ) -> tuple[list[float], float] | None:
         """Each card's cosine with the turn, and the cosine that makes a card a candidate with no
-        shared word (SEMANTIC_FLOOR, or PIECE_FLOOR once the distilled model's cosine is in)."""
+        shared word (`semantic_floor`, or `piece_floor` once the distilled model's cosine is in)."""
+        params = self.params
         self._remote_cards()
         if self.remote is not None and self.remote_matrix is not None:
             found = cosines(self.remote_matrix, weighted(raw, self.remote.embed_turn))
             if found is not None:
-                return found, SEMANTIC_FLOOR
-        words = cosines(self.local, weighted(english, local_model().embed))
-        pieces = cosines(self.pieces, weighted(raw, piece_model().embed))
+                return found, params.semantic_floor
+        words = cosines(self.local, weighted(english, local_model().embed)) if self.local is not None else None
+        pieces = cosines(self.pieces, weighted(raw, piece_model().embed)) if self.pieces is not None else None
         if pieces is None:
-            return (words, SEMANTIC_FLOOR) if words is not None else None
+            return (words, params.semantic_floor) if words is not None else None
         if words is None:
-            return pieces, PIECE_FLOOR
-        return [(1 - PIECE_BLEND) * w + PIECE_BLEND * p for w, p in zip(words, pieces, strict=True)], PIECE_FLOOR
+            return pieces, params.piece_floor
+        blend = self.blend
+        return [(1 - blend) * w + blend * p for w, p in zip(words, pieces, strict=True)], params.piece_floor
 
 
 def flat(texts_per_card: list[list[str]]) -> list[str]:
@@ -98,18 +105,18 @@ def cosines(matrix: Any, query: Any) -> list[float] | None:
     return None if query is None else [float(v) for v in matrix @ query]
 
 
-def card_raw_texts(skill: dict[str, Any]) -> list[str]:
+def card_raw_texts(skill: dict[str, Any], params: RouterParams = DEFAULT) -> list[str]:
     """A card's texts as written, for the distilled model and a configured one (every language
     its keywords and examples use): the name and summary, the keywords, each example, and the
     description, which names the situations the skill is for (measured: +0.4 points of hit@5 on
     the seen splits; docs/skills.md)."""
     head = f"{skill['name'].replace('_', ' ')}. {skill['summary']}"
-    texts = [head, " ".join(skill["keywords"]), *skill["examples"], description(skill)]
+    texts = [head, " ".join(skill["keywords"]), *skill["examples"], description(skill, params)]
     return [t for t in texts if t.strip()]
 
 
-def description(skill: dict[str, Any]) -> str:
-    return str(skill["description"])[:MAX_DESCRIPTION_CHARS]
+def description(skill: dict[str, Any], params: RouterParams = DEFAULT) -> str:
+    return str(skill["description"])[: params.max_description_chars]
 
 
 def pool(vectors: Any, texts_per_card: list[list[str]]) -> Any:

@@ -17,7 +17,7 @@ from core.limits import storable
 from registry.skills_content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME_RE
 from sessions_app.models import Session, SessionStatus
 from skills.card_vectors import RedisCardCache
-from skills.embedding import Embedder, InProcessEmbedder, RemoteEmbedder
+from skills.embedding import Embedder, RemoteEmbedder
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
 from skills.router import History, index_for
 from skills.selectors import session_content
@@ -103,22 +103,13 @@ def _live_session_skills(session: Session, turn: int) -> list[SessionSkill]:
 
 
 _embedders: dict[tuple[str, str, str, int], RemoteEmbedder] = {}
-_in_process: InProcessEmbedder | None = None
 
 
 def route_embedder() -> Embedder | None:
     """The configured embeddings endpoint (settings.SKILLS_EMBEDDING_*), one client per
-    configuration per process; the in-process multilingual model when SKILLS_EMBEDDING_MODEL
-    names it without a URL (one per process: it checks the CPU, and logs, once); None: the
-    offline model."""
-    global _in_process
+    configuration per process; None: the offline models."""
     if not settings.SKILLS_EMBEDDING_URL:
-        if settings.SKILLS_EMBEDDING_MODEL != settings.SKILLS_EMBEDDING_IN_PROCESS:
-            return None
-        if _in_process is None:
-            _in_process = InProcessEmbedder()
-            _in_process.card_cache = RedisCardCache()
-        return _in_process
+        return None
     key = (
         settings.SKILLS_EMBEDDING_URL,
         settings.SKILLS_EMBEDDING_MODEL,

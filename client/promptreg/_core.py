@@ -12,13 +12,13 @@ import tempfile
 import threading
 import uuid
 import warnings
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from cachetools import LRUCache
 
 from promptreg.errors import IntegrityError, RegistryError, Throttled, Unavailable
 from promptreg.messages import plain_messages
@@ -125,23 +125,16 @@ class BundleCache:
     an entry is never stale; the bound only limits memory (least recently used goes first)."""
 
     def __init__(self, size: int = 64) -> None:
-        self._items: OrderedDict[str, Bundle] = OrderedDict()
-        self._size = size
+        self._items: LRUCache[str, Bundle] = LRUCache(maxsize=size)
         self._lock = threading.Lock()
 
     def get(self, content_hash: str) -> Bundle | None:
         with self._lock:
-            bundle = self._items.get(content_hash)
-            if bundle is not None:
-                self._items.move_to_end(content_hash)
-            return bundle
+            return self._items.get(content_hash)
 
     def put(self, bundle: Bundle) -> None:
         with self._lock:
             self._items[bundle.content_hash] = bundle
-            self._items.move_to_end(bundle.content_hash)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
 
 
 def new_external_id() -> str:

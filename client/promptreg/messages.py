@@ -5,7 +5,7 @@ A loop appends the model's reply the way each SDK's own docs show: Anthropic's `
 output items (`ResponseFunctionToolCall`, `ResponseReasoningItem`, ...). They are pydantic
 models, not dicts, so `json.dumps` refuses them. `plain` turns them into the JSON each SDK
 itself would send (`model_dump(exclude_none=True, mode="json")`), without importing any SDK:
-the client keeps its one dependency."""
+the client depends on no SDK."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the SDK, the reply appended.
 `session.step(client, messages)` is `session.turn(messages, format=...)`, then the SDK's own
 `create(**turn["request"])`, then the reply added to the conversation in that format's shape,
 ready for the next step. Nothing here imports an SDK: the client is recognised by the module
-its class comes from (`anthropic`, `openai`), so the registry client keeps its one dependency.
+its class comes from (`anthropic`, `openai`), so the registry client depends on no SDK.
 
 Formats: an `anthropic.Anthropic` client sends `anthropic` requests; an `openai.OpenAI` client
 needs `format="openai-responses"` or `format="openai-chat"` (the two APIs take different

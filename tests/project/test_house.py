@@ -10,6 +10,7 @@ lists only shrink.
 Reproduce the figures: `radon cc -n D -s <package>` and `wc -l`.
 """
 
+import ast
 from pathlib import Path
 
 from radon.complexity import cc_visit
@@ -94,6 +95,39 @@ def test_the_admin_views_run_no_query_of_their_own():
             if any(word in line for word in (".objects.", ".history.", "connection.", "cursor(")):
                 found.append(f"{_rel(path)}:{number}: {line.strip()}")
     assert not found, found
+
+
+def private_imports(source: str, package: str) -> list[str]:
+    """`from <package>.x import _name` and `<module of package>._name` in `source`: a private
+    name of one module used by another (dunders are not private)."""
+    found, modules = [], set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package:
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{node.lineno}: {node.module}.{alias.name}")
+                else:
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            modules |= {alias.asname or alias.name for alias in node.names if alias.name.split(".")[0] == package}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_of_api_uses_another_ones_private_names():
+    """api/ shares what several modules need through public names (api/common.py, or the
+    subject module that owns it; docs/architecture.md, The API package)."""
+    found = []
+    for path in sorted((ROOT / "api").rglob("*.py")):
+        found += [f"{_rel(path)}:{hit}" for hit in private_imports(path.read_text(encoding="utf-8"), "api")]
+    assert not found, found
+    # The negative control: both forms are caught, a public name and a dunder are not.
+    source = "from api.common import valid, _x\nfrom api import views\nviews._y\nviews.__doc__"
+    assert private_imports(source, "api") == ["1: api.common._x", "3: views._y"]
 
 
 def test_the_measure_counts_branches():

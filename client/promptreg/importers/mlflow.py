@@ -1,5 +1,5 @@
 """MLflow's prompt registry, read from a running tracking server over its REST API (no mlflow
-package needed: the client keeps its one dependency, httpx).
+package needed: the client reads it with httpx).
 
 MLflow 3 keeps a prompt as a registered model tagged `mlflow.prompt.is_prompt=true`: each
 version carries its template in the tag `mlflow.prompt.text` (text, or with

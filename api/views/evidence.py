@@ -1,21 +1,80 @@
-"""The evidence of a version and the comparison of two (docs/api.md#evidence): thin views over
-evidence.selectors, which read the rollups."""
+"""The evidence (docs/api.md#evidence): the In and Out schemas of an end's outcome, a score and a
+rollout guard, and the thin views over evidence.selectors and evidence.rollouts (a version's
+evidence, two compared, a label's guard). The rules are evidence's."""
 
 from datetime import date, datetime
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.authentication import actor_of
-from api.serializers_evidence import GuardIn, GuardOverrideIn
-from api.views import BaseApi
+from api.common import BaseApi, StrictCharField, StrictInput
 from core.errors import InvalidContent, NotFound
 from evidence import rollouts
 from evidence import selectors as evidence_selectors
 from registry import selectors as registry_selectors
 from registry.models import Bundle
+
+
+class EndIn(StrictInput):
+    """An end's optional body: `outcome` {"status", "reason"?} (checked by
+    evidence.services.outcome_in). No body, or an empty object, is a plain end."""
+
+    outcome = serializers.JSONField(required=False, allow_null=True)
+
+
+class ScoreIn(StrictInput):
+    """A score's body (checked by evidence.services.score_in, which both lanes call)."""
+
+    name = serializers.CharField(max_length=100)
+    value = serializers.FloatField()
+    # `source`: a field named like Field.source (the stubs type that attribute): a declaration.
+    source = serializers.CharField(required=False, max_length=100)  # type: ignore[assignment]
+    comment = serializers.CharField(required=False, max_length=4000)
+    id = serializers.CharField(required=False, max_length=200)
+
+
+class ScoreOut(serializers.Serializer):
+    id = serializers.CharField()
+    session = serializers.UUIDField()
+    name = serializers.CharField()
+    value = serializers.FloatField()
+    source = serializers.CharField()  # type: ignore[assignment]  # see ScoreIn.source
+    comment = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+def score_out(score: Any) -> dict[str, Any]:
+    """A recorded score as ScoreOut describes it (`id`: the client's id when it gave one), the
+    answer of POST .../scores/ in both lanes (api/routes.py)."""
+    return {
+        "id": score.client_id if score.client_id is not None else str(score.pk),
+        "session": str(score.session_id),
+        "name": score.name,
+        "value": score.value,
+        "source": score.source,
+        "comment": score.comment,
+        "at": score.at,
+    }
+
+
+class GuardIn(serializers.Serializer):
+    """A rollout guard (checked by evidence.rollouts.guard_spec; docs/operations.md)."""
+
+    metrics = serializers.JSONField()
+    min_sessions = serializers.IntegerField(required=False)
+    action = serializers.ChoiceField(choices=["hold", "rollback"], required=False)
+    promote_steps = serializers.ListField(child=serializers.IntegerField(), required=False)
+    reason = serializers.CharField()
+
+
+class GuardOverrideIn(StrictInput):
+    action = serializers.ChoiceField(choices=["pause", "resume", "acknowledge"])
+    reason = StrictCharField(max_length=1000)
+
 
 WINDOW = [
     OpenApiParameter("since", str, description="First UTC day counted (YYYY-MM-DD), inclusive"),

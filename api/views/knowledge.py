@@ -1,4 +1,5 @@
-"""Thin REST views for knowledge packs, the per-turn render and the model's file tools."""
+"""Knowledge packs, their files and the model's file tools over a session's packs: serializers,
+then the thin views (the per-turn render is api/routes.py's)."""
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
@@ -12,9 +13,8 @@ from access import ratelimit
 from access.models import Role
 from api.answers import entity_tags
 from api.authentication import actor_of
+from api.common import BaseApi, IdentifierField, StrictCharField, StrictInput, paginate, valid
 from api.pagination import paginated
-from api.serializers import IdentifierField, StrictCharField, StrictInput
-from api.views import BaseApi, _paginate, _valid
 from core import limits
 from core.errors import InvalidContent
 from knowledge import selectors, services, tools
@@ -54,20 +54,6 @@ class FileOut(ManifestEntryOut):
     updated_by = serializers.CharField()
 
 
-RenderOut = inline_serializer(
-    name="RenderOut",
-    fields={
-        "prefix": inline_serializer(
-            name="RenderPrefix",
-            fields={"system": serializers.CharField(), "tools": serializers.ListField(child=serializers.DictField())},
-        ),
-        "prefix_sha256": serializers.CharField(),
-        "tail": serializers.CharField(),
-        "notices": serializers.ListField(child=serializers.DictField(child=serializers.CharField())),
-        "version": serializers.IntegerField(),
-        "content_hash": serializers.CharField(),
-    },
-)
 ToolOut = inline_serializer(
     name="KnowledgeToolOut", fields={"output": serializers.CharField(), "truncated": serializers.BooleanField()}
 )
@@ -78,7 +64,7 @@ class PackListApi(BaseApi):
 
     @extend_schema(summary="List knowledge packs", operation_id="knowledge_packs_list", responses=paginated(PackOut))
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, selectors.packs_visible(actor_of(request)), PackOut, "name")
+        return paginate(self, request, selectors.packs_visible(actor_of(request)), PackOut, "name")
 
     @extend_schema(
         summary="Create a knowledge pack",
@@ -87,7 +73,7 @@ class PackListApi(BaseApi):
         responses={201: PackOut},
     )
     def post(self, request: Request) -> Response:
-        data = _valid(PackIn, request)
+        data = valid(PackIn, request)
         pack = services.pack_create(name=data["name"], description=data["description"], actor=actor_of(request))
         return Response(PackOut(pack).data, status=201)
 
@@ -131,7 +117,7 @@ class FileApi(BaseApi):
     )
     def put(self, request: Request, pack: str, path: str) -> Response:
         found = selectors.pack_get(name=pack, actor=actor_of(request))
-        data = _valid(FileIn, request)
+        data = valid(FileIn, request)
         file, created = services.file_put(
             pack=found,
             path=path,

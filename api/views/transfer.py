@@ -1,5 +1,6 @@
-"""Content-addressed export and import of bundles over REST (what `promptreg export` and
-`promptreg import-bundles` call). Thin: the rules live in registry.transfer."""
+"""Content-addressed export and import of bundles over REST (what `promptreg export`,
+`promptreg import-bundles` and `promptreg import` call): serializers, then thin views. The
+rules live in registry.transfer and registry.imports."""
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -11,8 +12,15 @@ from rest_framework.response import Response
 from access.models import Role
 from api.answers import etag_matches
 from api.authentication import actor_of
-from api.serializers import StrictBooleanField, StrictCharField, StrictInput, StrictIntegerField
-from api.views import BaseApi, _not_modified, _valid
+from api.common import (
+    BaseApi,
+    StrictBooleanField,
+    StrictCharField,
+    StrictInput,
+    StrictIntegerField,
+    not_modified,
+    valid,
+)
 from core import limits
 from core.errors import DomainError, InvalidContent
 from registry import imports, transfer
@@ -100,7 +108,7 @@ class VersionCanonicalApi(BaseApi):
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
         if etag_matches(request.headers.get("If-None-Match"), version.content_hash):
-            return _not_modified(version.content_hash)
+            return not_modified(version.content_hash)
         response = HttpResponse(bytes(version.canonical), content_type="application/json")
         response["ETag"] = f'"{version.content_hash}"'
         return response
@@ -124,7 +132,7 @@ class BundleImportApi(BaseApi):
         responses=ImportOut,
     )
     def post(self, request: Request, name: str) -> Response:
-        data = _valid(ImportIn, request)
+        data = valid(ImportIn, request)
         document = data["bundle"]
         if not isinstance(document, dict) or document.get("name") != name:
             raise InvalidContent("The document is not for this bundle.", {"bundle.name": [f"Must be {name!r}."]})
@@ -194,7 +202,7 @@ class BundleImportVersionsApi(BaseApi):
         responses=ImportVersionsOut,
     )
     def post(self, request: Request, name: str) -> Response:
-        data = _valid(ImportVersionsIn, request)
+        data = valid(ImportVersionsIn, request)
         result = imports.import_versions(
             name=name,
             description=data["description"],

@@ -1,4 +1,5 @@
-"""Evaluation suites and runs (docs/evals.md): thin views over evals.services and evals.selectors."""
+"""Evaluation suites and runs (docs/evals.md): serializers, then thin views over evals.services
+and evals.selectors."""
 
 from typing import Any
 from uuid import UUID
@@ -10,8 +11,7 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
-from api.serializers import StrictCharField, StrictInput, StrictIntegerField
-from api.views import BaseApi, _valid
+from api.common import BaseApi, StrictCharField, StrictInput, StrictIntegerField, valid
 from core.errors import InvalidContent
 from evals import content as suite_content
 from evals import selectors, services
@@ -124,7 +124,7 @@ class SuiteListApi(BaseApi):
 
     @extend_schema(summary="Create a suite", request=SuiteIn, responses={201: SuiteOut})
     def post(self, request: Request) -> Response:
-        data = _valid(SuiteIn, request)
+        data = valid(SuiteIn, request)
         suite = services.suite_create(name=data["name"], description=data["description"], actor=actor_of(request))
         return Response(SuiteOut(suite).data, status=201)
 
@@ -161,7 +161,7 @@ class SuiteVersionListApi(BaseApi):
     )
     def post(self, request: Request, name: str) -> Response:
         suite = selectors.suite_get(name=name)
-        data = _valid(SuiteVersionIn, request)
+        data = valid(SuiteVersionIn, request)
         result = services.suite_version_publish(
             suite=suite, content_doc=data["content"], message=data["message"], actor=actor_of(request)
         )
@@ -188,7 +188,7 @@ class EvalPlanApi(BaseApi):
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(PlanIn, request)
+        data = valid(PlanIn, request)
         suite_version = selectors.suite_version_get(
             suite=selectors.suite_get(name=data["suite"]), number=data.get("suite_version")
         )
@@ -222,7 +222,7 @@ class EvalRunListApi(BaseApi):
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(RunIn, request)
+        data = valid(RunIn, request)
         suite_version = selectors.suite_version_get(
             suite=selectors.suite_get(name=data["suite"]), number=data["suite_version"]
         )

@@ -1,5 +1,6 @@
 """Tool signatures (GET /tools/, GET /tools/{name}/): which signatures live sessions can still
-call. Thin: the reads are registry.selectors'."""
+call, and the MCP drift check. Serializers, then thin views over registry.selectors and
+registry.mcp_drift."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -8,9 +9,9 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
+from api.common import BaseApi
 from api.pagination import Cursor, paginated
-from api.serializers import ChangeOut
-from api.views import BaseApi
+from api.views.versions import ChangeOut
 from registry import mcp_drift, selectors
 from registry.models import ToolState, VersionState
 

@@ -1,5 +1,5 @@
 """A version's checks (CI results, evaluation runs) and approvals, bound to its content hash:
-the views and their serializers."""
+the serializers, then the views."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -8,8 +8,7 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
-from api.serializers import StrictCharField, StrictInput
-from api.views import BaseApi, _valid
+from api.common import BaseApi, StrictCharField, StrictInput, valid
 from core import limits
 from core.errors import NotFound
 from registry import selectors as registry_selectors
@@ -108,7 +107,7 @@ class VersionCheckListApi(BaseApi):
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(CheckIn, request)
+        data = valid(CheckIn, request)
         check = registry_services.check_report(version=version, actor=actor_of(request), **data)
         return Response(CheckOut(check, context={"version": number}).data, status=201)
 
@@ -145,7 +144,7 @@ class VersionApprovalListApi(BaseApi):
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(ApprovalIn, request)
+        data = valid(ApprovalIn, request)
         approval, created = registry_services.approval_record(version=version, actor=actor_of(request), **data)
         return Response(ApprovalOut(approval, context={"version": number}).data, status=201 if created else 200)
 
@@ -158,7 +157,7 @@ class VersionApprovalListApi(BaseApi):
     def delete(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
         version = registry_selectors.version_get(bundle=bundle, number=number)
-        data = _valid(ApprovalIn, request)
+        data = valid(ApprovalIn, request)
         if not registry_services.approval_withdraw(version=version, actor=actor_of(request), **data):
             raise NotFound("You have not approved this version.")
         return Response(status=204)

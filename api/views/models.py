@@ -1,6 +1,6 @@
 """The model catalog over HTTP (docs/api.md#models): the list, ops' corrections, the retiring
-view, and derive (a version moved to another model in one step). Thin: each view checks its
-input's shape and calls one selector or service."""
+view, and derive (a version moved to another model in one step). Serializers, then thin views:
+each checks its input's shape and calls one selector or service."""
 
 from typing import Any
 
@@ -11,8 +11,8 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
-from api.serializers import PublishOut, StrictCharField, StrictInput
-from api.views import BaseApi, _valid
+from api.common import BaseApi, StrictCharField, StrictInput, valid
+from api.views.versions import PublishOut
 from core import limits
 from core.errors import InvalidContent, NotFound
 from modelcatalog import selectors as catalog
@@ -148,7 +148,7 @@ class VersionDeriveApi(BaseApi):
     )
     def post(self, request: Request, name: str, number: int) -> Response:
         bundle = registry_selectors.bundle_get(name=name, actor=actor_of(request))
-        data = _valid(DeriveIn, request)
+        data = valid(DeriveIn, request)
         result = derive.version_derive(
             bundle=bundle, number=number, model=data["model"], message=data["message"], actor=actor_of(request)
         )

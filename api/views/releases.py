@@ -1,25 +1,80 @@
-"""Atomic releases over REST. Thin: the rules live in registry.releases."""
+"""Atomic releases over REST: their serializers and views. Thin: the rules live in registry.releases."""
 
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
-from api.serializers import (
-    ChangeRequestedOut,
-    ChangeRequestOut,
-    ReleaseIn,
-    ReleaseOut,
-    ReleasePreviewOut,
-    ReleaseRollbackIn,
+from api.common import (
+    BaseApi,
+    IdentifierField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictInput,
+    StrictIntegerField,
+    etag_revision,
+    valid,
+    version_or_targets,
 )
-from api.views import BaseApi, _etag_revision, _valid, _version_or_targets
+from api.views.changes import ChangeRequestedOut, ChangeRequestOut
+from api.views.labels import RETIRING_HELP, TargetIn
+from core import limits
 from core.errors import InvalidContent
 from registry import changes, releases
 from registry import selectors as registry_selectors
+
+
+class ReleaseMoveIn(StrictInput):
+    bundle = IdentifierField(max_length=limits.BUNDLE_NAME_MAX)
+    label = IdentifierField(max_length=limits.LABEL_NAME_MAX)  # type: ignore[assignment]  # a field named label
+    version = StrictIntegerField(min_value=1, required=False)
+    targets = TargetIn(many=True, required=False, allow_empty=False, max_length=limits.MAX_SPLIT_TARGETS)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
+    if_match = StrictCharField(required=False, max_length=100, help_text="The label's ETag, as If-Match.")
+
+
+class ReleaseIn(StrictInput):
+    moves = ReleaseMoveIn(many=True, allow_empty=False, max_length=limits.RELEASE_MAX_MOVES)  # type: ignore[call-arg]  # DRF's ListSerializer takes it; the stubs lag
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+    allow_breaking = StrictBooleanField(required=False, default=False)
+    allow_retiring = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text=RETIRING_HELP,
+    )
+    dry_run = StrictBooleanField(required=False, default=False)
+
+
+class ReleaseRollbackIn(StrictInput):
+    reason = StrictCharField(max_length=limits.TEXT_MAX_CHARS)
+    allow_retiring = StrictBooleanField(required=False, default=False, help_text=RETIRING_HELP)
+
+
+class ReleaseOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    reason = serializers.CharField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    allow_breaking = serializers.BooleanField()
+    items = serializers.JSONField(
+        help_text="Per label: bundle, label, before and after ({version, targets, revision, etag})."
+    )
+    rollback_of = serializers.UUIDField(source="rollback_of_id", allow_null=True)
+    rolled_back_by = serializers.SerializerMethodField()
+
+    def get_rolled_back_by(self, release) -> str | None:
+        back = getattr(release, "rolled_back_by", None)
+        return str(back.pk) if back is not None else None
+
+
+class ReleasePreviewOut(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    moves = serializers.JSONField(
+        help_text="Per move: current, becomes_live, leaving (draining, sessions), compatibility, allowed."
+    )
 
 
 def _moves(request: Request, data: dict[str, Any]) -> list[releases.ReleaseMove]:
@@ -27,10 +82,10 @@ def _moves(request: Request, data: dict[str, Any]) -> list[releases.ReleaseMove]
     for index, item in enumerate(data["moves"]):
         bundle = registry_selectors.bundle_get(name=item["bundle"], actor=actor_of(request))
         try:
-            version, targets = _version_or_targets(bundle, item)
+            version, targets = version_or_targets(bundle, item)
         except InvalidContent as exc:
             raise InvalidContent(exc.message, {f"moves[{index}].{k}": v for k, v in exc.details.items()}) from None
-        expected = _etag_revision(item["if_match"]) if "if_match" in item else None
+        expected = etag_revision(item["if_match"]) if "if_match" in item else None
         moves.append(releases.ReleaseMove(bundle, item["label"], targets or [(version, 100)], expected))
     return moves
 
@@ -52,7 +107,7 @@ class ReleaseListApi(BaseApi):
         responses={201: ReleaseOut, 200: ReleasePreviewOut, 202: ChangeRequestedOut},
     )
     def post(self, request: Request) -> Response:
-        data = _valid(ReleaseIn, request)
+        data = valid(ReleaseIn, request)
         moves = _moves(request, data)
         if data["dry_run"]:
             impact = releases.release_preview(moves=moves, actor=actor_of(request))
@@ -94,7 +149,7 @@ class ReleaseRollbackApi(BaseApi):
     )
     def post(self, request: Request, release_id: Any) -> Response:
         release = registry_selectors.release_get(release_id=release_id, actor=actor_of(request))
-        data = _valid(ReleaseRollbackIn, request)
+        data = valid(ReleaseRollbackIn, request)
         back = releases.release_rollback(
             release=release, actor=actor_of(request), reason=data["reason"], allow_retiring=data["allow_retiring"]
         )

@@ -6,7 +6,7 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
-from api.views import BaseApi
+from api.common import BaseApi
 from sessions_app import rules
 
 

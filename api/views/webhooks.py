@@ -1,4 +1,5 @@
-"""Webhook endpoints and their delivery log (admins only). Thin: the rules are in webhooks.services."""
+"""Webhook endpoints and their delivery log (admins only): serializers, then thin views. The
+rules are in webhooks.services."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -7,9 +8,8 @@ from rest_framework.response import Response
 
 from access.models import Role
 from api.authentication import actor_of
+from api.common import BaseApi, StrictCharField, StrictInput, paginate, valid
 from api.pagination import paginated
-from api.serializers import StrictCharField, StrictInput
-from api.views import BaseApi, _paginate, _valid
 from core.errors import NotFound
 from webhooks import services
 from webhooks.models import Delivery, Endpoint, Event
@@ -112,7 +112,7 @@ class WebhookListApi(BaseApi):
 
     @extend_schema(operation_id="webhooks_list", summary="List webhook endpoints", responses=paginated(WebhookOut))
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, Endpoint.objects.all(), WebhookOut, "pk")
+        return paginate(self, request, Endpoint.objects.all(), WebhookOut, "pk")
 
     @extend_schema(
         summary="Register a webhook endpoint (the answer carries its secret, once)",
@@ -120,7 +120,7 @@ class WebhookListApi(BaseApi):
         responses={201: WebhookCreatedOut},
     )
     def post(self, request: Request) -> Response:
-        data = _valid(WebhookIn, request)
+        data = valid(WebhookIn, request)
         endpoint, secret = services.endpoint_create(actor=actor_of(request), **data)
         return Response(WebhookCreatedOut(endpoint, context={"secret": secret}).data, status=201)
 
@@ -139,7 +139,7 @@ class WebhookDetailApi(BaseApi):
     )
     def patch(self, request: Request, webhook_id: int) -> Response:
         endpoint = _endpoint(webhook_id)
-        data = _valid(WebhookPatchIn, request)
+        data = valid(WebhookPatchIn, request)
         return Response(
             WebhookOut(services.endpoint_update(endpoint=endpoint, actor=actor_of(request), changes=data)).data
         )
@@ -164,7 +164,7 @@ class WebhookRotateSecretApi(BaseApi):
     )
     def post(self, request: Request, webhook_id: int) -> Response:
         endpoint = _endpoint(webhook_id)
-        data = _valid(RotateSecretIn, request)
+        data = valid(RotateSecretIn, request)
         endpoint, secret = services.endpoint_rotate_secret(endpoint=endpoint, actor=actor_of(request), **data)
         return Response(WebhookCreatedOut(endpoint, context={"secret": secret}).data)
 
@@ -178,7 +178,7 @@ class WebhookDeliveryListApi(BaseApi):
         responses=paginated(DeliveryOut),
     )
     def get(self, request: Request, webhook_id: int) -> Response:
-        return _paginate(self, request, _endpoint(webhook_id).deliveries.all(), DeliveryOut, "-pk")
+        return paginate(self, request, _endpoint(webhook_id).deliveries.all(), DeliveryOut, "-pk")
 
 
 class WebhookRedeliverApi(BaseApi):
