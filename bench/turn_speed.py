@@ -2,7 +2,7 @@
 
 Starts two web servers as `make run` does (python -m edge.serve: granian, WEB_CONCURRENCY
 workers) on two ports, one from this tree ("new") and one from `--base`, a git worktree of the
-commit to compare with ("old"; `git worktree add /work/wt/speed-base d8ab8e5 --detach`), on one
+commit to compare with ("old"; `git worktree add ../turn-base d8ab8e5 --detach`), on one
 database and one Redis. Each server gets its own data made through its own API: the turn
 scenario of bench/pinned_fetch.py (100 skills, one knowledge pack, a 20-message history with 8
 tool results, `format: anthropic`, the prefix_sha256 the client holds) over `--sessions`
@@ -17,7 +17,7 @@ and prints, per tree, the medians of turns/s, p50, p99 and web CPU per turn (the
 process tree, per request), then, in process (bench/turn_stages.py, run from each tree on the
 same data), CPU per turn split by stage and the SQL statements and commits per turn.
 
-    .venv/bin/python bench/turn_speed.py --base /work/wt/speed-base [--rounds 3] [--duration 8]
+    .venv/bin/python bench/turn_speed.py --base ../turn-base [--rounds 3] [--duration 8]
 
 DATABASE_URL / REDIS_URL as for `make bench` (embedded ones when unset); the database named by
 `--database` on that server is dropped and made anew. Raw output in bench/results/<time>/."""

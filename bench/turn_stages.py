@@ -8,7 +8,7 @@ Run by bench/turn_speed.py against each tree it compares (this file is read from
 runs it, and the tree under test is put first on sys.path), so the same stages are measured
 for the old code and the new one: a name a tree does not have is skipped.
 
-    .venv/bin/python bench/turn_stages.py --tree /work/wt/speed-base --key KEY \
+    .venv/bin/python bench/turn_stages.py --tree ../turn-base --key KEY \
         --sessions ID,ID,... --body-file body.json [--turns 200]
 
 Prints one JSON object: cpu_us (per turn, all threads of the process), stages_us, sql and
