@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare ui-assets screenshots ts-types mlflow-venv test-mlflow
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-turn bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare ui-assets screenshots ts-types mlflow-venv test-mlflow
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -87,6 +87,13 @@ bench: $(VENV)/.client-installed
 # CI: every scenario for 2 s, so the benchmark never rots; figures are printed, not asserted.
 bench-short: $(VENV)/.client-installed
 	$(PY) bench/pinned_fetch.py --short $(ARGS)
+
+# Issue 42: the turn call against the code of another tree in the same run, rounds alternated
+# (BASE: a worktree of the commit to compare with, e.g. `git worktree add ../base d8ab8e5
+# --detach`); turns/s, p50/p99, web CPU and the pinned fetch per tree, then CPU per turn by stage
+# and SQL statements per turn in process (bench/turn_speed.py). Without BASE: this tree alone.
+bench-turn: $(VENV)/.client-installed
+	$(PY) bench/turn_speed.py $(if $(BASE),--base $(BASE)) $(ARGS)
 
 # Issue 21: a reference day of agent turns (500 sessions x 20 turns, knowledge edits, a label
 # move, a DUTY.md edit, midnight) priced as a provider bills cached input: our turn call (two

@@ -45,6 +45,7 @@ from api.common import BaseApi
 from api.views.evidence import EndIn, ScoreIn, ScoreOut, score_out
 from api.views.sessions import RenderIn, RenderOut, SessionIn, SessionOut, session_in
 from api.views.skills import TurnCallIn, TurnCallOut
+from core import jsonbytes
 from core.errors import Forbidden
 from evidence import services as evidence_services
 from knowledge.render import session_render
@@ -212,7 +213,8 @@ def _turn(call: TurnCall) -> Answer:
         )
     with slot:
         answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
-        return Answer(200, [JSON], JSONRenderer().render(answer))
+        # orjson where its bytes are JSONRenderer's (core.jsonbytes), else JSONRenderer
+        return Answer(200, [JSON], jsonbytes.dumps(answer) or JSONRenderer().render(answer))
 
 
 ROUTES: list[TurnRoute] = [

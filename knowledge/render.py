@@ -335,12 +335,24 @@ WHERE r.session_id = %s AND r.known_sha256 <> COALESCE(f.sha256, '')
 """
 
 
-def turn_reads(session: Session, names: list[str]) -> tuple[tuple[tuple[str, str], ...], list[tuple[Any, ...]]]:
+TurnReads = tuple[tuple[tuple[str, str], ...], list[tuple[Any, ...]]]
+
+
+def turn_reads_query(session: Session, names: list[str]) -> tuple[str, list[Any]]:
+    """turn_reads' statement, for a caller that sends it with others in one round trip."""
+    return _TURN_SQL, [names, session.pk]
+
+
+def turn_reads(session: Session, names: list[str]) -> TurnReads:
     """The listed packs' (name, prefix_state), sorted, and the session's reads whose file changed
     (or went away) since it last knew it: (read id, pack, path, what it knew, hash now or '')."""
     with connection.cursor() as cursor:
         cursor.execute(_TURN_SQL, [names, session.pk])
-        rows = cursor.fetchall()
+        return turn_reads_of(cursor.fetchall())
+
+
+def turn_reads_of(rows: list[tuple[Any, ...]]) -> TurnReads:
+    """The rows of turn_reads_query as turn_reads answers them."""
     states = tuple(sorted((row[1], row[2]) for row in rows if row[0] == "s"))
     changed = [(row[3], row[1], row[2], row[4], row[5]) for row in rows if row[0] == "n"]
     return states, changed
@@ -371,10 +383,18 @@ def session_render(
     return render_session(session=session, actor=actor, variables=variables, now=now)
 
 
-def render_session(*, session: Session, actor: Actor, variables: Any = None, now: datetime | None = None) -> Rendered:
+def render_session(
+    *,
+    session: Session,
+    actor: Actor,
+    variables: Any = None,
+    now: datetime | None = None,
+    reads: TurnReads | None = None,
+) -> Rendered:
     """The render of a session already read, checked and touched (sessions_app.services.session_use,
     or the fast lane's own read) for `actor`: what a per-turn endpoint needs beyond the session
-    itself. Only the listed packs `actor`'s key may see reach the prefix and the notices."""
+    itself. Only the listed packs `actor`'s key may see reach the prefix and the notices.
+    `reads`: turn_reads' answer for those packs, when the caller read it with its own reads."""
     version = session.version
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
     try:
@@ -385,7 +405,7 @@ def render_session(*, session: Session, actor: Actor, variables: Any = None, now
     states: tuple[tuple[str, str], ...] | None = None
     notices: list[dict[str, str]] = []
     if names:
-        states, changed = turn_reads(session, names)
+        states, changed = reads if reads is not None else turn_reads(session, names)
         notices = claim_notices([row for row in changed if row[1] in names])
     prefix = prefix_for(
         content_hash=version.content_hash,

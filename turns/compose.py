@@ -10,16 +10,21 @@ layer above them and below the entry points, and holds no rule of its own beyond
 the fields before anything is written (turns.request).
 
 It is the four per-turn calls composed, not a second implementation of them: the report is
-`skills.services.skill_turn_report`, the route `skill_route`, the render
-`knowledge.render.render_session`, the compaction `core.compaction.compact`, in that order
-(the report first, because routing reads the previous turns' invocations), inside one
-transaction, after every field of the request was checked, so a malformed field changes
-nothing (no turn opened, no notice claimed). The order of the steps:
+`skills.turn_state` (skills.services.skill_turn_report's rules), the route `skill_route`'s (the
+same module), the render `knowledge.render.render_session`, the compaction
+`core.compaction.compact`, in that order (the report first, because routing reads the previous
+turns' invocations). Every field of the request is checked before anything is written, so a
+malformed field changes nothing (no turn opened, no notice claimed). The order of the steps:
 
 1. `prepare` (pure): the model, the compaction, the provider's conversation rules;
-2. `session_steps` (the writes): report, route, render, the session's own cards;
-3. `lay_out` (pure): the per-turn text and the provider request."""
+2. the session's per-turn state read in one round trip (turns.state), the report and the route
+   computed on it (skills.turn_state.plan), the render;
+3. `lay_out` (pure): the per-turn text and the provider request;
+4. the report and the route written in one statement (skills.turn_state.write).
 
+`session_steps` is steps 2 and 4 in one, for MCP's take_turn (inside its own transaction)."""
+
+import contextlib
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -33,17 +38,18 @@ from core.compaction import CompactionError, CompactionResult, compact, policy_f
 from core.errors import InvalidContent
 from evidence import services as evidence_services
 from knowledge.render import Rendered, render_session
+from knowledge.selectors import packs_reachable
 from modelcatalog import selectors as catalog
 from registry import guard
 from registry import variables as content_variables
 from registry.parsed_content import content_document
 from sessions_app.models import Session
 from sessions_app.turns import UNREAD, Loaded, session_for_turn
-from skills import selectors as skill_selectors
-from skills import services as skill_services
+from skills import turn_state
 from turns import provider_input, provider_messages, providers
 from turns.layout import provider_request, turn_cards, turn_text
 from turns.request import TurnRequest, parse
+from turns.state import read_state
 
 
 def _model(content: dict[str, Any], override: str | None) -> dict[str, Any]:
@@ -156,18 +162,6 @@ class Steps:
     session_cards: list[Any]
 
 
-def _report_previous(session: Session, invoked: list[str]) -> dict[str, Any] | None:
-    previous = skill_selectors.last_turn_number(session)
-    if previous is None:
-        if invoked:
-            raise InvalidContent(
-                "There is no previous turn to report.", {"invoked": ["This session has no routed turn yet."]}
-            )
-        return None
-    row = skill_services.skill_turn_report(session=session, turn=previous, invoked=invoked)
-    return {"turn": row.number, "invoked": row.invoked}
-
-
 def session_steps(
     *,
     session: Session,
@@ -179,12 +173,13 @@ def session_steps(
 ) -> Steps:
     """Report (when `invoked` is given), route on `messages`, render: the services of POST
     .../turns/, .../route/ and .../render/ in that order (routing reads the reported
-    invocations). The turn call and MCP's take_turn both take their turn through here."""
-    reported = _report_previous(session, invoked) if invoked is not None else None
-    route = skill_services.skill_route(session=session, messages=messages, k=k)
+    invocations), each on one read and one write (skills.turn_state). MCP's take_turn takes
+    its turn through here; the turn call runs the same steps split around its layout
+    (turn_for_session)."""
+    # the report and the route on one read and one write of the session's skill state
+    skills = turn_state.turn_skills(session=session, messages=messages, invoked=invoked, k=k)
     rendered = render_session(session=session, actor=actor, variables=variables)
-    cards = skill_selectors.session_cards(session, route["session"])
-    return Steps(reported=reported, route=route, rendered=rendered, session_cards=cards)
+    return Steps(reported=skills.reported, route=skills.route, rendered=rendered, session_cards=skills.session_cards)
 
 
 @dataclass(frozen=True)
@@ -293,43 +288,50 @@ def _answer(request: TurnRequest, prepared: Prepared, steps: Steps, layout: Layo
     return answer
 
 
-@transaction.atomic
 def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) -> dict[str, Any]:
     """The turn of a session already read, checked and touched for `actor` (session_use, or a
-    fast lane's own read). One transaction: a turn variable the pinned version refuses, or
-    messages the compaction cannot read, leave no routed turn and no claimed notice."""
+    fast lane's own read). Everything that can refuse the request runs before the one write: a
+    turn variable the pinned version refuses, messages the compaction cannot read, a report with
+    no turn to report, a content part the format cannot carry leave no routed turn and no claimed
+    notice. The session's per-turn state is read in one round trip (turns.state) and written in
+    one statement (skills.turn_state.write); a render that has knowledge notices to claim (a
+    write each) runs with that write in one transaction."""
     version = session.version
     content = content_document(version_id=version.pk, content_hash=version.content_hash)
     turn_variables(content, request.variables)  # the render checks them too; here first, before any write
     if session.bundle.strict_conversation:  # read with the session (sessions_app.selectors.pinned_row)
         guard.check_messages(request.messages)  # before anything is reported or routed
     prepared = prepare(request, content)
-    steps = session_steps(
-        session=session,
-        actor=actor,
-        messages=for_routing(request.messages),
-        invoked=request.invoked,
-        k=request.k,
-        variables=request.variables,
+    names = packs_reachable(list(content.get("knowledge") or []), actor)
+    state, reads = read_state(session, names)
+    planned = turn_state.plan(
+        session=session, messages=for_routing(request.messages), invoked=request.invoked, k=request.k, state=state
     )
-    layout = lay_out(
-        fmt=request.format,
-        content=content,
-        prepared=prepared,
-        prefix=steps.rendered.prefix,
-        tail=steps.rendered.tail,
-        route=steps.route,
-        session_cards=steps.session_cards,
-    )
-    answer = _answer(request, prepared, steps, layout)
-    if request.usage is not None:
-        observe.usage_reported(dataclasses.asdict(request.usage))
-    # Counted after the commit, in memory (batched): the report adds no statement to the turn.
-    evidence_services.turn_reported(
-        session=session,
-        number=steps.route["turn"],
-        usage=request.usage,
-        tools=request.tools,
-        default_model=prepared.model.get("name"),
-    )
+    claims = reads is not None and any(row[1] in names for row in reads[1])
+    with transaction.atomic() if claims else contextlib.nullcontext():
+        rendered = render_session(session=session, actor=actor, variables=request.variables, reads=reads)
+        layout = lay_out(
+            fmt=request.format,
+            content=content,
+            prepared=prepared,
+            prefix=rendered.prefix,
+            tail=rendered.tail,
+            route=planned.skills.route,
+            session_cards=planned.skills.session_cards,
+        )
+        skills = turn_state.write(session=session, planned=planned, turns=state.turns)
+        steps = Steps(
+            reported=skills.reported, route=skills.route, rendered=rendered, session_cards=skills.session_cards
+        )
+        answer = _answer(request, prepared, steps, layout)
+        if request.usage is not None:
+            observe.usage_reported(dataclasses.asdict(request.usage))
+        # Counted after the commit, in memory (batched): the report adds no statement to the turn.
+        evidence_services.turn_reported(
+            session=session,
+            number=steps.route["turn"],
+            usage=request.usage,
+            tools=request.tools,
+            default_model=prepared.model.get("name"),
+        )
     return answer

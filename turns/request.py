@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core import jsonbytes
 from core.errors import InvalidContent
 from evidence import report as evidence_report
 from skills import services as skill_services
@@ -62,6 +63,17 @@ def _read(fmt: str | None, messages: Any) -> provider_input.Read | None:
         raise InvalidContent("A message does not fit the format.", {exc.path: [exc.message]}) from None
 
 
+def _check_serialisable(messages: list[dict[str, Any]]) -> None:
+    """400 for messages the answer could not carry: a lone surrogate, or not JSON."""
+    try:
+        if not jsonbytes.serialisable(messages):  # orjson's yes is the standard library's yes
+            json.dumps(messages, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidContent("The messages hold text that is not valid Unicode.", {"messages": ["Lone surrogate."]})
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidContent("The messages are not JSON this can answer.", {"messages": ["Not serialisable."]})
+
+
 def parse(body: Any) -> TurnRequest:
     """Every field checked, before anything is written; 400 in the contract's shape naming the
     field. messages: as route takes them (at most skills.services.MAX_MESSAGES), in a shape the
@@ -89,12 +101,7 @@ def parse(body: Any) -> TurnRequest:
     conversation = _read(fmt, _windowed(body.get("messages"), body.get("window")))
     neutral = conversation.neutral if conversation is not None else body.get("messages")
     messages = skill_services.check_messages(neutral)
-    try:
-        json.dumps(messages, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise InvalidContent("The messages hold text that is not valid Unicode.", {"messages": ["Lone surrogate."]})
-    except (TypeError, ValueError, RecursionError):
-        raise InvalidContent("The messages are not JSON this can answer.", {"messages": ["Not serialisable."]})
+    _check_serialisable(messages)
     k = skill_services.check_k(body.get("k"))
     invoked = body.get("invoked")
     if invoked is not None:

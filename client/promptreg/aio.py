@@ -313,11 +313,14 @@ class AsyncPinnedSession:
         k: int | None = None,
         response: Any = None,
         usage: dict[str, Any] | None = None,
+        model: str | None = None,
     ) -> dict[str, Any]:
         """`PinnedSession.turn`: one call per turn, the prefix kept by its hash."""
         self._online("turn")
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
         body.update(report_of(response, usage))  # the previous model call's answer or usage
+        if model is not None:  # instead of the pinned model.name: one the version allows
+            body["model"] = model
         answer = await self.registry.json("POST", session_path(self.id, "turn/"), json=body)
         return self.turn_prefix.absorb(answer)
 

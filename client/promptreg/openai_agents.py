@@ -7,7 +7,8 @@ the given `AsyncOpenAI` client, so the model sees the pinned instructions and to
 request), this turn's text and skill cards, and the compacted conversation. The agent's tools
 are the pinned tools by name, each run by the function you give for it, plus the knowledge file
 tools (`ls`, `glob`, `grep`, `read`) served by the session when the version lists packs. What
-the model called in the previous step is reported as `invoked`.
+the model called in the previous step is reported as `invoked`, and the previous response as the
+turn's `response` (the version's evidence).
 
 Needs `openai-agents` (imported here only: `import promptreg` does not)."""
 
@@ -34,6 +35,7 @@ class RegistryModel(Model):
         self.client = client
         self.create = create  # extra keyword arguments for responses.create (e.g. extra_headers)
         self._seen = 0  # items the previous call was given: what came after is the previous step's
+        self._previous: Any = None  # the previous call's response: the next turn reports it (evidence)
         self.turns: list[dict[str, Any]] = []  # each turn call's answer, for the caller's inspection
 
     async def get_response(
@@ -57,10 +59,11 @@ class RegistryModel(Model):
         invoked = None
         if self._seen:
             invoked = [i["name"] for i in _plain(items[self._seen :]) if i.get("type") == "function_call"]
-        turn = await self.session.turn(items, format="openai-responses", invoked=invoked)
+        turn = await self.session.turn(items, format="openai-responses", invoked=invoked, response=self._previous)
         self._seen = len(items)
         self.turns.append(turn)
         response = await self.client.responses.create(**{**turn["request"], **self.create})
+        self._previous = response
         used = response.usage
         usage = Usage(
             requests=1,

@@ -436,6 +436,7 @@ class PinnedSession:
         k: int | None = None,
         response: Any = None,
         usage: dict[str, Any] | None = None,
+        model: str | None = None,
     ) -> dict[str, Any]:
         """One call per turn: what render, route, turns and compact answer, in one request.
 
@@ -445,10 +446,14 @@ class PinnedSession:
         `request` is then the provider request body, ready to send. The stable prefix crosses
         the network once per session and format: later calls send its hash, and the answer's
         `prefix` and the stable part of its `request` are the ones this session holds
-        (`prefix_unchanged` tells which happened); the answer is always whole."""
+        (`prefix_unchanged` tells which happened); the answer is always whole. `model`: the model
+        to name in `request` instead of the pinned one (one the version allows, or any when it
+        names none); `response` / `usage`: the previous model call's (the version's evidence)."""
         self._online("turn")
         body = self.turn_prefix.body(messages, invoked=invoked, variables=variables, format=format, k=k)
         body.update(report_of(response, usage))  # the previous model call's answer or usage
+        if model is not None:  # instead of the pinned model.name: one the version allows
+            body["model"] = model
         return self.turn_prefix.absorb(self.registry.json("POST", session_path(self.id, "turn/"), json=body))
 
     def step(

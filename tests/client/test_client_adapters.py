@@ -2,7 +2,8 @@
 shows it (its `client-example` blocks, as written, in a process of their own) against the real
 registry (tests/live.py) and the project's provider stand-in (devtools/provider_standin.py):
 `session.step` with the Anthropic SDK, the OpenAI Agents SDK with a pinned session
-(promptreg.openai_agents); and the file tools the adapters serve (`session.file_tool`)."""
+(promptreg.openai_agents), pydantic-ai (promptreg.pydantic_ai), LangChain; and the file tools
+the adapters serve (`session.file_tool`)."""
 
 import os
 import re
@@ -17,9 +18,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from promptreg import NotFound, Registry
 from pydantic import Field
 
+from registry.services import bundle_create, label_move, version_publish
 from skills.models import SkillTurn
 from tests.client.test_client_step import provider  # noqa: F401 (fixture)
-from tests.conftest import CONTENT_V1
+from tests.conftest import CONTENT_V1, content
 from tests.knowledge.test_knowledge_scope import live_world  # noqa: F401 (fixture)
 from tests.live import registry_server  # noqa: F401 (fixture)
 
@@ -143,3 +145,61 @@ def test_the_documented_langchain_example_runs_a_pinned_loop(registry_server, ag
     assert second[3].content == "refunded 7" and second[2].tool_calls[0]["id"] == "call_0_0"
     turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
     assert turns == [(1, ["process_refund"]), (2, None)]
+
+
+def test_the_documented_pydantic_ai_example_runs_a_pinned_loop(
+    registry_server,  # noqa: F811
+    agent,
+    production,
+    provider,  # noqa: F811
+    monkeypatch,
+    capsys,
+):
+    """As written, in this process (pydantic-ai's imports are the example's slow part)."""
+    example = _example("pydantic-ai")
+    assert len([line for line in example.splitlines() if line.strip()]) <= 15
+    env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "ANTHROPIC_BASE_URL": provider.url}
+    for name, value in {**env, "ANTHROPIC_API_KEY": "test"}.items():
+        monkeypatch.setenv(name, value)
+    exec(compile(example, "docs/client.md:pydantic-ai", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "Refunded." and provider.refused == []
+    first, second, third = (received.body for received in provider.received)
+    # The pinned prefix on every call: the system prompt and the tool as published.
+    assert first["system"] == second["system"] == third["system"] and "process_refund" in str(first["system"])
+    assert (
+        first["tools"] == third["tools"] and first["tools"][0]["input_schema"] == CONTENT_V1["tools"][0]["input_schema"]
+    )
+    result = second["messages"][2]["content"][0]
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_0_0")
+    # The second question went on from the first one's conversation.
+    assert third["messages"][:2] == second["messages"][:2]
+    assert third["messages"][2]["content"][0]["tool_use_id"] == "toolu_0_0"
+    turns = list(SkillTurn.objects.order_by("number").values_list("number", "invoked"))
+    assert turns == [(1, ["process_refund"]), (2, []), (3, None)]
+
+
+def test_a_version_without_a_model_takes_the_frameworks(registry_server, agent, ops, provider):  # noqa: F811
+    """The turn call needs a model for a provider request: when the version names none, the
+    pydantic-ai adapter sends the framework's (`model_name=`), and the request names it."""
+    from promptreg.pydantic_ai import registry_agent
+
+    doc = content()
+    del doc["model"]
+    bundle = bundle_create(name="modelless", description="d", actor=ops.actor)
+    version = version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor).version
+    label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="go")
+    with Registry(registry_server.url, agent.secret) as registry:
+        with registry.start_session("modelless") as session:
+            tools = {"process_refund": lambda order_id, **_: "done"}
+            chat = registry_agent(
+                session,
+                "openai-chat",
+                tools=tools,
+                model_name="gpt-4.1",
+                api_key="t",
+                base_url=f"{provider.url}/v1",
+            )
+            assert chat.run_sync("Refund order 7, please.").output == "Refunded."
+            with pytest.raises(ValueError, match="names no model"):
+                registry_agent(session, "anthropic", tools=tools)
+    assert provider.refused == [] and [r.body["model"] for r in provider.received] == ["gpt-4.1"] * 2

@@ -51,14 +51,19 @@ def _run(args: list[str], *, cwd: Path, timeout: float = 300, env: dict[str, str
     return result
 
 
-@pytest.fixture(scope="module")
-def built() -> Path:
+def installed() -> None:
     """node_modules from the lockfile (npm ci, when missing or older than the lockfile; a fresh
-    clone in CI installs itself), then the package and its tests compiled with tsc."""
+    clone in CI installs itself)."""
     marker = PACKAGE / "node_modules" / ".package-lock.json"
     lock = PACKAGE / "package-lock.json"
     if not marker.exists() or marker.stat().st_mtime < lock.stat().st_mtime:
         _run([NPM, "ci", "--no-audit", "--no-fund"], cwd=PACKAGE)
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """node_modules installed, then the package and its tests compiled with tsc."""
+    installed()
     _run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE)
     return PACKAGE / "build"
 
@@ -160,9 +165,10 @@ def test_the_folder_of_a_fresh_clone_installs_and_the_docs_examples_compile_unde
     out = _run([NODE, "--input-type=module", "-e", probe], cwd=project)
     assert out.stdout.split() == ["function", "function", "5"], out.stdout + out.stderr
 
-    # A reader would `npm install @anthropic-ai/sdk openai @types/node typescript`; offline here,
-    # the project links the copies the package's own lockfile installed (the same versions).
-    for dependency in ("@anthropic-ai/sdk", "openai", "@types/node"):
+    # A reader would `npm install @anthropic-ai/sdk openai ai @ai-sdk/anthropic @types/node
+    # typescript`; offline here, the project links the copies the package's own lockfile
+    # installed (the same versions).
+    for dependency in ("@anthropic-ai/sdk", "openai", "ai", "@ai-sdk/anthropic", "@types/node"):
         link = project / "node_modules" / dependency
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(PACKAGE / "node_modules" / dependency, target_is_directory=True)
@@ -354,3 +360,37 @@ def test_it_retries_across_a_server_restart(built, agent, data):
         if proc.poll() is None:
             proc.kill()
         server.stop()
+
+
+def _gemini_and_bedrock(fmt: str, body: dict, n: int):
+    from devtools.provider_standin import Call, Reply
+
+    # Each format's first call asks for process_refund (a thought signature on Gemini's), then text.
+    if n in (0, 2):
+        return Reply(calls=[Call("process_refund", {"order_id": "7"})], reasoning=True)
+    return Reply(text="Refunded.")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gemini_and_bedrock_step_helpers_run_a_loop_against_the_stand_in(registry_server, agent, data):  # noqa: F811
+    """stepGemini and stepBedrockConverse (test/step-formats.mjs, on the committed dist/): the
+    turn's request sent, the reply appended whole, each call answered in the format's shape."""
+    from devtools.provider_standin import StandIn
+
+    installed()
+    with StandIn(_gemini_and_bedrock) as provider:
+        env = {"REGISTRY_URL": registry_server.url, "AGENT_KEY": agent.secret, "PROVIDER_URL": provider.url}
+        out = _run([NODE, str(PACKAGE / "test" / "step-formats.mjs")], cwd=PACKAGE, env=env)
+    assert [(r.path, r.problems) for r in provider.refused] == [] and len(provider.received) == 4
+    steps = json.loads(out.stdout.strip().splitlines()[-1])
+    for fmt in ("gemini", "bedrock-converse"):
+        assert [s["text"] for s in steps[fmt]] == ["", "Refunded."], steps
+        assert [c["name"] for c in steps[fmt][0]["calls"]] == ["process_refund"]
+    gemini_answer = provider.received[1].body["contents"]
+    call, answer = gemini_answer[1], gemini_answer[2]
+    assert call["role"] == "model" and call["parts"][0]["thoughtSignature"]  # the reply kept whole
+    response = answer["parts"][0]["functionResponse"]
+    assert (response["id"], response["name"]) == ("fc_0_0", "process_refund")
+    assert response["response"] == {"result": "refunded 7"}
+    result = provider.received[3].body["messages"][2]["content"][0]["toolResult"]
+    assert (result["toolUseId"], result["content"]) == ("tooluse_0_2", [{"text": "refunded 7"}])

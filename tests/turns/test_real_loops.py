@@ -9,24 +9,44 @@ Each loop checks: the provider refused nothing; the stable prefix is the same by
 request; every request's conversation starts with the previous request's, byte for byte (the
 per-turn text and the cache markers aside); Anthropic and Bedrock read the previous turn from
 the cache on every turn (the stand-in's lookback); Responses reasoning items come back with
-their encrypted_content."""
+their encrypted_content.
 
+The client's framework adapters run the same kind of loop, with the same checks on the wire
+(a pydantic-ai Agent, promptreg.pydantic_ai; the Vercel AI SDK, the TypeScript client's
+`registryFetch`): several user questions, ten model calls (six with the OpenAI APIs), twelve
+tool calls at once in one; the pinned tools run by the caller's functions, and what the model
+called reported as `invoked`.
+
+One registry server and one bundle for the module, and no database flush between the loops
+(each starts its own session); the tables are flushed once when the module is done."""
+
+import asyncio
 import copy
+import gzip
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from django.core.management import call_command
+from promptreg import AsyncRegistry
+from promptreg import Registry as Client
 
 from access.models import Role
 from devtools.provider_standin import Call, Reply, StandIn
 from registry.services import bundle_create, label_move, version_publish
+from skills.models import SkillTurn
+from tests.client.test_typescript_client import NO_NODE, NODE, PACKAGE, installed
 from tests.conftest import content, make_api
 from tests.live import registry_server  # noqa: F401 (fixture)
 from tests.skills.test_skills import SKILLS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test reads what the server committed; the module's data is made and flushed by `world`.
+pytestmark = pytest.mark.django_db
 
 MODELS = {
     "anthropic": "claude-sonnet-4-6",
@@ -81,21 +101,32 @@ def canonical(value: Any) -> bytes:
     return json.dumps(unmarked(value), sort_keys=True, separators=(",", ":")).encode()
 
 
-@pytest.fixture
-def world(registry_server) -> Iterator[tuple[str, str]]:  # noqa: F811
-    """(registry url, agent secret) with a bundle `loops` at version 1 and `production` on it."""
-    ops = make_api(Role.OPS, name="loops-ops")
-    agent = make_api(Role.AGENT, name="loops-agent")
-    doc = content(
-        "You help the support team. " + "Check the order before answering. " * 60,
-        skills=copy.deepcopy(SKILLS),
-        compaction={"keep_tool_results": 100, "max_tool_result_chars": 20000},
-        model={"name": MODELS["anthropic"], "max_tokens": 512, "allowed": sorted(set(MODELS.values()))},
-    )
-    bundle = bundle_create(name="loops", description="d", actor=ops.actor)
-    version = version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor).version
-    label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="go")
-    yield registry_server.url, agent.secret
+@pytest.fixture(scope="module")
+def flushed_at_the_end(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """Every table flushed when the module is done (as after each transactional test), once its
+    server has stopped (requested before it, so torn down after it)."""
+    yield
+    with django_db_blocker.unblock():
+        call_command("flush", interactive=False, verbosity=0)
+
+
+@pytest.fixture(scope="module")
+def world(flushed_at_the_end, registry_server, django_db_blocker) -> tuple[str, str]:  # noqa: F811
+    """(registry url, agent secret) with a bundle `loops` at version 1 and `production` on it,
+    committed for the module's server."""
+    with django_db_blocker.unblock():
+        ops = make_api(Role.OPS, name="loops-ops")
+        agent = make_api(Role.AGENT, name="loops-agent")
+        doc = content(
+            "You help the support team. " + "Check the order before answering. " * 60,
+            skills=copy.deepcopy(SKILLS),
+            compaction={"keep_tool_results": 100, "max_tool_result_chars": 20000},
+            model={"name": MODELS["anthropic"], "max_tokens": 512, "allowed": sorted(set(MODELS.values()))},
+        )
+        bundle = bundle_create(name="loops", description="d", actor=ops.actor)
+        version = version_publish(bundle=bundle, content=doc, message="v1", actor=ops.actor).version
+        label_move(bundle=bundle, name="production", version=version, actor=ops.actor, reason="go")
+    return registry_server.url, agent.secret
 
 
 class Registry:
@@ -262,3 +293,129 @@ def test_a_ten_turn_agent_loop_through_the_official_sdk(world, fmt):
             # the reasoning items of every earlier reply are sent back whole, encrypted_content included
             sent = {i["encrypted_content"] for i in requests[-1]["input"] if i.get("type") == "reasoning"}
             assert len(sent) == len([n for n in range(TURNS - 1) if n % 2 == 0]) and sent <= provider.issued
+
+
+# --- the client's framework adapters ----------------------------------------------------------------
+
+# User questions in an adapter loop (each runs the agent until it answers: two model calls):
+# ten calls with Anthropic, whose prompt cache the stand-in models turn by turn; six with the
+# OpenAI APIs, which still take in the twelve parallel calls and a reasoning item.
+QUESTIONS = {"anthropic": 5, "openai-chat": 3, "openai-responses": 3}
+
+
+def adapter_script(fmt: str, body: dict[str, Any], n: int) -> Reply:
+    """Odd calls answer; even ones call process_refund (twelve times at once on WIDE_TURN), so
+    each question takes two model calls; a reasoning item (thinking block) on every fourth."""
+    reasoning = n % 4 == 0
+    if n == WIDE_TURN:
+        return Reply(calls=[Call("process_refund", {"order_id": str(k)}) for k in range(12)], reasoning=reasoning)
+    if n % 2 == 0:
+        return Reply(text="Let me check.", calls=[Call("process_refund", {"order_id": str(n)})], reasoning=reasoning)
+    return Reply(text=f"Answer {n}: refunded.")
+
+
+def refund(order_id: str, **_: Any) -> str:
+    return f"refunded {order_id}"
+
+
+def check_adapter_loop(fmt: str, provider: StandIn, session: str) -> None:
+    """The SDK loops' checks on what went over the wire, and `invoked` reported for each call."""
+    calls = 2 * QUESTIONS[fmt]
+    assert [(r.path, r.problems) for r in provider.refused] == [] and len(provider.received) == calls
+    requests = [r.body for r in provider.received]
+    key = CONVERSATION[fmt]
+    for n in range(1, calls):
+        before, now = requests[n - 1], requests[n]
+        for stable in STABLE_KEYS[fmt]:
+            assert canonical(now.get(stable)) == canonical(before.get(stable)), (n, stable)
+        kept = len(before[key]) - 1
+        assert canonical(now[key][:kept]) == canonical(before[key][:kept]), n
+    if fmt == "anthropic":
+        for n in range(1, calls):
+            previous, current = provider.received[n - 1].usage, provider.received[n].usage
+            assert current["read"] >= previous["read"] + previous["write"], (n, previous, current)
+    invoked = dict(SkillTurn.objects.filter(session_id=session).values_list("number", "invoked"))
+    expected = {n + 1: ["process_refund"] * (n % 2 == 0) for n in range(calls - 1)}  # each name once
+    assert invoked == {**expected, calls: None}, invoked
+
+
+@pytest.mark.parametrize("fmt", list(QUESTIONS))
+def test_a_pydantic_ai_agent_loop_through_the_pinned_session(world, fmt):
+    from promptreg.pydantic_ai import registry_agent
+
+    url, secret = world
+    ran: list[str] = []
+    with StandIn(adapter_script) as provider, Client(url, secret) as registry:
+        with registry.start_session("loops") as session:
+            base = provider.url if fmt == "anthropic" else f"{provider.url}/v1"
+            tools = {"process_refund": lambda order_id, **_: ran.append(order_id) or refund(order_id)}
+            agent = registry_agent(session, fmt, tools=tools, api_key="test", base_url=base)
+            history: list[Any] = []
+            for q in range(QUESTIONS[fmt]):
+                result = agent.run_sync(f"Question {q}: refund my order, please.", message_history=history)
+                assert result.output == f"Answer {2 * q + 1}: refunded."
+                history = result.all_messages()
+    assert len(ran) == QUESTIONS[fmt] - 1 + 12  # one call on each other even model call, twelve on WIDE_TURN
+    check_adapter_loop(fmt, provider, session.id)
+
+
+class Gzipped(httpx2.AsyncBaseTransport):
+    """Sends through the real transport and answers gzip-encoded, as the providers' APIs do."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        body = gzip.compress(await response.aread())
+        headers = {"content-type": response.headers["content-type"], "content-encoding": "gzip"}
+        return httpx2.Response(response.status_code, headers=headers, content=body)
+
+
+def test_a_pydantic_ai_agent_on_an_async_session_with_an_encoded_reply(world):
+    """The adapter with `AsyncRegistry` and `await agent.run(...)`, its model built by hand on
+    the transport (`registry_http_client` is this), the provider's replies gzip-encoded: one
+    question, two calls."""
+    from promptreg.pydantic_ai import RegistryTransport, registry_tools
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    url, secret = world
+
+    async def main(base_url: str) -> str:
+        async with AsyncRegistry(url, secret) as registry:
+            async with await registry.start_session("loops") as session:
+                http = httpx2.AsyncClient(transport=RegistryTransport(session, inner=Gzipped()))
+                provider = AnthropicProvider(http_client=http, api_key="test", base_url=base_url)
+                model = AnthropicModel("claude-sonnet-4-6", provider=provider)
+                tools = registry_tools(session, {"process_refund": refund})
+                agent = Agent(model, tools=tools, model_settings={"max_tokens": 512})
+                return (await agent.run("Refund order 0, please.")).output
+
+    with StandIn(adapter_script) as provider:
+        assert asyncio.run(main(provider.url)) == "Answer 1: refunded."
+    assert provider.refused == [] and len(provider.received) == 2
+    result = json.loads(provider.received[1].raw)["messages"][2]["content"][0]
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_0_0")
+    assert result["content"] in ("refunded 0", [{"type": "text", "text": "refunded 0"}]), result
+
+
+@pytest.mark.parametrize("fmt", list(QUESTIONS))
+def test_a_vercel_ai_sdk_agent_loop_through_the_pinned_session(world, fmt):
+    """clients/typescript/test/ai-sdk-loop.mjs on the committed dist/: `generateText` with
+    `registryFetch` and `registryTools` (promptreg/ai-sdk)."""
+    url, secret = world
+    if NODE is None:
+        pytest.skip(NO_NODE)  # tests/client/test_typescript_client.py fails instead where CI is set
+    installed()
+    with StandIn(adapter_script) as provider:
+        env = {**os.environ, "REGISTRY_URL": url, "AGENT_KEY": secret, "PROVIDER_URL": provider.url}
+        env.update(FORMAT=fmt, QUESTIONS=str(QUESTIONS[fmt]))
+        script = str(PACKAGE / "test" / "ai-sdk-loop.mjs")
+        done = subprocess.run([NODE, script], cwd=PACKAGE, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["answers"] == [f"Answer {2 * q + 1}: refunded." for q in range(QUESTIONS[fmt])]
+    assert len(out["ran"]) == QUESTIONS[fmt] - 1 + 12 and out["turns"] == 2 * QUESTIONS[fmt]
+    check_adapter_loop(fmt, provider, out["session"])

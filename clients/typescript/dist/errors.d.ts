@@ -40,6 +40,14 @@ export declare class SessionEnded extends RegistryError {
 export declare class VersionRevoked extends RegistryError {
     get labels(): Record<string, number>;
 }
+/** 410 model_retired: the model the pinned version names has retired at its provider, so every
+ * request the session would make fails. A VersionRevoked (start anew on a label: `labels` says
+ * what each targets now); `model`, `retiresAt` and `replacement` say why. */
+export declare class ModelRetired extends VersionRevoked {
+    get model(): string | null;
+    get retiresAt(): string | null;
+    get replacement(): string | null;
+}
 /** 429: over the key's rate budget; `retryAfter` in seconds (null when not given). */
 export declare class Throttled extends RegistryError {
     readonly retryAfter: number | null;

@@ -69,6 +69,37 @@ export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | und
     /** Answer `request` in this provider's shape, ready to send. */
     format?: F;
     k?: number;
+    /** The provider's answer to the previous `request`, as the SDK returned it (its JSON shape):
+     * the registry reads its usage (the version's evidence, docs/api.md#evidence). */
+    response?: unknown;
+    /** The previous model call's usage in the neutral shape, instead of or beside `response`. */
+    usage?: TurnUsage;
+    /** The model to name in `request` instead of the pinned one: one the version allows
+     * (`model.allowed`), or any when it names none. */
+    model?: string;
+}
+/** A model call's usage in the neutral shape the turn call takes. */
+export interface TurnUsage {
+    input_tokens?: number;
+    output_tokens?: number;
+    cache_read_tokens?: number;
+    cache_write_tokens?: number;
+    model?: string;
+    stop_reason?: string;
+    latency_ms?: number;
+}
+/** How a session went, given when it ends. */
+export type Outcome = "resolved" | "escalated" | "abandoned" | "failed";
+export interface EndOptions extends CallOptions {
+    /** Why it went so (with an outcome). */
+    reason?: string;
+}
+export interface ScoreOptions extends CallOptions {
+    /** Who scored: `user`, `judge`, `human`, or a name of yours. */
+    source?: string;
+    comment?: string;
+    /** The score's id: the same id again is recorded once. */
+    id?: string;
 }
 /** Per call: an AbortSignal, and a deadline (seconds) that replaces the registry's for this call. */
 export interface CallOptions {
@@ -175,8 +206,14 @@ export declare class PinnedSession implements AsyncDisposable {
     /** Whether the keep-alive is running. */
     get keepingAlive(): boolean;
     private stopKeepAlive;
-    /** End the session (idempotent) and stop the keep-alive. */
-    end(options?: CallOptions): Promise<void>;
+    /** End the session (idempotent) and stop the keep-alive. `outcome` (`resolved`, `escalated`,
+     * `abandoned`, `failed`) and `reason`: how it went, for the version's evidence
+     * (docs/api.md#evidence); another outcome than the first is refused (409). `end(options)`
+     * without an outcome also works. */
+    end(outcome?: Outcome | EndOptions, options?: EndOptions): Promise<void>;
+    /** A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7 days
+     * after its end; the same `id` again is recorded once. */
+    score(name: string, value: number, options?: ScoreOptions): Promise<Record<string, unknown>>;
     /** `await using`: ends the session when the block is left. When the block threw, a failure
      * to end is only logged, never masking that error (the lease ends the session anyway). The
      * language does not tell a disposer whether the block threw, so here an end that fails is
@@ -202,6 +239,9 @@ export declare class PinnedSession implements AsyncDisposable {
     }): Promise<RouteResult>;
     /** Tell the registry which skills the model actually called in `turn`. */
     reportTurn(turn: number, invoked: string[], options?: CallOptions): Promise<Record<string, unknown>>;
+    /** One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+     * `read`; params as docs/rendering.md gives them): the text for the model (at most 100 KB). */
+    fileTool(tool: "ls" | "glob" | "grep" | "read", params?: Record<string, unknown>, options?: CallOptions): Promise<string>;
     /** Tier-1 micro-compaction of old tool results under the pinned policy, by the registry. */
     compact(messages: Message[], options?: CallOptions): Promise<CompactResult>;
 }

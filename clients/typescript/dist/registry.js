@@ -283,13 +283,33 @@ export class PinnedSession {
         this.stopKeeper.abort();
         await this.beat?.catch(() => undefined);
     }
-    /** End the session (idempotent) and stop the keep-alive. */
-    async end(options = {}) {
+    /** End the session (idempotent) and stop the keep-alive. `outcome` (`resolved`, `escalated`,
+     * `abandoned`, `failed`) and `reason`: how it went, for the version's evidence
+     * (docs/api.md#evidence); another outcome than the first is refused (409). `end(options)`
+     * without an outcome also works. */
+    async end(outcome, options = {}) {
+        if (typeof outcome === "object")
+            [outcome, options] = [undefined, outcome];
         await this.stopKeepAlive();
         if (this.offline || this.ended)
             return;
-        this.info = await this.registry.json("POST", sessionPath(this.id, "end/"), options);
+        const { reason, ...call } = options;
+        const json = outcome === undefined ? undefined : { outcome: { status: outcome, ...(reason === undefined ? {} : { reason }) } };
+        this.info = await this.registry.json("POST", sessionPath(this.id, "end/"), { ...call, json });
         this.ended = true;
+    }
+    /** A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7 days
+     * after its end; the same `id` again is recorded once. */
+    async score(name, value, options = {}) {
+        // As in the Python client, not a call that sets the span's attributes.
+        if (this.offline)
+            throw new Unavailable("score needs the registry; this session is offline (from a snapshot).");
+        const { source, comment, id, ...call } = options;
+        const json = { name, value };
+        for (const [key, given] of Object.entries({ source, comment, id }))
+            if (given !== undefined)
+                json[key] = given;
+        return this.registry.json("POST", sessionPath(this.id, "scores/"), { ...call, json });
     }
     /** `await using`: ends the session when the block is left. When the block threw, a failure
      * to end is only logged, never masking that error (the lease ends the session anyway). The
@@ -328,7 +348,7 @@ export class PinnedSession {
      * answer is always whole. With `format`, `request` is the provider request body, ready to send. */
     async turn(messages, options = {}) {
         await this.online("turn");
-        const { invoked, variables, format, k, ...call } = options;
+        const { invoked, variables, format, k, response, usage, model, ...call } = options;
         if (format !== undefined && !TURN_FORMATS.includes(format)) {
             throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
         }
@@ -341,6 +361,12 @@ export class PinnedSession {
             json["format"] = format;
         if (k !== undefined)
             json["k"] = k;
+        if (response !== undefined)
+            json["response"] = response; // the previous model call's answer
+        if (usage !== undefined)
+            json["usage"] = usage;
+        if (model !== undefined)
+            json["model"] = model;
         const held = this.heldPrefix;
         // Only what can be put back may be left out: a format asked for the first time on this
         // prefix comes whole (a client cannot lay out a provider's request itself).
@@ -389,6 +415,16 @@ export class PinnedSession {
     async reportTurn(turn, invoked, options = {}) {
         await this.online("reportTurn");
         return this.registry.json("POST", sessionPath(this.id, "turns/"), { ...options, json: { turn, invoked } });
+    }
+    /** One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+     * `read`; params as docs/rendering.md gives them): the text for the model (at most 100 KB). */
+    async fileTool(tool, params = {}, options = {}) {
+        await this.online("fileTool");
+        if (!["ls", "glob", "grep", "read"].includes(tool))
+            throw new TypeError("tool must be one of ls, glob, grep, read.");
+        const query = Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined && v !== null).map(([k, v]) => [k, String(v)]));
+        const answer = await this.registry.json("GET", sessionPath(this.id, `knowledge/${tool}`), { ...options, query });
+        return String(answer.output);
     }
     /** Tier-1 micro-compaction of old tool results under the pinned policy, by the registry. */
     async compact(messages, options = {}) {

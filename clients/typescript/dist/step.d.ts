@@ -4,15 +4,16 @@
  * The SDK's call is passed as a function, `(body) => anthropic.messages.create(body)`, so this
  * package imports neither SDK (not even its types) and the SDK picks its own overload: the
  * reply is typed as the SDK types it. */
-import type { AnthropicMessage, AnthropicTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
-import type { CallOptions, PinnedSession, TurnResult } from "./registry.js";
+import type { AnthropicMessage, AnthropicTurnRequest, BedrockConverseTurnRequest, GeminiTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
+import type { CallOptions, PinnedSession, TurnResult, TurnUsage } from "./registry.js";
 /** A tool the model asked to run: the call's id (to answer it), the tool's name, its input. */
 export interface ToolCall {
     id: string;
     name: string;
     arguments: Record<string, unknown>;
 }
-export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses", M extends object, R> {
+export type StepFormat = "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock-converse";
+export interface Step<F extends StepFormat, M extends object, R> {
     turn: TurnResult<F, M>;
     /** The SDK's reply, as the SDK typed it. */
     reply: R;
@@ -28,6 +29,9 @@ export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses"
 export interface StepOptions extends CallOptions {
     invoked?: string[];
     variables?: Record<string, unknown>;
+    /** The previous step's `reply`, reported with this turn (the version's evidence). */
+    response?: unknown;
+    usage?: TurnUsage;
 }
 /** A step with `@anthropic-ai/sdk`: `stepAnthropic(session, (body) => anthropic.messages.create(body), messages)`. */
 export declare function stepAnthropic<M extends AnthropicMessage, R extends {
@@ -49,3 +53,22 @@ export declare function stepOpenAIResponses<M extends object, R extends {
     output: readonly object[];
     output_text?: string;
 }>(session: PinnedSession, create: (body: OpenAIResponsesTurnRequest<M>) => PromiseLike<R>, input: readonly M[], options?: StepOptions): Promise<Step<"openai-responses", M, R>>;
+/** A step with Gemini: `stepGemini(session, (body) => ..., contents)`, where the function sends
+ * the REST body (`generateContent`; with `@google/genai`, `ai.models.generateContent({ model:
+ * body.model, contents: body.contents, config: { systemInstruction: body.systemInstruction,
+ * tools: body.tools, ...body.generationConfig } })`) and returns the response. The reply's
+ * content is kept whole (its thought signatures included); each function call is answered by a
+ * `functionResponse` with its id and name, `{ result: text }`. */
+export declare function stepGemini<M extends object, R extends {
+    candidates?: readonly {
+        content?: object;
+    }[];
+}>(session: PinnedSession, create: (body: GeminiTurnRequest<M>) => PromiseLike<R>, contents: readonly M[], options?: StepOptions): Promise<Step<"gemini", M, R>>;
+/** A step with Bedrock's Converse API: `stepBedrockConverse(session, (body) => client.send(new
+ * ConverseCommand(body)), messages)` (`@aws-sdk/client-bedrock-runtime`). The reply's message is
+ * kept whole; each `toolUse` is answered by a `toolResult` with its id, `[{ text }]`. */
+export declare function stepBedrockConverse<M extends object, R extends {
+    output?: {
+        message?: object;
+    };
+}>(session: PinnedSession, create: (body: BedrockConverseTurnRequest<M>) => PromiseLike<R>, messages: readonly M[], options?: StepOptions): Promise<Step<"bedrock-converse", M, R>>;

@@ -90,3 +90,57 @@ export async function stepOpenAIResponses(session, create, input, options = {}) 
         },
     };
 }
+/** A step with Gemini: `stepGemini(session, (body) => ..., contents)`, where the function sends
+ * the REST body (`generateContent`; with `@google/genai`, `ai.models.generateContent({ model:
+ * body.model, contents: body.contents, config: { systemInstruction: body.systemInstruction,
+ * tools: body.tools, ...body.generationConfig } })`) and returns the response. The reply's
+ * content is kept whole (its thought signatures included); each function call is answered by a
+ * `functionResponse` with its id and name, `{ result: text }`. */
+export async function stepGemini(session, create, contents, options = {}) {
+    const turn = await session.turn(contents, { ...options, format: "gemini" });
+    const reply = await create(turn.request);
+    const content = (reply.candidates?.[0]?.content ?? { role: "model", parts: [] });
+    const parts = content.parts ?? [];
+    const toolCalls = parts
+        .filter((p) => p.functionCall)
+        .map((p, k) => ({ id: String(p.functionCall?.id ?? `call_${k}`), name: String(p.functionCall?.name), arguments: parsed(p.functionCall?.args) }));
+    const next = [...turn.messages, { role: "model", ...content }];
+    return {
+        turn,
+        reply,
+        messages: next,
+        toolCalls,
+        done: toolCalls.length === 0,
+        text: parts.map((p) => (p.text !== undefined && !p.thought ? p.text : "")).join(""),
+        withToolResults(results) {
+            const names = new Map(toolCalls.map((c) => [c.id, c.name]));
+            const answers = answered(toolCalls, results).map((id) => ({ functionResponse: { id, name: names.get(id), response: { result: results[id] } } }));
+            return [...next, { role: "user", parts: answers }];
+        },
+    };
+}
+/** A step with Bedrock's Converse API: `stepBedrockConverse(session, (body) => client.send(new
+ * ConverseCommand(body)), messages)` (`@aws-sdk/client-bedrock-runtime`). The reply's message is
+ * kept whole; each `toolUse` is answered by a `toolResult` with its id, `[{ text }]`. */
+export async function stepBedrockConverse(session, create, messages, options = {}) {
+    const turn = await session.turn(messages, { ...options, format: "bedrock-converse" });
+    const reply = await create(turn.request);
+    const message = (reply.output?.message ?? { role: "assistant", content: [] });
+    const blocks = message.content ?? [];
+    const toolCalls = blocks
+        .filter((b) => b.toolUse)
+        .map((b) => ({ id: String(b.toolUse?.toolUseId), name: String(b.toolUse?.name), arguments: parsed(b.toolUse?.input) }));
+    const next = [...turn.messages, message];
+    return {
+        turn,
+        reply,
+        messages: next,
+        toolCalls,
+        done: toolCalls.length === 0,
+        text: blocks.map((b) => b.text ?? "").join(""),
+        withToolResults(results) {
+            const answers = answered(toolCalls, results).map((id) => ({ toolResult: { toolUseId: id, content: [{ text: results[id] }] } }));
+            return [...next, { role: "user", content: answers }];
+        },
+    };
+}

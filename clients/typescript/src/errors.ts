@@ -50,6 +50,26 @@ export class VersionRevoked extends RegistryError {
   }
 }
 
+/** 410 model_retired: the model the pinned version names has retired at its provider, so every
+ * request the session would make fails. A VersionRevoked (start anew on a label: `labels` says
+ * what each targets now); `model`, `retiresAt` and `replacement` say why. */
+export class ModelRetired extends VersionRevoked {
+  get model(): string | null {
+    return stringDetail(this.details, "model");
+  }
+  get retiresAt(): string | null {
+    return stringDetail(this.details, "retires_at");
+  }
+  get replacement(): string | null {
+    return stringDetail(this.details, "replacement");
+  }
+}
+
+function stringDetail(details: Details, key: string): string | null {
+  const value = details[key];
+  return typeof value === "string" ? value : null;
+}
+
 /** 429: over the key's rate budget; `retryAfter` in seconds (null when not given). */
 export class Throttled extends RegistryError {
   readonly retryAfter: number | null;
@@ -100,7 +120,10 @@ export async function errorFromResponse(response: Response): Promise<RegistryErr
   }
   message = message || `The registry answered ${status} ${response.statusText}.`.replace(" .", ".");
   const init: ErrorInit = { status, code, details };
-  if (status === 410) return code === "version_revoked" ? new VersionRevoked(message, init) : new SessionEnded(message, init);
+  if (status === 410) {
+    if (code === "model_retired") return new ModelRetired(message, init);
+    return code === "version_revoked" ? new VersionRevoked(message, init) : new SessionEnded(message, init);
+  }
   if (status === 429) return new Throttled(message, { ...init, retryAfter: retryAfterOf(response) });
   if (status === 502 || status === 503 || status === 504) {
     return new Unavailable(message, { ...init, retryAfter: retryAfterOf(response) });

@@ -4,6 +4,7 @@ export {
   Conflict,
   IntegrityError,
   InvalidRequest,
+  ModelRetired,
   NotAuthenticated,
   NotFound,
   PermissionDenied,
@@ -17,24 +18,30 @@ export { PinnedSession, Registry, TURN_FORMATS, wholeRequest } from "./registry.
 export type {
   CallOptions,
   CompactResult,
+  EndOptions,
   Message,
+  Outcome,
   RegistryOptions,
   RenderResult,
   RequestOptions,
   RequestReuse,
   RouteResult,
+  ScoreOptions,
   SessionInfo,
   StartOptions,
   TurnFormat,
   TurnOptions,
   TurnPrefixBody,
   TurnResult,
+  TurnUsage,
 } from "./registry.js";
 export type { components, paths } from "./openapi.js";
 export type { TraceHeaders } from "./tracing.js";
 export { anthropicRequest, openaiRequest } from "./providers.js";
-export { stepAnthropic, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
-export type { Step, StepOptions, ToolCall } from "./step.js";
+export { registryFetch } from "./wire.js";
+export type { RegistryFetch, RegistryFetchOptions, WireFormat } from "./wire.js";
+export { stepAnthropic, stepBedrockConverse, stepGemini, stepOpenAIChat, stepOpenAIResponses } from "./step.js";
+export type { Step, StepFormat, StepOptions, ToolCall } from "./step.js";
 export type {
   AnthropicMessage,
   AnthropicParams,

@@ -78,6 +78,41 @@ export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | und
   /** Answer `request` in this provider's shape, ready to send. */
   format?: F;
   k?: number;
+  /** The provider's answer to the previous `request`, as the SDK returned it (its JSON shape):
+   * the registry reads its usage (the version's evidence, docs/api.md#evidence). */
+  response?: unknown;
+  /** The previous model call's usage in the neutral shape, instead of or beside `response`. */
+  usage?: TurnUsage;
+  /** The model to name in `request` instead of the pinned one: one the version allows
+   * (`model.allowed`), or any when it names none. */
+  model?: string;
+}
+
+/** A model call's usage in the neutral shape the turn call takes. */
+export interface TurnUsage {
+  input_tokens?: number;
+  output_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  model?: string;
+  stop_reason?: string;
+  latency_ms?: number;
+}
+
+/** How a session went, given when it ends. */
+export type Outcome = "resolved" | "escalated" | "abandoned" | "failed";
+
+export interface EndOptions extends CallOptions {
+  /** Why it went so (with an outcome). */
+  reason?: string;
+}
+
+export interface ScoreOptions extends CallOptions {
+  /** Who scored: `user`, `judge`, `human`, or a name of yours. */
+  source?: string;
+  comment?: string;
+  /** The score's id: the same id again is recorded once. */
+  id?: string;
 }
 
 /** Per call: an AbortSignal, and a deadline (seconds) that replaces the registry's for this call. */
@@ -378,12 +413,29 @@ export class PinnedSession implements AsyncDisposable {
     await this.beat?.catch(() => undefined);
   }
 
-  /** End the session (idempotent) and stop the keep-alive. */
-  async end(options: CallOptions = {}): Promise<void> {
+  /** End the session (idempotent) and stop the keep-alive. `outcome` (`resolved`, `escalated`,
+   * `abandoned`, `failed`) and `reason`: how it went, for the version's evidence
+   * (docs/api.md#evidence); another outcome than the first is refused (409). `end(options)`
+   * without an outcome also works. */
+  async end(outcome?: Outcome | EndOptions, options: EndOptions = {}): Promise<void> {
+    if (typeof outcome === "object") [outcome, options] = [undefined, outcome];
     await this.stopKeepAlive();
     if (this.offline || this.ended) return;
-    this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "end/"), options);
+    const { reason, ...call } = options;
+    const json = outcome === undefined ? undefined : { outcome: { status: outcome, ...(reason === undefined ? {} : { reason }) } };
+    this.info = await this.registry.json<SessionInfo>("POST", sessionPath(this.id, "end/"), { ...call, json });
     this.ended = true;
+  }
+
+  /** A named score of this session (a user's thumbs, a judge's verdict), accepted up to 7 days
+   * after its end; the same `id` again is recorded once. */
+  async score(name: string, value: number, options: ScoreOptions = {}): Promise<Record<string, unknown>> {
+    // As in the Python client, not a call that sets the span's attributes.
+    if (this.offline) throw new Unavailable("score needs the registry; this session is offline (from a snapshot).");
+    const { source, comment, id, ...call } = options;
+    const json: Record<string, unknown> = { name, value };
+    for (const [key, given] of Object.entries({ source, comment, id })) if (given !== undefined) json[key] = given;
+    return this.registry.json("POST", sessionPath(this.id, "scores/"), { ...call, json });
   }
 
   /** `await using`: ends the session when the block is left. When the block threw, a failure
@@ -428,7 +480,7 @@ export class PinnedSession implements AsyncDisposable {
     options: TurnOptions<F> = {},
   ): Promise<TurnResult<F, M>> {
     await this.online("turn");
-    const { invoked, variables, format, k, ...call } = options;
+    const { invoked, variables, format, k, response, usage, model, ...call } = options;
     if (format !== undefined && !TURN_FORMATS.includes(format)) {
       throw new TypeError(`format must be one of ${TURN_FORMATS.join(", ")}, or absent for the neutral shape.`);
     }
@@ -437,6 +489,9 @@ export class PinnedSession implements AsyncDisposable {
     if (variables !== undefined) json["variables"] = variables;
     if (format !== undefined) json["format"] = format;
     if (k !== undefined) json["k"] = k;
+    if (response !== undefined) json["response"] = response; // the previous model call's answer
+    if (usage !== undefined) json["usage"] = usage;
+    if (model !== undefined) json["model"] = model;
     const held = this.heldPrefix;
     // Only what can be put back may be left out: a format asked for the first time on this
     // prefix comes whole (a client cannot lay out a provider's request itself).
@@ -483,6 +538,16 @@ export class PinnedSession implements AsyncDisposable {
   async reportTurn(turn: number, invoked: string[], options: CallOptions = {}): Promise<Record<string, unknown>> {
     await this.online("reportTurn");
     return this.registry.json("POST", sessionPath(this.id, "turns/"), { ...options, json: { turn, invoked } });
+  }
+
+  /** One of the model's file tools over the session's knowledge packs (`ls`, `glob`, `grep`,
+   * `read`; params as docs/rendering.md gives them): the text for the model (at most 100 KB). */
+  async fileTool(tool: "ls" | "glob" | "grep" | "read", params: Record<string, unknown> = {}, options: CallOptions = {}): Promise<string> {
+    await this.online("fileTool");
+    if (!["ls", "glob", "grep", "read"].includes(tool)) throw new TypeError("tool must be one of ls, glob, grep, read.");
+    const query = Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined && v !== null).map(([k, v]) => [k, String(v)]));
+    const answer = await this.registry.json<{ output: unknown }>("GET", sessionPath(this.id, `knowledge/${tool}`), { ...options, query });
+    return String(answer.output);
   }
 
   /** Tier-1 micro-compaction of old tool results under the pinned policy, by the registry. */

@@ -5,8 +5,16 @@
  * package imports neither SDK (not even its types) and the SDK picks its own overload: the
  * reply is typed as the SDK types it. */
 
-import type { AnthropicMessage, AnthropicTurnRequest, OpenAIChatTurnRequest, OpenAIMessage, OpenAIResponsesTurnRequest } from "./providers.js";
-import type { CallOptions, PinnedSession, TurnResult } from "./registry.js";
+import type {
+  AnthropicMessage,
+  AnthropicTurnRequest,
+  BedrockConverseTurnRequest,
+  GeminiTurnRequest,
+  OpenAIChatTurnRequest,
+  OpenAIMessage,
+  OpenAIResponsesTurnRequest,
+} from "./providers.js";
+import type { CallOptions, PinnedSession, TurnResult, TurnUsage } from "./registry.js";
 
 /** A tool the model asked to run: the call's id (to answer it), the tool's name, its input. */
 export interface ToolCall {
@@ -15,7 +23,9 @@ export interface ToolCall {
   arguments: Record<string, unknown>;
 }
 
-export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses", M extends object, R> {
+export type StepFormat = "anthropic" | "openai-chat" | "openai-responses" | "gemini" | "bedrock-converse";
+
+export interface Step<F extends StepFormat, M extends object, R> {
   turn: TurnResult<F, M>;
   /** The SDK's reply, as the SDK typed it. */
   reply: R;
@@ -32,6 +42,9 @@ export interface Step<F extends "anthropic" | "openai-chat" | "openai-responses"
 export interface StepOptions extends CallOptions {
   invoked?: string[];
   variables?: Record<string, unknown>;
+  /** The previous step's `reply`, reported with this turn (the version's evidence). */
+  response?: unknown;
+  usage?: TurnUsage;
 }
 
 type Block = { type?: string; id?: string; name?: string; input?: unknown; text?: string };
@@ -138,6 +151,76 @@ export async function stepOpenAIResponses<M extends object, R extends { output: 
     withToolResults(results) {
       const outputs = answered(toolCalls, results).map((id) => ({ type: "function_call_output", call_id: id, output: results[id] }) as unknown as M);
       return [...next, ...outputs];
+    },
+  };
+}
+
+type GeminiPart = { text?: string; thought?: boolean; functionCall?: { id?: string; name?: string; args?: unknown } };
+
+/** A step with Gemini: `stepGemini(session, (body) => ..., contents)`, where the function sends
+ * the REST body (`generateContent`; with `@google/genai`, `ai.models.generateContent({ model:
+ * body.model, contents: body.contents, config: { systemInstruction: body.systemInstruction,
+ * tools: body.tools, ...body.generationConfig } })`) and returns the response. The reply's
+ * content is kept whole (its thought signatures included); each function call is answered by a
+ * `functionResponse` with its id and name, `{ result: text }`. */
+export async function stepGemini<M extends object, R extends { candidates?: readonly { content?: object }[] }>(
+  session: PinnedSession,
+  create: (body: GeminiTurnRequest<M>) => PromiseLike<R>,
+  contents: readonly M[],
+  options: StepOptions = {},
+): Promise<Step<"gemini", M, R>> {
+  const turn = await session.turn(contents, { ...options, format: "gemini" });
+  const reply = await create(turn.request);
+  const content = (reply.candidates?.[0]?.content ?? { role: "model", parts: [] }) as { parts?: readonly GeminiPart[] };
+  const parts = content.parts ?? [];
+  const toolCalls = parts
+    .filter((p) => p.functionCall)
+    .map((p, k) => ({ id: String(p.functionCall?.id ?? `call_${k}`), name: String(p.functionCall?.name), arguments: parsed(p.functionCall?.args) }));
+  const next = [...turn.messages, { role: "model", ...content } as unknown as M];
+  return {
+    turn,
+    reply,
+    messages: next,
+    toolCalls,
+    done: toolCalls.length === 0,
+    text: parts.map((p) => (p.text !== undefined && !p.thought ? p.text : "")).join(""),
+    withToolResults(results) {
+      const names = new Map(toolCalls.map((c) => [c.id, c.name]));
+      const answers = answered(toolCalls, results).map((id) => ({ functionResponse: { id, name: names.get(id), response: { result: results[id] } } }));
+      return [...next, { role: "user", parts: answers } as unknown as M];
+    },
+  };
+}
+
+type ConverseBlock = { text?: string; toolUse?: { toolUseId?: string; name?: string; input?: unknown } };
+
+/** A step with Bedrock's Converse API: `stepBedrockConverse(session, (body) => client.send(new
+ * ConverseCommand(body)), messages)` (`@aws-sdk/client-bedrock-runtime`). The reply's message is
+ * kept whole; each `toolUse` is answered by a `toolResult` with its id, `[{ text }]`. */
+export async function stepBedrockConverse<M extends object, R extends { output?: { message?: object } }>(
+  session: PinnedSession,
+  create: (body: BedrockConverseTurnRequest<M>) => PromiseLike<R>,
+  messages: readonly M[],
+  options: StepOptions = {},
+): Promise<Step<"bedrock-converse", M, R>> {
+  const turn = await session.turn(messages, { ...options, format: "bedrock-converse" });
+  const reply = await create(turn.request);
+  const message = (reply.output?.message ?? { role: "assistant", content: [] }) as { content?: readonly ConverseBlock[] };
+  const blocks = message.content ?? [];
+  const toolCalls = blocks
+    .filter((b) => b.toolUse)
+    .map((b) => ({ id: String(b.toolUse?.toolUseId), name: String(b.toolUse?.name), arguments: parsed(b.toolUse?.input) }));
+  const next = [...turn.messages, message as unknown as M];
+  return {
+    turn,
+    reply,
+    messages: next,
+    toolCalls,
+    done: toolCalls.length === 0,
+    text: blocks.map((b) => b.text ?? "").join(""),
+    withToolResults(results) {
+      const answers = answered(toolCalls, results).map((id) => ({ toolResult: { toolUseId: id, content: [{ text: results[id] }] } }));
+      return [...next, { role: "user", content: answers } as unknown as M];
     },
   };
 }

@@ -10,7 +10,10 @@ import { describe, test } from "node:test";
 
 import {
   Bundle,
+  Conflict,
   IntegrityError,
+  InvalidRequest,
+  ModelRetired,
   NotAuthenticated,
   NotFound,
   PermissionDenied,
@@ -31,6 +34,7 @@ import OpenAI from "openai";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { RecordingSpan, enableContext, inSpan } from "./otel.js";
+import { errorFromResponse } from "../src/errors.js";
 
 enableContext(); // as an application with OpenTelemetry set up (see the span test)
 
@@ -286,6 +290,26 @@ describe("promptreg (TypeScript) against a live registry", () => {
     await assert.rejects(session.heartbeat(), VersionRevoked);
   });
 
+  test("a turn reports usage or the reply; end takes an outcome, score a named score (evidence)", async () => {
+    const registry = new Registry(URL_, AGENT);
+    const session = await registry.startSession("refunds");
+    const messages = [{ role: "user", content: "Refund order 7." }];
+    await session.turn(messages, { usage: { input_tokens: 1200, output_tokens: 80, cache_read_tokens: 1000, latency_ms: 700 } });
+    const content = [{ type: "text", text: "Done." }];
+    const reply = { id: "msg_1", type: "message", role: "assistant", model: "m-1", content, stop_reason: "end_turn", usage: { input_tokens: 10, output_tokens: 5 } };
+    await session.turn(messages, { format: "anthropic", response: reply });
+    await assert.rejects(session.turn(messages, { usage: { input_tokens: -1 } }), (e: unknown) => {
+      assert.ok(e instanceof InvalidRequest && Object.keys(e.details).some((k) => k.startsWith("usage")), String(e));
+      return true;
+    });
+    assert.equal((await session.score("thumbs", 1, { source: "user", id: "t-1" }))["id"], "t-1");
+    await session.end("resolved", { reason: "refunded" });
+    assert.equal(session.ended, true);
+    // The outcome was recorded: the same session ended again with another is refused.
+    await assert.rejects((await registry.session(session.id)).end("failed"), Conflict);
+    await session.score("judge.helpful", 0.5, { source: "judge" }); // after the end, within its window
+  });
+
   test("throttled carries retryAfter and is not waited past the deadline", async () => {
     const wire = recorder();
     const registry = new Registry(THROTTLED_URL, THROTTLED_KEY, { fetch: wire.impl, retry: { deadline: 2 } });
@@ -371,6 +395,16 @@ describe("promptreg (TypeScript) against a live registry", () => {
 });
 
 describe("the pieces without a server", () => {
+  test("410 model_retired is a ModelRetired (a VersionRevoked) saying the model, date and replacement", async () => {
+    const details = { model: "gpt-5", retires_at: "2026-12-11", replacement: "gpt-6.1-sol", labels: { production: 3 } };
+    const body = JSON.stringify({ error: { code: "model_retired", message: "The model gpt-5 has retired.", details } });
+    const error = await errorFromResponse(new Response(body, { status: 410 }));
+    assert.ok(error instanceof ModelRetired && error instanceof VersionRevoked);
+    assert.deepEqual([error.model, error.retiresAt, error.replacement, error.labels], ["gpt-5", "2026-12-11", "gpt-6.1-sol", { production: 3 }]);
+    const revoked = await errorFromResponse(new Response(JSON.stringify({ error: { code: "version_revoked", details: {} } }), { status: 410 }));
+    assert.ok(revoked instanceof VersionRevoked && !(revoked instanceof ModelRetired));
+  });
+
   test("a body that does not hash to its content_hash is refused", async () => {
     const tampered = V1_BODY.replace("process_refund", "process_refunX");
     await assert.rejects(Bundle.fromBody(new TextEncoder().encode(tampered)), IntegrityError);

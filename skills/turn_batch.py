@@ -1,0 +1,150 @@
+"""The turn writes of one web process, batched (issue 42): the turns that finish while another
+turn's write is running are written together, in one statement and one commit, as the fast
+lane batches the fetch's writes. A turn is answered once the statement that wrote it has
+committed, so an acknowledged turn is as durable as one written alone.
+
+The first turn to arrive with no batch running leads: it takes every turn waiting (one per
+session: a second turn of the same session waits for the next batch, so that each batch's
+statement touches a session's rows once), writes them on its own connection, wakes their
+threads with their turn numbers, and hands the lead to the first turn still waiting. A turn
+whose number a concurrent call took meanwhile (the insert's conflict) comes back as None, and
+its thread writes it alone with skill_route's retry (skills.turn_state). A write inside a
+transaction (a render that claims notices, a test's) is not batched: it must commit or roll
+back with its transaction."""
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+_WRITE_MANY_SQL = """
+WITH v AS (
+    SELECT * FROM unnest(%(s)s::uuid[], %(report)s::boolean[], %(previous)s::integer[], %(invoked)s::text[],
+                         %(version)s::bigint[], %(number)s::integer[], %(resident)s::text[], %(routed)s::text[],
+                         %(session_skills)s::text[], %(latency)s::integer[], %(now)s::timestamptz[])
+        AS v(s, report, previous, invoked, version, number, resident, routed, session_skills, latency, now)
+), reported AS (
+    UPDATE skills_skillturn t SET invoked = v.invoked::jsonb, expected = NULL, reported_at = v.now
+    FROM v WHERE v.report AND t.session_id = v.s AND t.number = v.previous RETURNING 1
+), cards AS (
+    UPDATE skills_sessionskill c SET last_invoked_turn = p.previous
+    FROM unnest(%(card_s)s::uuid[], %(card_name)s::text[], %(card_previous)s::integer[]) AS p(s, name, previous)
+    WHERE c.session_id = p.s AND c.name = p.name
+      AND NOT (c.last_invoked_turn >= p.previous AND c.last_invoked_turn IS NOT NULL) RETURNING 1
+), lapsed AS (
+    DELETE FROM skills_sessionskill WHERE id = ANY(%(lapsed)s::bigint[]) RETURNING 1
+), turn AS (
+    INSERT INTO skills_skillturn (session_id, version_id, number, resident, routed, session_skills, invoked,
+                                  expected, latency_us, created_at, reported_at)
+    SELECT v.s, v.version, v.number, v.resident::jsonb, v.routed::jsonb, v.session_skills::jsonb, NULL, NULL,
+           v.latency, v.now, NULL
+    FROM v
+    ON CONFLICT (session_id, number) DO NOTHING RETURNING session_id, number
+)
+SELECT session_id, number FROM turn
+"""
+
+_COLUMNS = (
+    *("s", "report", "previous", "invoked", "version", "number"),
+    *("resident", "routed", "session_skills", "latency"),
+)
+_MAX_BATCH = 64
+
+
+def write_many(items: list[dict[str, Any]]) -> list[int | None]:
+    """Write planned turns (skills.turn_state.plan's values, sessions all different) in one
+    statement on this thread's connection, committed on return (autocommit): each one's turn
+    number, None where the number was taken meanwhile."""
+    params: dict[str, Any] = {name: [item[name] for item in items] for name in _COLUMNS}
+    params["now"] = [item["now"] for item in items]
+    params["card_s"], params["card_name"], params["card_previous"] = [], [], []
+    params["lapsed"] = []
+    for item in items:
+        if item["report"]:
+            for name in item["names"]:
+                params["card_s"].append(item["s"])
+                params["card_name"].append(name)
+                params["card_previous"].append(item["previous"])
+        params["lapsed"] += item["lapsed"]
+    with connection.wrap_database_errors:
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(_WRITE_MANY_SQL, params, prepare=True)
+            written = {str(session_id): number for session_id, number in cursor.fetchall()}
+    return [written.get(str(item["s"])) for item in items]
+
+
+@dataclass(eq=False)  # by identity: a batch is taken out of the waiting list
+class _Waiting:
+    values: dict[str, Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    lead: bool = False  # woken to lead the next batch, not with a result
+    number: int | None = None
+    error: BaseException | None = None
+
+
+class _Batcher:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: list[_Waiting] = []
+        self._leading = False
+
+    def write(self, values: dict[str, Any]) -> int | None:
+        me = _Waiting(values)
+        with self._lock:
+            self._waiting.append(me)
+            lead = not self._leading
+            self._leading = True
+        while not lead:
+            me.done.wait()
+            if not me.lead:
+                break
+            me.done.clear()
+            lead, me.lead = True, False
+        if lead:
+            self._lead()
+        if me.error is not None:
+            raise me.error
+        return me.number
+
+    def _take(self) -> list[_Waiting]:
+        with self._lock:
+            batch: list[_Waiting] = []
+            sessions: set[str] = set()
+            for waiting in self._waiting:
+                key = str(waiting.values["s"])
+                if key not in sessions and len(batch) < _MAX_BATCH:
+                    sessions.add(key)
+                    batch.append(waiting)
+            self._waiting = [w for w in self._waiting if w not in batch]
+            return batch
+
+    def _lead(self) -> None:
+        batch = self._take()
+        try:
+            numbers = write_many([w.values for w in batch])
+            for waiting, number in zip(batch, numbers, strict=True):
+                waiting.number = number
+        except BaseException as exc:  # every turn of the batch answers the error (a 503 for an outage)
+            for waiting in batch:
+                waiting.error = exc
+        finally:
+            with self._lock:
+                following = self._waiting[0] if self._waiting else None
+                self._leading = following is not None
+                if following is not None:
+                    following.lead = True
+            for waiting in batch:
+                waiting.done.set()
+            if following is not None:
+                following.done.set()
+
+
+_batcher = _Batcher()
+
+
+def write_batched(values: dict[str, Any]) -> int | None:
+    """The turn's number once its batch committed; None: taken meanwhile (write it alone)."""
+    return _batcher.write(values)
