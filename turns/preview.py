@@ -81,25 +81,3 @@ def conversation_request(
     )
     assert layout.built is not None  # a format was given
     return layout.built
-
-
-def first_turn_request(
-    *,
-    version: BundleVersion,
-    fmt: str,
-    session_variables: Any,
-    variables: Any,
-    message: str,
-    now: datetime | None = None,
-) -> providers.ProviderRequest:
-    """conversation_request for the one user message `message` on `version`."""
-    if len(message) > MAX_PREVIEW_MESSAGE:
-        raise InvalidContent("The message is too long.", {"message": [f"At most {MAX_PREVIEW_MESSAGE} characters."]})
-    return conversation_request(
-        subject=version,
-        fmt=fmt,
-        session_variables=session_variables,
-        variables=variables,
-        messages=[{"role": "user", "content": message}],
-        now=now,
-    )
