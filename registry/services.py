@@ -26,7 +26,7 @@ from core.limits import (
     is_bundle_name,
 )
 from core.newlines import lf
-from registry import approvals, checks, composition, includes, lifecycle, mcp_servers
+from registry import approvals, checks, composition, includes, lifecycle, mcp_servers, skills_content
 from registry.canonical import canonicalise
 from registry.lifecycle import pin_policy
 from registry.models import (
@@ -201,8 +201,7 @@ def _version_publish(*, bundle: Bundle, content: object, message: str, actor: Ac
     if existing is not None:
         return PublishResult(existing, False, model_warnings, model)  # already published (and checked) once
     # The contract checks run before the lock below: they can take a while on large schemas.
-    # "Previous" is the latest version when we read it; a publish racing in between can only
-    # change which stale tool names are warned about.
+    # "Previous": the latest version when read; a racing publish only changes which stale tool names are warned about.
     check = lifecycle.contract_check(doc, previous=lifecycle.latest_content(bundle))
     check.raise_errors()
     warnings = check.warnings + model_warnings
@@ -233,6 +232,7 @@ def _version_publish(*, bundle: Bundle, content: object, message: str, actor: Ac
         data={"number": version.number, "content_hash": digest, "warnings": len(warnings)},
     )
     events.emit("version.published", bundle=bundle.name, version=version.number, content_hash=digest, by=actor.name)
+    skills_content.index_after_commit(doc, digest)
     return PublishResult(version, True, warnings, model)
 
 

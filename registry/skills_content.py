@@ -13,7 +13,10 @@ A card: {"name", "summary", "description", "keywords", "category", "examples", "
 import re
 from typing import Any
 
-from core import patterns
+from django.conf import settings
+from django.db import transaction
+
+from core import enqueue, patterns
 from core.compaction import policy_errors
 from core.text import content_words
 from core.tokens import estimate_tokens
@@ -344,3 +347,16 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]
     if old.get("compaction") != new.get("compaction"):
         changes.append(("compaction_changed", "compaction", "The compaction policy changed."))
     return changes
+
+
+SKILL_INDEX_TASK = "skills.tasks.skill_index_task"  # skills.index_store.SKILL_INDEX_TASK
+
+
+def index_after_commit(doc: dict[str, Any], content_hash: str) -> None:
+    """A version whose cards carry more than SKILL_INDEX_INLINE_CHARS characters: once its
+    publish commits, the worker builds its routing index (skills.index_store), not the web
+    thread of its first turn."""
+    if sum(card_text_chars(card) for card in doc.get("skills") or []) > settings.SKILL_INDEX_INLINE_CHARS:
+        transaction.on_commit(
+            lambda: enqueue.send(SKILL_INDEX_TASK, what="a version's skill index", content_hash=content_hash)
+        )

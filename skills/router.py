@@ -55,6 +55,7 @@ from skills.embedding import Embedder
 from skills.lexicon import cjk_terms_in, concepts, english_of
 from skills.params import DEFAULT, RouterParams
 from skills.semantic import SemanticIndex, description
+from skills.turn_text import split as _split
 
 __all__ = ["History", "Index", "RouteResult", "index_for"]
 
@@ -484,37 +485,6 @@ def _triggers(skill: dict[str, Any], budget: list[int]) -> tuple[list[Any], int]
     return compiled, skipped
 
 
-def _text_of(message: dict[str, Any], limit: int) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content[:limit]
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        return " ".join(parts)[:limit]
-    return ""
-
-
-def _split(messages: list[dict[str, Any]], params: RouterParams) -> tuple[str, list[tuple[str, float]]]:
-    """The newest user message, and the context: the two turns before it with their weights."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    if last_user is None:
-        return "", []
-    context: list[tuple[str, float]] = []
-    users = assistants = 0
-    limit, user_weights, assistant_weights = params.max_message_chars, params.context_user, params.context_assistant
-    for message in reversed(messages[:last_user]):
-        role = message.get("role")
-        if role == "user" and users < len(user_weights):
-            context.append((_text_of(message, limit), user_weights[users]))
-            users += 1
-        elif role == "assistant" and assistants < len(assistant_weights):
-            context.append((_text_of(message, limit), assistant_weights[assistants]))
-            assistants += 1
-        if users >= len(user_weights):
-            break
-    return _text_of(messages[last_user], limit), context
-
-
 def index_bytes(index: Index) -> int:
     """About the memory an index holds, for the cache's byte budget (SKILL_INDEX_CACHE_BYTES):
     the card vectors as they are (numpy), and per posting, vocabulary word, card and card text
@@ -539,31 +509,55 @@ _INDEXES: "LRUCache[str, Index] | None" = None
 _lock = Lock()
 
 
+def _cache_key(content_hash: str, embedder: Embedder | None, params: RouterParams) -> str:
+    key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
+    return key if params == DEFAULT else key + ":" + hashlib.sha256(repr(params).encode()).hexdigest()[:32]
+
+
+def _cached(key: str) -> Index | None:
+    global _INDEXES
+    with _lock:
+        if _INDEXES is None or _INDEXES.maxsize != settings.SKILL_INDEX_CACHE_BYTES:
+            _INDEXES = _index_cache()
+        return _INDEXES.get(key)  # marks it recently used
+
+
+def _keep(key: str, index: Index) -> None:
+    with _lock:
+        try:
+            if _INDEXES is not None:
+                _INDEXES[key] = index  # evicts the least recently used until the bytes fit
+        except ValueError:
+            pass  # larger than the whole budget alone: used for this call, not kept
+
+
 def index_for(
     content_hash: str, skills: list[dict[str, Any]], embedder: Embedder | None = None, params: RouterParams = DEFAULT
 ) -> Index:
     """The index of a version's skills (card vectors included), built once per content hash,
     embedding model and parameters per process."""
-    global _INDEXES
-    key = f"{content_hash}:{getattr(embedder, 'name', 'local')}"
-    if params != DEFAULT:
-        key += ":" + hashlib.sha256(repr(params).encode()).hexdigest()[:32]
-    with _lock:
-        if _INDEXES is None or _INDEXES.maxsize != settings.SKILL_INDEX_CACHE_BYTES:
-            _INDEXES = _index_cache()
-        index: Index | None = _INDEXES.get(key)  # marks it recently used
-        if index is not None:
-            return index
+    key = _cache_key(content_hash, embedder, params)
+    index = _cached(key)
+    if index is not None:
+        return index
     # Building an index is the once-per-process moment: load the segmenter here too, so that
     # neither its dictionary nor the index build lands inside a turn's routing time.
     warm_up()
     index = Index(skills, embedder, params)
-    with _lock:
-        try:
-            _INDEXES[key] = index  # evicts the least recently used until the bytes fit
-        except ValueError:
-            pass  # larger than the whole budget alone: used for this call, not kept
+    _keep(key, index)
     _return_freed_heap()
+    return index
+
+
+def index_loaded(content_hash: str, embedder: Embedder | None, load: Callable[[], Index | None]) -> Index | None:
+    """The index of the default parameters from this process's cache, or `load()`'s (one the
+    worker built, skills.index_store), kept; None when neither has it. Never builds."""
+    key = _cache_key(content_hash, embedder, DEFAULT)
+    index = _cached(key)
+    if index is None:
+        index = load()
+        if index is not None:
+            _keep(key, index)
     return index
 
 

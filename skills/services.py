@@ -18,8 +18,9 @@ from registry.skills_content import MAX_DESCRIPTION, MAX_NAME, MAX_SUMMARY, NAME
 from sessions_app.models import Session, SessionStatus
 from skills.card_vectors import RedisCardCache
 from skills.embedding import Embedder, RemoteEmbedder
+from skills.index_store import routing_index
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill, SkillTurn
-from skills.router import History, index_for
+from skills.router import History
 from skills.selectors import session_content
 
 MAX_SESSION_SKILLS = 20
@@ -134,7 +135,8 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
         loaded=[frozenset(t.routed) for t in previous],
         invoked=[frozenset(t.invoked) if t.invoked is not None else None for t in previous],
     )
-    index = index_for(session.version.content_hash, skills, route_embedder())  # once per content hash per process
+    # the full index once per content hash per process (or the worker's), keywords until then
+    index, routing = routing_index(session.version.content_hash, skills, route_embedder())
     started = time.perf_counter()  # the metric is the routing itself, not the one-time index build
     result = index.route(messages, k=k, history=history)
     latency_us = int((time.perf_counter() - started) * 1_000_000)
@@ -170,6 +172,7 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
         "categories": result.categories,
         "demoted": result.demoted,
         "turn": number,
+        "routing": routing,
     }
 
 
@@ -179,7 +182,8 @@ def route_preview(*, content_hash: str, skills: list[dict[str, Any]], messages: 
     messages = _check_messages(messages)
     k = _check_k(k)
     history = History(loaded=[], invoked=[])
-    result = index_for(content_hash, skills, route_embedder()).route(messages, k=k, history=history)
+    index, routing = routing_index(content_hash, skills, route_embedder())
+    result = index.route(messages, k=k, history=history)
     return {
         "resident": result.resident,
         "routed": result.routed,
@@ -187,6 +191,7 @@ def route_preview(*, content_hash: str, skills: list[dict[str, Any]], messages: 
         "categories": result.categories,
         "demoted": result.demoted,
         "turn": 1,
+        "routing": routing,
     }
 
 

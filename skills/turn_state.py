@@ -24,8 +24,9 @@ from core import instruments
 from core.errors import Conflict, InvalidContent
 from sessions_app.models import Session
 from skills import services, turn_batch
+from skills.index_store import routing_index
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill
-from skills.router import History, index_for
+from skills.router import History
 from skills.selectors import session_content
 
 READ_SQL = """
@@ -199,7 +200,7 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
         loaded=[frozenset(t.routed) for t in turns],
         invoked=[frozenset(t.invoked) if t.invoked is not None else None for t in turns],
     )
-    index = index_for(session.version.content_hash, content.get("skills") or [], services.route_embedder())
+    index, routing = routing_index(session.version.content_hash, content.get("skills") or [], services.route_embedder())
     started = time.perf_counter()
     result = index.route(messages, k=k, history=history)
     latency_us = int((time.perf_counter() - started) * 1_000_000)
@@ -230,6 +231,7 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
         "categories": result.categories,
         "demoted": result.demoted,
         "turn": number,
+        "routing": routing,
     }
     return Planned(TurnSkills(reported=reported, route=route, session_cards=live), values, latency_us)
 

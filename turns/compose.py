@@ -268,6 +268,7 @@ def _answer(request: TurnRequest, prepared: Prepared, steps: Steps, layout: Layo
         "session": route["session"],
         "demoted": route["demoted"],
         "categories": route["categories"],
+        **({"routing": "keywords"} if route.get("routing") == "keywords" else {}),  # docs/api.md
     }
     answer["reported"] = steps.reported
     answer["messages"] = prepared.conversation if prepared.conversation is not None else prepared.compacted.messages

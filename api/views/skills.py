@@ -44,6 +44,10 @@ class RouteOut(serializers.Serializer):
     categories = serializers.ListField(child=serializers.CharField())
     demoted = serializers.ListField(child=serializers.CharField(), help_text="Left out by the ghost-loop rule.")
     turn = serializers.IntegerField()
+    routing = serializers.ChoiceField(
+        choices=["full", "keywords"],
+        help_text="`full`: the version's routing index; `keywords`: keywords alone while the index is built.",
+    )
 
 
 class TurnIn(serializers.Serializer):
@@ -134,6 +138,9 @@ class TurnSkills(serializers.Serializer):
     session = serializers.ListField(child=serializers.CharField())
     demoted = serializers.ListField(child=serializers.CharField())
     categories = serializers.ListField(child=serializers.CharField())
+    routing = serializers.ChoiceField(
+        choices=["keywords"], required=False, help_text="Present while the version routes by keywords alone."
+    )
 
 
 class TurnPrefix(serializers.Serializer):

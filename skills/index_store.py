@@ -1,0 +1,237 @@
+"""Skill routing indexes built off the request path (issue 36): a version whose cards carry more
+than SKILL_INDEX_INLINE_CHARS characters of text is indexed by the worker (the lifecycle queue;
+sent after its publish commits, and again by a web process that finds no index, deduplicated by a
+Redis SET NX), which stores the index in Redis under the content hash; a web process loads it
+(a few tens of milliseconds) instead of building it (seconds of CPU for 500 long Chinese cards),
+and until it is there routes by keywords alone (skills.keyword_router), saying so in the answer.
+
+What is stored is what the build computes, never code: each card's weighted term frequencies
+(JSON) and the offline models' card vectors (little-endian float32 bytes); the rest of the
+index (postings, idf, keywords, triggers on RE2) is derived from them and the cards in process.
+Redis is not trusted (as skills.card_vectors): an entry carries an HMAC-SHA256 of its key and
+bytes under a key derived from SECRET_KEY, and one that does not match, or whose shapes do not
+fit the version's cards, is deleted and built again. A configured embeddings endpoint's card
+vectors are not in the entry: they come through skills.card_vectors at the first turn."""
+
+import hmac
+import json
+import logging
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import redis
+from django.conf import settings
+from django.utils.crypto import salted_hmac
+
+from core import breaker, enqueue
+from core.redis_client import redis_client
+from core.text import warm_up
+from skills.embedding import Endpoint
+from skills.keyword_router import KeywordIndex, keyword_index
+from skills.params import DEFAULT
+from skills.router import Index, _Card, _keyword_table, _Phrase, _triggers, index_for, index_loaded
+from skills.semantic import SemanticIndex, card_raw_texts
+
+__all__ = ["SKILL_INDEX_TASK", "build_and_share", "card_text", "load", "request_build", "routing_index"]
+
+logger = logging.getLogger(__name__)
+
+SKILL_INDEX_TASK = "skills.tasks.skill_index_task"
+FORMAT = 1  # in the key: an entry of another layout is never read
+TTL_SECONDS = 30 * 24 * 3600
+CLAIM_SECONDS = 300  # one build request per version per 5 minutes, whoever asks
+MAX_BYTES = 64 * 1024 * 1024
+DIGEST = 32
+
+
+def card_text(skills: list[dict[str, Any]]) -> int:
+    """The characters of the cards' text, as registry.skills_content.card_text_chars counts them."""
+    total = 0
+    for card in skills:
+        texts = [card.get(f) for f in ("name", "summary", "description", "category")]
+        texts += [*(card.get("keywords") or []), *(card.get("examples") or [])]
+        total += sum(len(t) for t in texts if isinstance(t, str))
+    return total
+
+
+def _client() -> redis.Redis:
+    return redis_client(settings.BUNDLE_CACHE_URL)
+
+
+def _breaker() -> breaker.CircuitBreaker:
+    return breaker.for_url(settings.BUNDLE_CACHE_URL)
+
+
+def redis_key(content_hash: str) -> str:
+    return f"registry:skillindex:{FORMAT}:{content_hash}"
+
+
+def _mac(name: str, body: bytes) -> bytes:
+    return salted_hmac("registry.skill_index", name.encode() + b"\x00" + body, algorithm="sha256").digest()
+
+
+def _matrix(matrix: Any) -> tuple[list[int] | None, bytes]:
+    if matrix is None:
+        return None, b""
+    array = np.ascontiguousarray(matrix, dtype="<f4")
+    return list(array.shape), array.tobytes()
+
+
+def dump(index: Index) -> bytes:
+    semantic = index.semantic
+    local_shape, local = _matrix(semantic.local if semantic else None)
+    pieces_shape, pieces = _matrix(semantic.pieces if semantic else None)
+    header = json.dumps(
+        {"tf": [card.tf for card in index.cards], "local": local_shape, "pieces": pieces_shape},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    return struct.pack(">I", len(header)) + header + local + pieces
+
+
+def _take(body: bytes, at: int, shape: Any) -> tuple[Any, int]:
+    if shape is None:
+        return None, at
+    rows, width = int(shape[0]), int(shape[1])
+    end = at + rows * width * 4
+    if rows < 0 or width <= 0 or end > len(body):
+        raise ValueError("matrix past the entry")
+    return np.frombuffer(body[at:end], dtype="<f4").reshape(rows, width), end
+
+
+def _semantic(skills: list[dict[str, Any]], local: Any, pieces: Any, embedder: Any) -> SemanticIndex:
+    semantic = SemanticIndex.__new__(SemanticIndex)
+    semantic.params = DEFAULT
+    semantic.blend = min(max(DEFAULT.piece_blend, 0.0), 1.0)
+    semantic.local, semantic.pieces = local, pieces
+    semantic.raw_per_card = [card_raw_texts(skill, DEFAULT) for skill in skills]
+    semantic.remote = embedder if isinstance(embedder, Endpoint) else None
+    semantic.remote_matrix = None
+    return semantic
+
+
+def restore(skills: list[dict[str, Any]], body: bytes, embedder: Any = None) -> Index:
+    """The index `dump` stored, for these cards (DEFAULT parameters); ValueError when the bytes
+    do not fit them."""
+    (size,) = struct.unpack(">I", body[:4])
+    header = json.loads(body[4 : 4 + size])
+    tfs = header["tf"]
+    if not isinstance(tfs, list) or len(tfs) != len(skills) or not all(isinstance(tf, dict) for tf in tfs):
+        raise ValueError("not one term table per card")
+    local, at = _take(body, 4 + size, header["local"])
+    pieces, at = _take(body, at, header["pieces"])
+    if at != len(body) or any(m is not None and m.shape[0] != len(skills) for m in (local, pieces)):
+        raise ValueError("vectors do not fit the cards")
+    if DEFAULT.semantic and skills and (DEFAULT.piece_blend < 1.0) != (local is not None):
+        raise ValueError("vectors of another model layout")
+    index = Index.__new__(Index)
+    index.params = DEFAULT
+    budget = [DEFAULT.max_trigger_program_total]
+    index.cards, index.resident, df = [], [], {}
+    for skill, tf in zip(skills, tfs, strict=True):
+        if skill["level"] == "L1":
+            index.resident.append(skill["name"])
+        triggers, skipped = _triggers(skill, budget)
+        tf = {str(w): float(v) for w, v in tf.items()}
+        for word in tf:
+            df[word] = df.get(word, 0) + 1
+        index.cards.append(
+            _Card(
+                name=skill["name"],
+                category=skill["category"],
+                level=skill["level"],
+                group=skill.get("exclusive_group"),
+                keywords=[_Phrase(k.lower().strip()) for k in skill["keywords"] if k.strip()],
+                triggers=triggers,
+                skipped_triggers=skipped,
+                tf=tf,
+                length=sum(tf.values()),
+            )
+        )
+    n = len(index.cards) or 1
+    index.avg_length = sum(c.length for c in index.cards) / n or 1.0
+    index.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+    index.by_name = {c.name: c for c in index.cards}
+    index.phrases, index.phrase_cards = _keyword_table(index.cards)
+    index.spaced_names = [(c.name, c.name.replace("_", " ")) for c in index.cards]
+    index.semantic = _semantic(skills, local, pieces, embedder) if DEFAULT.semantic and skills else None
+    index.postings = {}
+    for i, card in enumerate(index.cards):
+        for word, weight in card.tf.items():
+            index.postings.setdefault(word, []).append((i, weight))
+    return index
+
+
+def load(content_hash: str, skills: list[dict[str, Any]], embedder: Any = None) -> Index | None:
+    """The index the worker stored for this content, or None (absent, Redis away, or refused:
+    a MAC or a shape that does not match, then deleted so that it is built again)."""
+    name = redis_key(content_hash)
+    cached = _breaker().call(lambda: _client().get(name), fallback=None)
+    if not isinstance(cached, bytes):
+        return None
+    digest, body = cached[:DIGEST], cached[DIGEST:]
+    try:
+        if not hmac.compare_digest(_mac(name, body), digest):
+            raise ValueError("MAC does not match")
+        return restore(skills, body, embedder)
+    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as exc:
+        logger.warning("skill index in Redis for %s refused (%s); dropped, to be built again", content_hash, exc)
+        _breaker().call(lambda: _client().delete(name), fallback=None)
+        return None
+
+
+def store(content_hash: str, index: Index) -> bool:
+    body = dump(index)
+    if len(body) > MAX_BYTES:
+        logger.warning("skill index of %s is %d bytes: not shared", content_hash, len(body))
+        return False
+    name = redis_key(content_hash)
+    payload = _mac(name, body) + body
+    return bool(_breaker().call(lambda: _client().set(name, payload, ex=TTL_SECONDS), fallback=False))
+
+
+def _claim_key(content_hash: str) -> str:
+    return f"registry:skillindex:building:{content_hash}"
+
+
+def request_build(content_hash: str) -> bool:
+    """Ask the worker to build this version's index, once per CLAIM_SECONDS whoever asks (a
+    Redis SET NX); never raises. True when this call sent the task."""
+    claim = _claim_key(content_hash)
+    if not _breaker().call(lambda: _client().set(claim, b"1", nx=True, ex=CLAIM_SECONDS), fallback=False):
+        return False
+    if enqueue.send(SKILL_INDEX_TASK, what=f"the skill index of {content_hash[:12]}", content_hash=content_hash):
+        return True
+    _breaker().call(lambda: _client().delete(claim), fallback=None)  # the next miss asks again
+    return False
+
+
+def routing_index(content_hash: str, skills: list[dict[str, Any]], embedder: Any) -> tuple[Index | KeywordIndex, str]:
+    """What a turn of this content routes with, and how ("full" or "keywords"): the process's
+    cached index; else, for cards of at most SKILL_INDEX_INLINE_CHARS characters, the index built
+    here (cheap: docs/reliability.md); else the worker's from Redis; else, while the worker builds
+    it (asked here, once), the keyword index."""
+    index = index_loaded(content_hash, embedder, lambda: None)
+    if index is not None:
+        return index, "full"
+    if card_text(skills) <= settings.SKILL_INDEX_INLINE_CHARS:
+        return index_for(content_hash, skills, embedder), "full"
+    index = index_loaded(content_hash, embedder, lambda: load(content_hash, skills, embedder))
+    if index is not None:
+        return index, "full"
+    request_build(content_hash)
+    return keyword_index(content_hash, skills), "keywords"
+
+
+def build_and_share(skills: list[dict[str, Any]], content_hash: str) -> str:
+    """The worker's side: build the index (offline models) and store it, unless a valid entry is
+    there already. Returns what it did."""
+    if load(content_hash, skills) is not None:
+        outcome = "present"
+    else:
+        warm_up()
+        outcome = "stored" if store(content_hash, Index(skills, None, DEFAULT)) else "not stored"
+    _breaker().call(lambda: _client().delete(_claim_key(content_hash)), fallback=None)
+    return outcome

@@ -1,0 +1,129 @@
+"""The routing index of a big version is built by the worker, off the request path (issue 36,
+Medium): the first turn answers at once by keywords and says so, the worker's index (shared
+through Redis with an HMAC) is used once stored and the answer says so, a tampered entry is
+refused and built again, and the stored index routes exactly as the one built in process."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from skills import index_store, router
+from skills.keyword_router import KeywordIndex
+from skills.router import Index
+from tests.live import QUEUES, celery_workers, purge_queues, worker_command
+from tests.skills.test_skills import SKILLS, skills_content
+
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = [
+    [{"role": "user", "content": "I want a refund for order 42"}],
+    [{"role": "user", "content": "where is my parcel?"}],
+    [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": "and the invoice?"},
+    ],
+    [{"role": "user", "content": "我要退款"}],
+]
+
+
+def _eval_skills() -> list[dict]:
+    return json.loads((ROOT / "eval" / "routing" / "skills.json").read_text())
+
+
+def test_the_stored_index_routes_as_the_one_built_in_process():
+    for skills in (SKILLS, _eval_skills()):
+        built = Index(skills)
+        restored = index_store.restore(skills, index_store.dump(built))
+        for messages in MESSAGES:
+            assert restored.route(messages, k=5) == built.route(messages, k=5)
+
+
+def test_bytes_that_do_not_fit_the_cards_are_refused():
+    body = index_store.dump(Index(SKILLS))
+    with pytest.raises(ValueError):
+        index_store.restore(SKILLS[:-1], body)
+    with pytest.raises(ValueError):
+        index_store.restore(SKILLS, body[:-4])
+
+
+def test_keyword_routing_finds_keywords_names_and_says_so():
+    result = KeywordIndex(SKILLS).route(MESSAGES[0], k=3)
+    assert result.routed and result.routed[0]["name"] == "refund_order"
+    assert all(r["why"].startswith("keywords only") for r in result.routed)
+    assert result.resident == Index(SKILLS).route(MESSAGES[0]).resident
+
+
+@pytest.fixture
+def redis_entries():
+    client = index_store._client()
+    for key in client.scan_iter("registry:skillindex:*"):
+        client.delete(key)
+    router._INDEXES = None
+    yield client
+    for key in client.scan_iter("registry:skillindex:*"):
+        client.delete(key)
+    router._INDEXES = None
+
+
+def test_a_tampered_entry_is_refused_and_deleted(db, redis_entries):
+    assert index_store.store("h-tamper", Index(SKILLS))
+    name = index_store.redis_key("h-tamper")
+    assert index_store.load("h-tamper", SKILLS) is not None
+    payload = bytearray(redis_entries.get(name))
+    payload[-1] ^= 1  # one bit of a card vector
+    redis_entries.set(name, bytes(payload))
+    assert index_store.load("h-tamper", SKILLS) is None
+    assert redis_entries.get(name) is None  # deleted: the next miss asks for a build
+
+
+@pytest.fixture
+def worker():
+    purge_queues()
+    with celery_workers(*(worker_command(queue) for queue in QUEUES)) as lines:
+        yield lines
+
+
+def _wait_for(predicate, seconds: float) -> None:
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {seconds}s")
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_big_version_routes_by_keywords_until_the_worker_built_its_index(ops, agent, settings, redis_entries, worker):
+    settings.SKILL_INDEX_INLINE_CHARS = 100  # the test cards count as a big version
+    assert ops.post("/api/v1/bundles/", {"name": "big"}).status_code == 201
+    published = ops.post("/api/v1/bundles/big/versions/", {"message": "m", "content": skills_content()})
+    assert published.status_code == 201, published.json()
+    content_hash = published.json()["content_hash"]
+    name = index_store.redis_key(content_hash)
+    redis_entries.delete(name)  # whatever the publish's task did: the first turn finds nothing
+    session = agent.post("/api/v1/sessions/", {"bundle": "big", "version": 1}).json()["id"]
+    url = f"/api/v1/sessions/{session}/"
+
+    first = agent.post(url + "turn/", {"messages": MESSAGES[0]})
+    assert first.status_code == 200, first.json()
+    assert first.json()["skills"]["routing"] == "keywords"
+    assert first.json()["skills"]["routed"][0]["name"] == "refund_order"
+    _wait_for(lambda: redis_entries.get(name) is not None, 60)  # the miss asked the worker
+
+    full = agent.post(url + "route/", {"messages": MESSAGES[0]}).json()
+    assert full["routing"] == "full"
+    assert full["routed"] == Index(SKILLS).route(MESSAGES[0]).routed
+    turn = agent.post(url + "turn/", {"messages": MESSAGES[1]}).json()
+    assert "routing" not in turn["skills"]  # the full index: the answer as it always was
+
+    payload = bytearray(redis_entries.get(name))
+    payload[40] ^= 1
+    redis_entries.set(name, bytes(payload))
+    router._INDEXES = None  # another web process: nothing cached
+    refused = agent.post(url + "route/", {"messages": MESSAGES[0]}).json()
+    assert refused["routing"] == "keywords"
+    _wait_for(lambda: (entry := redis_entries.get(name)) is not None and entry != bytes(payload), 60)
+    assert agent.post(url + "route/", {"messages": MESSAGES[0]}).json()["routing"] == "full"
