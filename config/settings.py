@@ -396,11 +396,9 @@ TURN_SLOT_SECONDS = env_int("TURN_SLOT_SECONDS", 30)
 # (skills.router.index_bytes), least recently used first out. An index of the evaluation set's
 # 62 cards is about 1.5 MB, one of 100 cards of 300 Chinese characters each about 17 MB.
 SKILL_INDEX_CACHE_BYTES = env_int("SKILL_INDEX_CACHE_BYTES", 256 * 1024 * 1024)
-# A version whose cards carry more text than this (characters, as MAX_CARD_TEXT_TOTAL counts)
-# has its routing index built by the worker and routes by keywords alone until it is in Redis
-# (skills.index_store); at most this much is built in the web process (about 0.3 s of CPU for
-# Chinese descriptions, bench/index_build.py --cards 50 --chars 400; docs/reliability.md).
-SKILL_INDEX_INLINE_CHARS = env_int("SKILL_INDEX_INLINE_CHARS", 20_000)
+# Costlier skill indexes (registry.skills_content.index_build_cost) are built by the worker,
+# keywords meanwhile (skills.index_store); this much is about 0.2 s of CPU in a web process.
+SKILL_INDEX_INLINE_COST = env_int("SKILL_INDEX_INLINE_COST", 12_000)
 
 
 SPECTACULAR_SETTINGS = {

@@ -352,11 +352,24 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]
 SKILL_INDEX_TASK = "skills.tasks.skill_index_task"  # skills.index_store.SKILL_INDEX_TASK
 
 
+def index_build_cost(skills: list[dict[str, Any]]) -> int:
+    """What building the routing index of these cards costs, in characters of Chinese: the
+    cards' text as card_text_chars counts it, each ASCII character a twentieth (segmenting costs
+    about 25 us a Chinese character and 1.3 us an English one: bench/index_build.py)."""
+    total = 0
+    for card in skills:
+        texts = [card.get(f) for f in ("name", "summary", "description", "category")]
+        for text in [*texts, *(card.get("keywords") or []), *(card.get("examples") or [])]:
+            if isinstance(text, str):
+                ascii_chars = len(text.encode("ascii", "ignore"))
+                total += 20 * (len(text) - ascii_chars) + ascii_chars
+    return total // 20
+
+
 def index_after_commit(doc: dict[str, Any], content_hash: str) -> None:
-    """A version whose cards carry more than SKILL_INDEX_INLINE_CHARS characters: once its
-    publish commits, the worker builds its routing index (skills.index_store), not the web
-    thread of its first turn."""
-    if sum(card_text_chars(card) for card in doc.get("skills") or []) > settings.SKILL_INDEX_INLINE_CHARS:
+    """A version whose index costs more than SKILL_INDEX_INLINE_COST to build: once its publish
+    commits, the worker builds it (skills.index_store), not the web thread of its first turn."""
+    if index_build_cost(doc.get("skills") or []) > settings.SKILL_INDEX_INLINE_COST:
         transaction.on_commit(
             lambda: enqueue.send(SKILL_INDEX_TASK, what="a version's skill index", content_hash=content_hash)
         )

@@ -1,26 +1,29 @@
-"""Skill routing indexes built off the request path (issue 36): a version whose cards carry more
-than SKILL_INDEX_INLINE_CHARS characters of text is indexed by the worker (the lifecycle queue;
-sent after its publish commits, and again by a web process that finds no index, deduplicated by a
-Redis SET NX), which stores the index in Redis under the content hash; a web process loads it
-(a few tens of milliseconds) instead of building it (seconds of CPU for 500 long Chinese cards),
-and until it is there routes by keywords alone (skills.keyword_router), saying so in the answer.
+"""Skill routing indexes built off the request path (issue 36). A version whose cards cost more
+than SKILL_INDEX_INLINE_COST to index (registry.skills_content.index_build_cost) is indexed by
+the worker (the lifecycle queue; sent after its publish commits, and again by a web process that
+finds no index, deduplicated by a Redis SET NX), which stores the index in Redis under the
+content hash; a web process loads it (0.1 s of CPU for 440 cards of 400 Chinese characters)
+instead of building it (3 to 5 s), and until it is there routes by keywords alone
+(skills.keyword_router), saying so in the answer.
 
-What is stored is what the build computes, never code: each card's weighted term frequencies
-(JSON) and the offline models' card vectors (little-endian float32 bytes); the rest of the
-index (postings, idf, keywords, triggers on RE2) is derived from them and the cards in process.
-Redis is not trusted (as skills.card_vectors): an entry carries an HMAC-SHA256 of its key and
-bytes under a key derived from SECRET_KEY, and one that does not match, or whose shapes do not
-fit the version's cards, is deleted and built again. A configured embeddings endpoint's card
-vectors are not in the entry: they come through skills.card_vectors at the first turn."""
+What is stored is data, never code or pickle: the postings (words and lengths as JSON, card
+numbers as int32, weights as float64, exactly as the build made them), each card's length, and
+the offline models' card vectors (float32). The keyword patterns, triggers (RE2) and IDF are
+derived from them and the cards in process. Redis is not trusted (as skills.card_vectors): an
+entry carries an HMAC-SHA256 of its key and bytes under a key derived from SECRET_KEY, and one
+that does not match, or whose shapes do not fit the version's cards, is deleted and built
+again. A configured embeddings endpoint's card vectors are not in the entry: they come through
+skills.card_vectors at the first turn."""
 
+import gc
 import hmac
-import json
 import logging
 import math
 import struct
 from typing import Any
 
 import numpy as np
+import orjson
 import redis
 from django.conf import settings
 from django.utils.crypto import salted_hmac
@@ -28,13 +31,14 @@ from django.utils.crypto import salted_hmac
 from core import breaker, enqueue
 from core.redis_client import redis_client
 from core.text import warm_up
+from registry.skills_content import index_build_cost
 from skills.embedding import Endpoint
 from skills.keyword_router import KeywordIndex, keyword_index
 from skills.params import DEFAULT
 from skills.router import Index, _Card, _keyword_table, _Phrase, _triggers, index_for, index_loaded
 from skills.semantic import SemanticIndex, card_raw_texts
 
-__all__ = ["SKILL_INDEX_TASK", "build_and_share", "card_text", "load", "request_build", "routing_index"]
+__all__ = ["SKILL_INDEX_TASK", "build_and_share", "load", "request_build", "routing_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +48,6 @@ TTL_SECONDS = 30 * 24 * 3600
 CLAIM_SECONDS = 300  # one build request per version per 5 minutes, whoever asks
 MAX_BYTES = 64 * 1024 * 1024
 DIGEST = 32
-
-
-def card_text(skills: list[dict[str, Any]]) -> int:
-    """The characters of the cards' text, as registry.skills_content.card_text_chars counts them."""
-    total = 0
-    for card in skills:
-        texts = [card.get(f) for f in ("name", "summary", "description", "category")]
-        texts += [*(card.get("keywords") or []), *(card.get("examples") or [])]
-        total += sum(len(t) for t in texts if isinstance(t, str))
-    return total
 
 
 def _client() -> redis.Redis:
@@ -80,25 +74,53 @@ def _matrix(matrix: Any) -> tuple[list[int] | None, bytes]:
 
 
 def dump(index: Index) -> bytes:
+    """The entry's bytes: a JSON header (the postings' words and lengths, each card's length, the
+    vectors' shapes), then the postings' card numbers (int32) and weights (float64, as built),
+    then the offline models' card vectors (float32)."""
     semantic = index.semantic
     local_shape, local = _matrix(semantic.local if semantic else None)
     pieces_shape, pieces = _matrix(semantic.pieces if semantic else None)
-    header = json.dumps(
-        {"tf": [card.tf for card in index.cards], "local": local_shape, "pieces": pieces_shape},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode()
-    return struct.pack(">I", len(header)) + header + local + pieces
+    postings = index.postings
+    header = orjson.dumps(
+        {
+            "words": list(postings),
+            "counts": [len(p) for p in postings.values()],
+            "lengths": [card.length for card in index.cards],
+            "local": local_shape,
+            "pieces": pieces_shape,
+        }
+    )
+    numbers = np.fromiter((i for p in postings.values() for i, _ in p), dtype="<i4")
+    weights = np.fromiter((w for p in postings.values() for _, w in p), dtype="<f8")
+    return struct.pack(">I", len(header)) + header + numbers.tobytes() + weights.tobytes() + local + pieces
 
 
-def _take(body: bytes, at: int, shape: Any) -> tuple[Any, int]:
+def _take(body: bytes, at: int, shape: Any, dtype: str = "<f4") -> tuple[Any, int]:
     if shape is None:
         return None, at
-    rows, width = int(shape[0]), int(shape[1])
-    end = at + rows * width * 4
-    if rows < 0 or width <= 0 or end > len(body):
-        raise ValueError("matrix past the entry")
-    return np.frombuffer(body[at:end], dtype="<f4").reshape(rows, width), end
+    shape = [int(n) for n in shape]
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if any(n < 0 for n in shape) or at + size > len(body):
+        raise ValueError("an array past the entry")
+    return np.frombuffer(body[at : at + size], dtype=dtype).reshape(shape), at + size
+
+
+def _postings(words: list[str], counts: Any, numbers: Any, weights: Any) -> dict[str, list[tuple[int, float]]]:
+    # Some hundred thousand small tuples: the cyclic collector would walk the young ones again
+    # and again while they are made (half the time); none of them can be in a cycle.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        pairs = list(zip(numbers.tolist(), weights.tolist(), strict=True))
+        postings: dict[str, list[tuple[int, float]]] = {}
+        start = 0
+        for word, end in zip(words, np.cumsum(counts).tolist(), strict=True):
+            postings[word] = pairs[start:end]
+            start = end
+    finally:
+        if enabled:
+            gc.enable()
+    return postings
 
 
 def _semantic(skills: list[dict[str, Any]], local: Any, pieces: Any, embedder: Any) -> SemanticIndex:
@@ -112,31 +134,40 @@ def _semantic(skills: list[dict[str, Any]], local: Any, pieces: Any, embedder: A
     return semantic
 
 
+def _read(cards: int, body: bytes) -> tuple[list[float], dict[str, list[tuple[int, float]]], Any, Any]:
+    """The lengths, postings and card vectors of an entry, checked against the number of cards."""
+    (size,) = struct.unpack(">I", body[:4])
+    header = orjson.loads(body[4 : 4 + size])
+    words, counts, lengths = header["words"], np.asarray(header["counts"], dtype=np.int64), header["lengths"]
+    if len(lengths) != cards or len(counts) != len(words) or (counts < 1).any():
+        raise ValueError("postings or lengths do not fit the cards")
+    total = int(counts.sum())
+    numbers, at = _take(body, 4 + size, [total], "<i4")
+    weights, at = _take(body, at, [total], "<f8")
+    local, at = _take(body, at, header["local"])
+    pieces, at = _take(body, at, header["pieces"])
+    if at != len(body) or any(m is not None and m.shape[0] != cards for m in (local, pieces)):
+        raise ValueError("vectors do not fit the cards")
+    if total and (int(numbers.min()) < 0 or int(numbers.max()) >= cards):
+        raise ValueError("a posting names no card")
+    if DEFAULT.semantic and cards and (DEFAULT.piece_blend < 1.0) != (local is not None):
+        raise ValueError("vectors of another model layout")
+    return lengths, _postings(words, counts, numbers, weights), local, pieces
+
+
 def restore(skills: list[dict[str, Any]], body: bytes, embedder: Any = None) -> Index:
     """The index `dump` stored, for these cards (DEFAULT parameters); ValueError when the bytes
-    do not fit them."""
-    (size,) = struct.unpack(">I", body[:4])
-    header = json.loads(body[4 : 4 + size])
-    tfs = header["tf"]
-    if not isinstance(tfs, list) or len(tfs) != len(skills) or not all(isinstance(tf, dict) for tf in tfs):
-        raise ValueError("not one term table per card")
-    local, at = _take(body, 4 + size, header["local"])
-    pieces, at = _take(body, at, header["pieces"])
-    if at != len(body) or any(m is not None and m.shape[0] != len(skills) for m in (local, pieces)):
-        raise ValueError("vectors do not fit the cards")
-    if DEFAULT.semantic and skills and (DEFAULT.piece_blend < 1.0) != (local is not None):
-        raise ValueError("vectors of another model layout")
+    do not fit them. What the build derives from the term frequencies (the postings, IDF and
+    lengths) is read, not recomputed, so it routes exactly as the index built in process."""
+    lengths, postings, local, pieces = _read(len(skills), body)
     index = Index.__new__(Index)
     index.params = DEFAULT
     budget = [DEFAULT.max_trigger_program_total]
-    index.cards, index.resident, df = [], [], {}
-    for skill, tf in zip(skills, tfs, strict=True):
+    index.cards, index.resident = [], []
+    for skill, length in zip(skills, lengths, strict=True):  # in the build's order
         if skill["level"] == "L1":
             index.resident.append(skill["name"])
         triggers, skipped = _triggers(skill, budget)
-        tf = {str(w): float(v) for w, v in tf.items()}
-        for word in tf:
-            df[word] = df.get(word, 0) + 1
         index.cards.append(
             _Card(
                 name=skill["name"],
@@ -146,21 +177,19 @@ def restore(skills: list[dict[str, Any]], body: bytes, embedder: Any = None) -> 
                 keywords=[_Phrase(k.lower().strip()) for k in skill["keywords"] if k.strip()],
                 triggers=triggers,
                 skipped_triggers=skipped,
-                tf=tf,
-                length=sum(tf.values()),
+                tf={},  # only the build reads it (into the postings)
+                length=float(length),
             )
         )
     n = len(index.cards) or 1
     index.avg_length = sum(c.length for c in index.cards) / n or 1.0
-    index.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+    index.postings = postings
+    # A word's document frequency is its postings' length; in the build's order.
+    index.idf = {w: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for w, p in index.postings.items()}
     index.by_name = {c.name: c for c in index.cards}
     index.phrases, index.phrase_cards = _keyword_table(index.cards)
     index.spaced_names = [(c.name, c.name.replace("_", " ")) for c in index.cards]
     index.semantic = _semantic(skills, local, pieces, embedder) if DEFAULT.semantic and skills else None
-    index.postings = {}
-    for i, card in enumerate(index.cards):
-        for word, weight in card.tf.items():
-            index.postings.setdefault(word, []).append((i, weight))
     return index
 
 
@@ -176,7 +205,7 @@ def load(content_hash: str, skills: list[dict[str, Any]], embedder: Any = None) 
         if not hmac.compare_digest(_mac(name, body), digest):
             raise ValueError("MAC does not match")
         return restore(skills, body, embedder)
-    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, struct.error) as exc:
         logger.warning("skill index in Redis for %s refused (%s); dropped, to be built again", content_hash, exc)
         _breaker().call(lambda: _client().delete(name), fallback=None)
         return None
@@ -210,13 +239,13 @@ def request_build(content_hash: str) -> bool:
 
 def routing_index(content_hash: str, skills: list[dict[str, Any]], embedder: Any) -> tuple[Index | KeywordIndex, str]:
     """What a turn of this content routes with, and how ("full" or "keywords"): the process's
-    cached index; else, for cards of at most SKILL_INDEX_INLINE_CHARS characters, the index built
+    cached index; else, for cards that cost at most SKILL_INDEX_INLINE_COST, the index built
     here (cheap: docs/reliability.md); else the worker's from Redis; else, while the worker builds
     it (asked here, once), the keyword index."""
     index = index_loaded(content_hash, embedder, lambda: None)
     if index is not None:
         return index, "full"
-    if card_text(skills) <= settings.SKILL_INDEX_INLINE_CHARS:
+    if index_build_cost(skills) <= settings.SKILL_INDEX_INLINE_COST:
         return index_for(content_hash, skills, embedder), "full"
     index = index_loaded(content_hash, embedder, lambda: load(content_hash, skills, embedder))
     if index is not None:

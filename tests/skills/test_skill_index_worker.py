@@ -97,7 +97,7 @@ def _wait_for(predicate, seconds: float) -> None:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_big_version_routes_by_keywords_until_the_worker_built_its_index(ops, agent, settings, redis_entries, worker):
-    settings.SKILL_INDEX_INLINE_CHARS = 100  # the test cards count as a big version
+    settings.SKILL_INDEX_INLINE_COST = 10  # the test cards count as a big version
     assert ops.post("/api/v1/bundles/", {"name": "big"}).status_code == 201
     published = ops.post("/api/v1/bundles/big/versions/", {"message": "m", "content": skills_content()})
     assert published.status_code == 201, published.json()

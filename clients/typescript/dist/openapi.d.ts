@@ -2521,7 +2521,20 @@ export interface components {
             /** @description Left out by the ghost-loop rule. */
             demoted: string[];
             turn: number;
+            /**
+             * @description `full`: the version's routing index; `keywords`: keywords alone while the index is built.
+             *
+             *     * `full` - full
+             *     * `keywords` - keywords
+             */
+            routing: components["schemas"]["RouteOutRoutingEnum"];
         };
+        /**
+         * @description * `full` - full
+         *     * `keywords` - keywords
+         * @enum {string}
+         */
+        RouteOutRoutingEnum: "full" | "keywords";
         RoutedSkill: {
             name: string;
             /** Format: double */
@@ -2897,7 +2910,18 @@ export interface components {
             session: string[];
             demoted: string[];
             categories: string[];
+            /**
+             * @description Present while the version routes by keywords alone.
+             *
+             *     * `keywords` - keywords
+             */
+            routing?: components["schemas"]["TurnSkillsRoutingEnum"];
         };
+        /**
+         * @description * `keywords` - keywords
+         * @enum {string}
+         */
+        TurnSkillsRoutingEnum: "keywords";
         /**
          * @description Refuses unknown fields, so that a typo ("lable") is an error rather than ignored.
          *
