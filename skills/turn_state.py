@@ -138,7 +138,7 @@ def _read(session: Session) -> State:
         return state_of(session, cursor.fetchall())
 
 
-def _write(session: Session, values: dict[str, Any]) -> turn_batch.Written:
+def _write(session: Session, values: dict[str, Any]) -> tuple[int, tuple[Any, Any] | None]:
     """The report, the lapsed cards and the new turn in one statement (server-side binding,
     prepared once per connection like the fast lane's reads); the turn's number and what the
     report replaced."""
@@ -160,7 +160,7 @@ def _write(session: Session, values: dict[str, Any]) -> turn_batch.Written:
                 written = found[0] if found else None
     if written is None:
         raise Conflict("Too many concurrent route calls for this session; retry.")
-    return turn_batch.Written(int(written), replaced)
+    return int(written), replaced
 
 
 @dataclass(frozen=True)
@@ -277,10 +277,9 @@ def write(*, session: Session, planned: Planned, turns: list[_Turn]) -> TurnSkil
         values["report"] = False
     written = batched.number if batched is not None else None
     if written is None:  # in a transaction, or the number was taken meanwhile
-        alone = _write(session, values)
-        written = alone.number
-        if alone.replaced is not None:
-            _count_report(turns, planned, alone.replaced)
+        written, replaced = _write(session, values)
+        if replaced is not None:
+            _count_report(turns, planned, replaced)
     instruments.turn_routed(session.version_id, number=written, latency_us=planned.latency_us)
     route = (
         planned.skills.route if written == planned.skills.route["turn"] else {**planned.skills.route, "turn": written}
