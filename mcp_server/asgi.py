@@ -24,7 +24,7 @@ from typing import Any
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
-from access.bearer import BearerError, bearer_secret
+from access.bearer import BearerError, bearer_lookup, bearer_secret
 from access.ratelimit import api_throttle_waits, auth_failure_wait
 from access.roles import Role
 from access.services import api_key_authenticate
@@ -33,6 +33,7 @@ from edge.dispatch import replay
 from edge.django_lane import read_body
 from edge.http import edge_headers, headers_of, host_allowed, https_redirect, request_is_secure
 from mcp_server.server import SCOPE_KEY, build_server, close_pool_connections, rest_methods, run_django
+from metrics.access import request_logged
 from metrics.instruments import request_answered
 
 logger = logging.getLogger(__name__)
@@ -178,6 +179,9 @@ class McpApp:
             if status:
                 seconds = time.perf_counter() - started
                 request_answered(route="mcp", method=scope["method"], status=status, seconds=seconds)
+                # the access log's line, as the other lanes write it (the key's public prefix as sent)
+                lookup = bearer_lookup(headers.get(b"authorization", b""))
+                request_logged("mcp", scope["method"], status, seconds, request_id, lookup[0] if lookup else "")
 
     async def _serve(
         self, scope: MutableMapping[str, Any], receive: Any, send: Any, headers: dict[bytes, bytes]

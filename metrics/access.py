@@ -1,5 +1,5 @@
-"""The access log: one line per request, from every HTTP lane (the Django middleware and the fast
-lane call `request_logged`), with its route (the URL pattern, never the path with its ids),
+"""The access log: one line per request, from every HTTP lane (the Django middleware, the fast
+lane and /mcp call `request_logged`), with its route (the URL pattern, never the path with its ids),
 method, status, duration, request id, key prefix and session. On by default with
 LOG_FORMAT=json, off with ACCESS_LOG=0 (settings.ACCESS_LOG); in the JSON format its fields are
 top-level keys of the line (config.logformat merges `access`)."""

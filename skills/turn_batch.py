@@ -10,12 +10,20 @@ threads with their turn numbers, and hands the lead to the first turn still wait
 whose number a concurrent call took meanwhile (the insert's conflict) comes back as None, and
 its thread writes it alone with skill_route's retry (skills.turn_state). A write inside a
 transaction (a render that claims notices, a test's) is not batched: it must commit or roll
-back with its transaction."""
+back with its transaction.
+
+Each report locks its previous turn's row before writing it and returns what it replaced (the
+metric is counted from that: skills.turn_state's docstring); a batch locks those rows in
+(session, number) order, so two processes' batches that report the same sessions do not
+deadlock on them, and its result rows come in the lock order (reported, cards, lapsed, turns).
+A turn whose number was taken comes back with its report already written and committed: its
+thread counts that report and writes the turn alone without it."""
 
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import psycopg
 from django.db import connection
 
@@ -25,9 +33,14 @@ WITH v AS (
                          %(version)s::bigint[], %(number)s::integer[], %(resident)s::text[], %(routed)s::text[],
                          %(session_skills)s::text[], %(latency)s::integer[], %(now)s::timestamptz[])
         AS v(s, report, previous, invoked, version, number, resident, routed, session_skills, latency, now)
+), previous AS (
+    SELECT t.id, t.session_id, t.invoked::text AS invoked, t.expected::text AS expected
+    FROM skills_skillturn t JOIN v ON v.report AND t.session_id = v.s AND t.number = v.previous
+    ORDER BY t.session_id, t.number FOR UPDATE OF t
 ), reported AS (
     UPDATE skills_skillturn t SET invoked = v.invoked::jsonb, expected = NULL, reported_at = v.now
-    FROM v WHERE v.report AND t.session_id = v.s AND t.number = v.previous RETURNING 1
+    FROM previous p JOIN v ON v.s = p.session_id WHERE t.id = p.id
+    RETURNING p.session_id, p.invoked, p.expected
 ), cards AS (
     UPDATE skills_sessionskill c SET last_invoked_turn = p.previous
     FROM unnest(%(card_s)s::uuid[], %(card_name)s::text[], %(card_previous)s::integer[]) AS p(s, name, previous)
@@ -43,7 +56,10 @@ WITH v AS (
     FROM v
     ON CONFLICT (session_id, number) DO NOTHING RETURNING session_id, number
 )
-SELECT session_id, number FROM turn
+SELECT 'r', session_id, invoked, expected FROM reported
+UNION ALL SELECT 'c', NULL, count(*)::text, NULL FROM cards
+UNION ALL SELECT 'l', NULL, count(*)::text, NULL FROM lapsed
+UNION ALL SELECT 't', session_id, number::text, NULL FROM turn
 """
 
 _COLUMNS = (
@@ -53,10 +69,27 @@ _COLUMNS = (
 _MAX_BATCH = 64
 
 
-def write_many(items: list[dict[str, Any]]) -> list[int | None]:
+@dataclass(frozen=True)
+class Written:
+    """What a turn's write did: its number (None: taken meanwhile), and the reported turn's
+    `invoked` and `expected` as the report found them (None: no report written)."""
+
+    number: int | None
+    replaced: tuple[Any, Any] | None
+
+
+def replaced(invoked: str | None, expected: str | None) -> tuple[Any, Any]:
+    """The replaced row's jsonb columns, as text, parsed."""
+    return (
+        None if invoked is None else orjson.loads(invoked),
+        None if expected is None else orjson.loads(expected),
+    )
+
+
+def write_many(items: list[dict[str, Any]]) -> list[Written]:
     """Write planned turns (skills.turn_state.plan's values, sessions all different) in one
-    statement on this thread's connection, committed on return (autocommit): each one's turn
-    number, None where the number was taken meanwhile."""
+    statement on this thread's connection, committed on return (autocommit): each one's
+    number and what its report replaced."""
     params: dict[str, Any] = {name: [item[name] for item in items] for name in _COLUMNS}
     params["now"] = [item["now"] for item in items]
     params["card_s"], params["card_name"], params["card_previous"] = [], [], []
@@ -72,8 +105,10 @@ def write_many(items: list[dict[str, Any]]) -> list[int | None]:
         connection.ensure_connection()
         with psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(_WRITE_MANY_SQL, params, prepare=True)
-            written = {str(session_id): number for session_id, number in cursor.fetchall()}
-    return [written.get(str(item["s"])) for item in items]
+            rows = cursor.fetchall()
+    numbers = {str(r[1]): int(r[2]) for r in rows if r[0] == "t"}
+    reports = {str(r[1]): replaced(r[2], r[3]) for r in rows if r[0] == "r"}
+    return [Written(numbers.get(str(item["s"])), reports.get(str(item["s"]))) for item in items]
 
 
 @dataclass(eq=False)  # by identity: a batch is taken out of the waiting list
@@ -81,7 +116,7 @@ class _Waiting:
     values: dict[str, Any]
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # woken to lead the next batch, not with a result
-    number: int | None = None
+    written: Written = field(default_factory=lambda: Written(None, None))
     error: BaseException | None = None
 
 
@@ -91,7 +126,7 @@ class _Batcher:
         self._waiting: list[_Waiting] = []
         self._leading = False
 
-    def write(self, values: dict[str, Any]) -> int | None:
+    def write(self, values: dict[str, Any]) -> Written:
         me = _Waiting(values)
         with self._lock:
             self._waiting.append(me)
@@ -107,7 +142,7 @@ class _Batcher:
             self._lead()
         if me.error is not None:
             raise me.error
-        return me.number
+        return me.written
 
     def _take(self) -> list[_Waiting]:
         with self._lock:
@@ -124,9 +159,9 @@ class _Batcher:
     def _lead(self) -> None:
         batch = self._take()
         try:
-            numbers = write_many([w.values for w in batch])
-            for waiting, number in zip(batch, numbers, strict=True):
-                waiting.number = number
+            results = write_many([w.values for w in batch])
+            for waiting, written in zip(batch, results, strict=True):
+                waiting.written = written
         except BaseException as exc:  # every turn of the batch answers the error (a 503 for an outage)
             for waiting in batch:
                 waiting.error = exc
@@ -145,6 +180,7 @@ class _Batcher:
 _batcher = _Batcher()
 
 
-def write_batched(values: dict[str, Any]) -> int | None:
-    """The turn's number once its batch committed; None: taken meanwhile (write it alone)."""
+def write_batched(values: dict[str, Any]) -> Written:
+    """The turn's write once its batch committed; its number None: taken meanwhile (write
+    it alone, without the report, which the batch wrote)."""
     return _batcher.write(values)

@@ -9,7 +9,16 @@ writes before; the cards that lapse at the new turn are found the same way. The 
 report's two updates, the lapsed cards' delete and the new turn's row, in one statement (data-
 modifying CTEs: each touches other rows, so none needs to see another's effect). A turn number
 taken by a concurrent call (the insert's conflict) is retried with the next free number, as
-skill_route retries it. Inside the caller's transaction: a later refusal rolls it all back."""
+skill_route retries it. Inside the caller's transaction: a later refusal rolls it all back.
+
+Concurrent reports of one turn (two turn calls of a session, both planned on the same read):
+the report's UPDATE takes the previous turn's row lock first (`previous`: SELECT ... FOR
+UPDATE, in the same statement) and returns the `invoked` and `expected` it replaced, as they
+were committed when the lock was granted; the report's metric is counted from those, not from
+the plan's read, so the counts of N reports of a turn add up to the last one's, as
+skill_turn_report's select_for_update counted them. Lock order, here and in skills.turn_batch:
+the reported turn's row (a batch: by session, then number), then the session's card rows
+(updated, then the lapsed ones deleted), then the new turn's number (the insert's key)."""
 
 import time
 from dataclasses import dataclass
@@ -40,9 +49,12 @@ FROM skills_sessionskill c WHERE c.session_id = %(s)s
 """
 
 _WRITE_SQL = """
-WITH reported AS (
-    UPDATE skills_skillturn SET invoked = %(invoked)s::jsonb, expected = NULL, reported_at = %(now)s
-    WHERE %(report)s AND session_id = %(s)s AND number = %(previous)s RETURNING 1
+WITH previous AS (
+    SELECT id, invoked::text AS invoked, expected::text AS expected FROM skills_skillturn
+    WHERE %(report)s AND session_id = %(s)s AND number = %(previous)s FOR UPDATE
+), reported AS (
+    UPDATE skills_skillturn t SET invoked = %(invoked)s::jsonb, expected = NULL, reported_at = %(now)s
+    FROM previous WHERE t.id = previous.id RETURNING previous.invoked, previous.expected
 ), cards AS (
     UPDATE skills_sessionskill SET last_invoked_turn = %(previous)s
     WHERE %(report)s AND session_id = %(s)s AND name = ANY(%(names)s::text[])
@@ -57,7 +69,7 @@ WITH reported AS (
     ON CONFLICT (session_id, number) DO NOTHING RETURNING number
 )
 SELECT (SELECT count(*) FROM reported), (SELECT count(*) FROM cards), (SELECT count(*) FROM lapsed),
-       (SELECT number FROM turn)
+       (SELECT number FROM turn), (SELECT invoked FROM reported), (SELECT expected FROM reported)
 """
 
 _NEXT_SQL = "SELECT COALESCE(MAX(number), 0) + 1 FROM skills_skillturn WHERE session_id = %s"
@@ -127,15 +139,17 @@ def _read(session: Session) -> State:
         return state_of(session, cursor.fetchall())
 
 
-def _write(session: Session, values: dict[str, Any]) -> int:
+def _write(session: Session, values: dict[str, Any]) -> tuple[int, tuple[Any, Any] | None]:
     """The report, the lapsed cards and the new turn in one statement (server-side binding,
-    prepared once per connection like the fast lane's reads); the turn's number."""
+    prepared once per connection like the fast lane's reads); the turn's number and what the
+    report replaced."""
     with connection.wrap_database_errors:
         connection.ensure_connection()
         with psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(_WRITE_SQL, values, prepare=True)
             found = cursor.fetchone()
             written = found[3] if found else None
+            replaced = turn_batch.replaced(found[4], found[5]) if found and found[0] else None
             for _attempt in range(2):  # a concurrent call took the number: the next one, as skill_route
                 if written is not None:
                     break
@@ -147,7 +161,7 @@ def _write(session: Session, values: dict[str, Any]) -> int:
                 written = found[0] if found else None
     if written is None:
         raise Conflict("Too many concurrent route calls for this session; retry.")
-    return int(written)
+    return int(written), replaced
 
 
 @dataclass(frozen=True)
@@ -189,7 +203,6 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
     """Report (when `invoked` is given) and route, as skill_turn_report then skill_route would,
     on the state read (`state_of`); nothing is written."""
     turns, cards = state.turns, state.cards
-    before = (turns[0].invoked, turns[0].expected) if turns else (None, None)
     reported = _report(turns, cards, invoked) if invoked is not None else None  # first, as before the route
     messages = services.check_messages(messages)
     k = services.check_k(k)
@@ -222,7 +235,6 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
         "routed": orjson.dumps([r["name"] for r in result.routed]).decode(),
         "session_skills": orjson.dumps(names).decode(),
         "latency": latency_us,
-        "before": before,
     }
     route = {
         "resident": result.resident,
@@ -236,33 +248,45 @@ def plan(*, session: Session, messages: Any, invoked: list[str] | None, k: Any, 
     return Planned(TurnSkills(reported=reported, route=route, session_cards=live), values, latency_us)
 
 
+def _count_report(turns: list[_Turn], planned: Planned, replaced: tuple[Any, Any]) -> None:
+    """The report's metric, from what its write replaced (not from what the turn's read saw:
+    a concurrent report of the same turn may have come between them)."""
+    reported = planned.skills.reported
+    if reported is None:
+        return
+    row = turns[0]
+    instruments.turn_reported(
+        row.version_id,
+        loaded={*row.resident, *row.routed, *row.session_skills},
+        routed=list(row.routed),
+        before=replaced[0],
+        after=reported["invoked"],
+        expected_before=replaced[1],
+        expected=None,
+    )
+
+
 def write(*, session: Session, planned: Planned, turns: list[_Turn]) -> TurnSkills:
     """Write a planned turn in one statement (the report, the lapsed cards, the new turn),
     batched with the process's other turns, and count its metrics; the route's "turn" is the
     number written."""
     values = dict(planned.values)
-    before, expected_before = values.pop("before")
     # with the other turns of this process that finish meanwhile (skills.turn_batch), unless
     # it must commit or roll back with the caller's transaction
     batched = None if connection.in_atomic_block else turn_batch.write_batched(values)
-    written = batched if batched is not None else _write(session, values)
-    reported = planned.skills.reported
-    if reported is not None:
-        row = turns[0]
-        instruments.turn_reported(
-            row.version_id,
-            loaded={*row.resident, *row.routed, *row.session_skills},
-            routed=list(row.routed),
-            before=before,
-            after=reported["invoked"],
-            expected_before=expected_before,
-            expected=None,
-        )
+    if batched is not None and batched.replaced is not None:
+        _count_report(turns, planned, batched.replaced)  # committed with its batch, whatever follows
+        values["report"] = False
+    written = batched.number if batched is not None else None
+    if written is None:  # in a transaction, or the number was taken meanwhile
+        written, replaced = _write(session, values)
+        if replaced is not None:
+            _count_report(turns, planned, replaced)
     instruments.turn_routed(session.version_id, number=written, latency_us=planned.latency_us)
     route = (
         planned.skills.route if written == planned.skills.route["turn"] else {**planned.skills.route, "turn": written}
     )
-    return TurnSkills(reported=reported, route=route, session_cards=planned.skills.session_cards)
+    return TurnSkills(reported=planned.skills.reported, route=route, session_cards=planned.skills.session_cards)
 
 
 def turn_skills(*, session: Session, messages: Any, invoked: list[str] | None, k: Any = None) -> TurnSkills:

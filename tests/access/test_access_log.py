@@ -10,6 +10,7 @@ import pytest
 from config.logformat import JsonFormatter
 from sessions_app.services import session_start
 from tests.edge.test_fastlane import _close_pool_connections, both  # noqa: F401 (the fixture is autouse)
+from tests.mcp_server.test_mcp_limits import faq  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,3 +59,26 @@ def test_each_lane_writes_one_access_line_per_request_with_its_ids(bundle, produ
     settings.ACCESS_LOG = False
     both("GET", path, agent.secret)
     assert kept.records == []
+
+
+@pytest.mark.usefixtures("faq")
+def test_mcp_writes_its_access_line_too(settings, kept):
+    """/mcp is a lane of its own (mcp_server.asgi): one line per request, route `mcp`, with the
+    request id and the key's public prefix as sent."""
+    from tests.mcp_server.test_mcp_limits import ACCEPT, _rpc, _run, _scope, _secret, _send_to
+
+    settings.ACCESS_LOG = True
+    secret = _secret("access-mcp")
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json", "Accept": ACCEPT}
+
+    async def scenario(app):
+        return await _send_to(app, _scope({**headers, "X-Request-ID": "req-mcp-1"}), [_rpc("list_capabilities")])
+
+    status, _, _ = _run(scenario)
+    assert status == 200
+    (record,) = [r for r in kept.records if r.access["route"] == "mcp"]
+    assert record.access["method"] == "POST" and record.access["status"] == 200
+    assert record.access["request_id"] == "req-mcp-1"
+    assert record.access["key_prefix"] and record.access["key_prefix"] in secret
+    line = json.loads(JsonFormatter().format(record))
+    assert line["route"] == "mcp" and line["logger"] == "registry.access"

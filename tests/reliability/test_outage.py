@@ -49,6 +49,7 @@ def _every_operation(client: Client) -> list[tuple[str, str]]:
         "release_id": SESSION,
         "change_id": SESSION,  # a change request's id (a UUID, as the route requires)
         "run_id": SESSION,  # an evaluation run's id (a UUID)
+        "job_id": SESSION,  # an evaluation job's id (a UUID)
         "name": "refunds",
         "label": "production",
         "tool": "ls",
