@@ -218,7 +218,7 @@ def store(content_hash: str, index: Index) -> bool:
         return False
     name = redis_key(content_hash)
     payload = _mac(name, body) + body
-    return bool(_breaker().call(lambda: _client().set(name, payload, ex=TTL_SECONDS), fallback=False))
+    return bool(_breaker().call(lambda: bool(_client().set(name, payload, ex=TTL_SECONDS)), fallback=False))
 
 
 def _claim_key(content_hash: str) -> str:
@@ -229,7 +229,7 @@ def request_build(content_hash: str) -> bool:
     """Ask the worker to build this version's index, once per CLAIM_SECONDS whoever asks (a
     Redis SET NX); never raises. True when this call sent the task."""
     claim = _claim_key(content_hash)
-    if not _breaker().call(lambda: _client().set(claim, b"1", nx=True, ex=CLAIM_SECONDS), fallback=False):
+    if not _breaker().call(lambda: bool(_client().set(claim, b"1", nx=True, ex=CLAIM_SECONDS)), fallback=False):
         return False
     if enqueue.send(SKILL_INDEX_TASK, what=f"the skill index of {content_hash[:12]}", content_hash=content_hash):
         return True
