@@ -546,24 +546,6 @@ def test_the_google_genai_sdk_sends_the_gemini_request(world, receiver):
     assert sent["contents"][2]["parts"][0]["functionResponse"]["name"] == "process_refund"
 
 
-def test_a_warm_turn_is_a_bounded_number_of_statements(world):
-    """Report, route, render and compact on one read of the session: the statements of a warm
-    turn (prefix and route index cached), counted so that a change adding a round trip shows."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    messages = [user("I want a refund for order 42"), *tool_exchange(1), user("and the invoice?")]
-    world.turn({"messages": messages, "format": "anthropic"})
-    with CaptureQueriesContext(connection) as queries:
-        world.turn({"messages": messages, "format": "anthropic", "invoked": ["refund_order"]})
-    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
-    # the key, the session (the lease's write only once a quarter TTL passed); the report: the
-    # latest turn, its row locked, its update, the session cards it keeps alive; the route: the
-    # last two turns, the session cards, the new turn; the render: the packs' states and the
-    # changed reads in one statement
-    assert len(statements) <= 10, "\n".join(s[:110] for s in statements)
-
-
 @pytest.mark.parametrize(
     ("model", "floor"),
     [
