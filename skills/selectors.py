@@ -26,11 +26,6 @@ def last_turn_number(session: Session) -> int | None:
     return number
 
 
-def session_cards(session: Session, names: list[str]) -> list[SessionSkill]:
-    """The session's own (L3) skills named `names` (a route's `session` list); no query for none."""
-    return list(SessionSkill.objects.filter(session=session, name__in=names)) if names else []
-
-
 def session_skills_list(*, session: Session) -> list[Any]:
     """The session's L3 cards still alive as of its latest routed turn."""
     turn = last_turn_number(session) or 0

@@ -168,7 +168,7 @@ def _write(session: Session, values: dict[str, Any]) -> tuple[int, tuple[Any, An
 class TurnSkills:
     reported: dict[str, Any] | None  # the report of the previous turn, as the turn call answers it
     route: dict[str, Any]  # as skill_route answers it
-    session_cards: list[SessionSkill]  # the L3 cards the route lists, as skills.selectors.session_cards
+    session_cards: list[SessionSkill]  # the L3 cards the route lists (session_skills_list's rows named by the route)
 
 
 @dataclass(frozen=True)
