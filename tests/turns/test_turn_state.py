@@ -169,10 +169,10 @@ def test_concurrent_turns_are_written_in_batches_each_with_its_number(monkeypatc
 
 
 def _counting_wait(trips: list[str], sent: list[str]):
-    """psycopg's wait (psycopg.waiting.wait_poll's loop), counting the waits that read an
-    answer of the server: one that asked for the socket to be readable. Sending (a pipeline
-    flushing its statements waits for the socket to be writable) does not count; an operation
-    that reads in several steps counts once."""
+    """psycopg's wait (psycopg.waiting.wait_poll's loop), counting the waits in which the
+    server's answer arrived (the socket became readable): one per round trip. Sending alone (a
+    pipeline queueing its statements) reads nothing: PostgreSQL answers a pipeline once it gets
+    its Sync. An answer read in several steps within one wait counts once."""
     import select
 
     from psycopg import waiting
@@ -180,22 +180,21 @@ def _counting_wait(trips: list[str], sent: list[str]):
     masks = {waiting.Wait.R: select.POLLIN, waiting.Wait.W: select.POLLOUT}
 
     def wait(gen, fileno, interval=0.0, timeout=None):
-        read = False
+        answered = False
         poll = select.poll()
         try:
             s = next(gen)
             poll.register(fileno, masks.get(s, select.POLLIN | select.POLLOUT))
             while True:
-                read = read or s == waiting.Wait.R
                 events = poll.poll(30_000)
                 event = events[0][1] if events else 0
-                ready = (waiting.Ready.R if event & (select.POLLIN | select.POLLERR | select.POLLHUP) else 0) | (
-                    waiting.Ready.W if event & select.POLLOUT else 0
-                )
+                readable = bool(event & (select.POLLIN | select.POLLERR | select.POLLHUP))
+                answered = answered or readable
+                ready = (waiting.Ready.R if readable else 0) | (waiting.Ready.W if event & select.POLLOUT else 0)
                 s = gen.send(ready)
                 poll.modify(fileno, masks.get(s, select.POLLIN | select.POLLOUT))
         except StopIteration as done:
-            if read:
+            if answered:
                 trips.append(f"after {len(sent)} statements")
             return done.value
 
