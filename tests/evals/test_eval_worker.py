@@ -51,6 +51,9 @@ def providers_value(url: str) -> str:
             {"name": "standin", "format": "anthropic", "base_url": url, "key_env": "EVAL_STANDIN_KEY"},
             {"name": "standin-chat", "format": "openai-chat", "base_url": url + "/v1", "key_env": "EVAL_STANDIN_KEY"},
             {"name": "nowhere", "format": "anthropic", "base_url": "http://127.0.0.1:9", "key_env": "EVAL_STANDIN_KEY"},
+            {"name": "standin-gemini", "format": "gemini", "base_url": url, "key_env": "EVAL_STANDIN_KEY"},
+            # boto3 reads the AWS credentials chain itself (the fixture sets its variables).
+            {"name": "standin-bedrock", "format": "bedrock-converse", "base_url": url},
         ]
     )
 
@@ -61,6 +64,8 @@ def provider(monkeypatch, settings):
     started after this fixture (the environment it inherits), its key in the environment."""
     with StandIn(script=script) as server:
         monkeypatch.setenv("EVAL_STANDIN_KEY", KEY)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "stand-in")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "stand-in")
         monkeypatch.setenv("EVAL_PROVIDERS", providers_value(server.url))
         settings.EVAL_PROVIDERS = endpoints.parse(providers_value(server.url))
         yield server
@@ -137,6 +142,23 @@ def test_the_worker_runs_a_suite_through_the_sdk_and_records_the_run_and_its_che
     unreached = ci.get(f"/api/v1/evals/{gone['run']}/").json()
     assert (unreached["errors"], unreached["passed"], unreached["status"]) == (2, 0, "failure")
     assert all("Connection" in r["reply"]["error"] for r in unreached["results"])
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize(("name", "fmt"), [("standin-bedrock", "bedrock-converse"), ("standin-gemini", "gemini")])
+def test_the_worker_runs_a_suite_through_boto3_and_google_genai(provider, worker, refunds, name, fmt):  # noqa: F811
+    # Both SDKs are in the runtime lock (requirements.in), so start-up takes these providers.
+    ci = make_api(Role.CI, "ci-pipeline")
+    answer = start(ci, provider=name, threshold=1.0)
+    assert answer.status_code == 202, answer.content
+    job = wait_job(ci, answer.json()["id"])
+    assert job["status"] == "done", job
+    run = ci.get(f"/api/v1/evals/{job['run']}/").json()
+    assert (run["status"], run["passed"], run["total"], run["errors"]) == ("success", 2, 2, 0), run["results"]
+    assert run["provider"] == name
+    assert [r.format for r in provider.received] == [fmt, fmt] and provider.refused == []
+    calls = [r["reply"]["tool_calls"] for r in run["results"]]
+    assert [{"name": "process_refund", "arguments": {"order_id": "1042"}}] in calls
 
 
 def test_without_providers_the_registry_calls_no_model(settings, refunds):
