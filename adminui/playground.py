@@ -3,15 +3,18 @@ composed by adminui.workbench.compose_turn (the one composition the admin has, t
 page's provider request too) and, when the operator configured providers (EVAL_PROVIDERS), sent
 to the model with the provider's official SDK (evals.provider_calls, the module the worker's
 runs and the CLI use), its reply, tokens, cached tokens, cost and latency kept in the page's
-session so the conversation goes on. Calls are priced by the model catalog (evidence.pricing)
-and held against the day's EVAL_DAILY_BUDGET_USD (evals.jobs), as the worker's runs are."""
+session so the conversation goes on. Calls are priced by the model catalog (evidence.pricing),
+held against the day's EVAL_DAILY_BUDGET_USD (evals.jobs), as the worker's runs are, and each
+is audited (`playground.called`: who, the version or draft hash, provider, model, tokens, cost)."""
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 
+from access.actors import Actor
 from adminui.workbench import ProviderPreview, compose_turn
 from core.errors import InvalidContent
 from evals import jobs
@@ -58,23 +61,42 @@ def _model(preview: ProviderPreview, provider: Provider) -> str:
     return name
 
 
-def _answer(preview: ProviderPreview, provider: Provider) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Caller:
+    """Who calls and on what, for the audit log: the person, the bundle's name."""
+
+    actor: Actor
+    bundle_name: str
+
+
+def _answer(preview: ProviderPreview, provider: Provider, caller: Caller, subject: BundleVersion | Draft) -> dict[str, Any]:
     """Send the composed request with the provider's SDK: the reply and its figures, or the
-    provider's error. Priced and counted against the day's budget (refused when spent)."""
+    provider's error. Priced, counted against the day's budget (refused when spent) and
+    audited, answered or not (evals.jobs.playground_call_record)."""
     model = _model(preview, provider)
     found = price_of(model)
     prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
     jobs.require_budget()
     request = with_model(provider.format, preview.body, provider.model)
+    record = partial(
+        jobs.playground_call_record,
+        actor=caller.actor,
+        bundle_name=caller.bundle_name,
+        version_number=subject.number if isinstance(subject, BundleVersion) else None,
+        content_hash=subject.content_hash,
+        provider=provider,
+        model=model,
+    )
     began = time.monotonic()
     try:
         reply = CALLERS[provider.format](
             request, provider.base_url, float(settings.EVAL_CALL_TIMEOUT), provider.api_key()
         )
     except Exception as exc:  # noqa: BLE001 - the provider's error is the answer shown
+        record(error=type(exc).__name__, usage=None, cost=0.0)
         return {"assistant": None, "error": f"{type(exc).__name__}: {exc}"[:1000]}
     cost = jobs.cost_of(prices, reply["usage"])
-    jobs.spend_add(provider=provider.name, usd=cost)
+    record(error="", usage=reply["usage"], cost=cost)
     return {
         "assistant": reply["text"][:MAX_PREVIEW_MESSAGE],
         "tool_calls": reply["tool_calls"][:20],
@@ -89,6 +111,7 @@ def _answer(preview: ProviderPreview, provider: Provider) -> dict[str, Any]:
 def send(
     *,
     subject: BundleVersion | Draft,
+    caller: Caller,
     provider: Provider | None,
     fmt: str,
     session_variables: Any,
@@ -118,9 +141,10 @@ def send(
     turn: dict[str, Any] = {"user": message, "assistant": typed_reply[:MAX_PREVIEW_MESSAGE] or None}
     if provider is None:
         return Sent(preview, turn)
-    turn.update(_answer(preview, provider))
+    turn.update(_answer(preview, provider, caller, subject))
     if beside is not None:
-        turn["beside"] = {"name": beside[0], **_answer(compose_turn(subject=beside[1], **composed), provider)}
+        other = compose_turn(subject=beside[1], **composed)
+        turn["beside"] = {"name": beside[0], **_answer(other, provider, caller, beside[1])}
     return Sent(preview, turn)
 
 
