@@ -65,8 +65,12 @@ def session_start(
     ttl_seconds: int | None = None,
     variables: dict[str, Any] | None = None,
     routing_key: str | None = None,
+    evaluation: bool = False,
 ) -> tuple[Session, bool]:
     """Start a session pinned to what `label` (default production) targets now, or to `version`.
+
+    `evaluation`: an evaluation run's session (registry.lifecycle.version_pin): on a version no
+    label has targeted and no other session holds, it does not start the version's drain.
 
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
@@ -87,7 +91,11 @@ def session_start(
     try:
         with transaction.atomic():
             pinned = lifecycle.version_pin(
-                bundle=bundle, label=label, version=version, routing_key=routing_key or str(session_id)
+                bundle=bundle,
+                label=label,
+                version=version,
+                routing_key=routing_key or str(session_id),
+                evaluation=evaluation,
             )
             session_variables = _session_variables(version=pinned, given=variables)
             session = _new_session(

@@ -14,9 +14,11 @@ from api import eval_worker
 from devtools.provider_standin import Call, Reply, StandIn
 from evals import endpoints, jobs
 from evals.models import EvalJob, EvalRun, JobStatus, ProviderSpend
-from registry.models import BundleVersion
+from registry.lifecycle import version_drain
+from registry.models import Bundle, BundleVersion
+from sessions_app.services import session_end, session_start
 from tests.conftest import content, make_api
-from tests.sessions_app.test_worker import _wait_for, worker  # noqa: F401 (fixture)
+from tests.sessions_app.test_worker import worker  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,12 +132,6 @@ def test_the_worker_runs_a_suite_through_the_sdk_and_records_the_run_and_its_che
     second = wait_job(ci, start(ci, version=2, provider="standin-chat").json()["id"])
     failed = ci.get(f"/api/v1/evals/{second['run']}/").json()
     assert (second["status"], failed["status"], failed["passed"], failed["total"]) == ("done", "failure", 1, 2)
-    # v1's sessions ended and the worker drained it, as no label targets it: a second run is
-    # refused up front instead of answering every item with an error.
-    _wait_for(lambda: BundleVersion.objects.get(bundle__name="refunds", number=1).state == "drained", 5.0)
-    again = start(ci)
-    assert again.status_code == 400
-    assert "version 1 is drained" in json.dumps(again.json()["error"]["details"]["items"])
     body = {"content": content("Version three.", model={"name": MODEL}), "message": "v3"}
     assert refunds.post("/api/v1/bundles/refunds/versions/", body).status_code == 201
     gone = wait_job(ci, start(ci, version=3, provider="nowhere", threshold=0.5).json()["id"])
@@ -159,6 +155,33 @@ def test_the_worker_runs_a_suite_through_boto3_and_google_genai(provider, worker
     assert [r.format for r in provider.received] == [fmt, fmt] and provider.refused == []
     calls = [r["reply"]["tool_calls"] for r in run["results"]]
     assert [{"name": "process_refund", "arguments": {"order_id": "1042"}}] in calls
+
+
+@pytest.mark.worker
+def test_a_candidate_version_is_evaluated_as_often_as_needed_and_stays_unreleased(provider, worker, refunds):  # noqa: F811
+    ci = make_api(Role.CI, "ci-pipeline")
+    first = wait_job(ci, start(ci).json()["id"])
+    second = wait_job(ci, start(ci).json()["id"])
+    assert (first["status"], second["status"]) == ("done", "done"), (first, second)
+    runs = [ci.get(f"/api/v1/evals/{job['run']}/").json() for job in (first, second)]
+    assert [(r["passed"], r["total"], r["errors"]) for r in runs] == [(2, 2, 0), (2, 2, 0)]
+    assert len(provider.received) == 4
+    # Its evaluation sessions ended without starting a drain: no label ever targeted it.
+    v1 = BundleVersion.objects.get(bundle__name="refunds", number=1)
+    assert (v1.state, v1.draining_since, v1.drained_at) == ("unreleased", None, None)
+
+
+def test_a_drained_version_is_refused_at_run_start_with_the_reason(provider, refunds):
+    # A session by number (not an evaluation's) made v1 draining; once it ended, v1 drained.
+    bundle = Bundle.objects.get(name="refunds")
+    agent = make_api(Role.AGENT, "agent")
+    session, _ = session_start(bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(bundle=bundle, number=1))
+    session_end(session=session, actor=agent.actor)
+    version_drain(version_id=session.version_id)
+    assert BundleVersion.objects.get(pk=session.version_id).state == "drained"
+    again = start(make_api(Role.CI))
+    assert again.status_code == 400
+    assert "version 1 is drained" in json.dumps(again.json()["error"]["details"]["items"])
 
 
 def test_without_providers_the_registry_calls_no_model(settings, refunds):
