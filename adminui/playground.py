@@ -54,6 +54,24 @@ def messages_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def route_kept(preview: ProviderPreview, reply: dict[str, Any] | None) -> dict[str, Any]:
+    """What the conversation keeps of a turn's route for the next turns' (a session's skill turn
+    row): the names routed and, when the model answered, the names it called, which is what an
+    adapter reports as `invoked` with the next turn call. No answer (none asked, or an error):
+    not reported, so the ghost rule takes it as no evidence, as for a session's unreported turn."""
+    answered = reply is not None and reply.get("assistant") is not None
+    invoked = [c.get("name") for c in (reply or {}).get("tool_calls") or []] if answered else None
+    return {"routed": [r["name"] for r in preview.route["routed"]], "invoked": invoked}
+
+
+def routes_of(turns: list[dict[str, Any]], beside: str | None = None) -> list[dict[str, Any] | None]:
+    """The earlier turns' routes, oldest first, on the conversation's version (or, `beside`, on
+    the version shown beside under that name; a turn that had none there: None, not known)."""
+    if beside is None:
+        return [turn.get("route") for turn in turns]
+    return [(t.get("beside") or {}).get("route") if (t.get("beside") or {}).get("name") == beside else None for t in turns]
+
+
 def _model(preview: ProviderPreview, provider: Provider) -> str:
     name = provider.model or preview.body.get("model") or preview.body.get("modelId")
     if not isinstance(name, str) or not name:
@@ -137,14 +155,17 @@ def send(
         "turn_variables": turn_variables,
         "messages": messages,
     }
-    preview = compose_turn(subject=subject, **composed)
+    # Each turn routes on the earlier turns' routes, as a session's turn call does.
+    preview = compose_turn(subject=subject, earlier=routes_of(turns), **composed)
     turn: dict[str, Any] = {"user": message, "assistant": typed_reply[:MAX_PREVIEW_MESSAGE] or None}
     if provider is None:
-        return Sent(preview, turn)
+        return Sent(preview, {**turn, "route": route_kept(preview, None)})
     turn.update(_answer(preview, provider, caller, subject))
+    turn["route"] = route_kept(preview, turn)
     if beside is not None:
-        other = compose_turn(subject=beside[1], **composed)
-        turn["beside"] = {"name": beside[0], **_answer(other, provider, caller, beside[1])}
+        other = compose_turn(subject=beside[1], earlier=routes_of(turns, beside[0]), **composed)
+        answer = _answer(other, provider, caller, beside[1])
+        turn["beside"] = {"name": beside[0], **answer, "route": route_kept(other, answer)}
     return Sent(preview, turn)
 
 

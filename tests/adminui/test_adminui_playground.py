@@ -217,3 +217,31 @@ def test_each_model_call_is_audited_without_the_key_or_the_conversation(engineer
     for secret in ("secret-of-the-stand-in", "Quentin", "hello from the draft", "refund agent", "Draft prompt"):
         assert secret not in stored
     assert ProviderSpend.objects.get(provider="standin").calls == 2  # the failed call cost nothing
+
+
+def test_each_turn_routes_on_the_earlier_turns_as_a_session_does(engineer, provider, bundle, ops):
+    from tests.skills.test_skills import SKILLS
+
+    doc = content("Skilled.", model={"name": MODEL, "max_tokens": 256}, skills=SKILLS)
+    skilled = version_publish(bundle=bundle, content=doc, message="skills", actor=ops.actor).version
+
+    def routed(page) -> str:
+        found = re.search(r'<p class="quiet" id="playground-route">(.*?)</p>', page.content.decode(), re.S)
+        return html.unescape(found.group(1)) if found else ""
+
+    first = send(engineer, skilled.number, "where is my parcel")
+    assert "Turn 1 of the session" in routed(first) and "track_parcel" in routed(first)
+    assert "track_parcel" in json.dumps(provider.received[0].body)
+    second = send(engineer, skilled.number, "it is the parcel from last week")
+    assert "Turn 2 of the session" in routed(second) and "track_parcel" in routed(second)
+    # Loaded in both earlier turns and called in neither (the model only answered in words):
+    # the ghost rule leaves it out of turn 3, as the turn call would on a session.
+    third = send(engineer, skilled.number, "ok, when will it come?")
+    assert provider.refused == [] and len(provider.received) == 3
+    assert "Turn 3 of the session" in routed(third)
+    assert "left out, loaded in the last two turns and called in neither: track_parcel" in routed(third)
+    assert "track_parcel" not in json.dumps(provider.received[2].body)
+    # A new conversation is a new session: the first turn routes it again.
+    engineer.post(u("adminui_playground", "refunds"), {"subject": str(skilled.number), "reset": "1"})
+    again = send(engineer, skilled.number, "ok, when will it come? the parcel")
+    assert "Turn 1 of the session" in routed(again) and "track_parcel" in json.dumps(provider.received[3].body)
