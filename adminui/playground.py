@@ -69,7 +69,9 @@ def routes_of(turns: list[dict[str, Any]], beside: str | None = None) -> list[di
     the version shown beside under that name; a turn that had none there: None, not known)."""
     if beside is None:
         return [turn.get("route") for turn in turns]
-    return [(t.get("beside") or {}).get("route") if (t.get("beside") or {}).get("name") == beside else None for t in turns]
+    return [
+        (t.get("beside") or {}).get("route") if (t.get("beside") or {}).get("name") == beside else None for t in turns
+    ]
 
 
 def _model(preview: ProviderPreview, provider: Provider) -> str:
@@ -87,7 +89,9 @@ class Caller:
     bundle_name: str
 
 
-def _answer(preview: ProviderPreview, provider: Provider, caller: Caller, subject: BundleVersion | Draft) -> dict[str, Any]:
+def _answer(
+    preview: ProviderPreview, provider: Provider, caller: Caller, subject: BundleVersion | Draft
+) -> dict[str, Any]:
     """Send the composed request with the provider's SDK: the reply and its figures, or the
     provider's error. Priced, counted against the day's budget (refused when spent) and
     audited, answered or not (evals.jobs.playground_call_record)."""

@@ -175,7 +175,9 @@ def test_a_drained_version_is_refused_at_run_start_with_the_reason(provider, ref
     # A session by number (not an evaluation's) made v1 draining; once it ended, v1 drained.
     bundle = Bundle.objects.get(name="refunds")
     agent = make_api(Role.AGENT, "agent")
-    session, _ = session_start(bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(bundle=bundle, number=1))
+    session, _ = session_start(
+        bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(bundle=bundle, number=1)
+    )
     session_end(session=session, actor=agent.actor)
     version_drain(version_id=session.version_id)
     assert BundleVersion.objects.get(pk=session.version_id).state == "drained"

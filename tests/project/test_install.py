@@ -78,7 +78,7 @@ def test_it_finds_an_extra_the_lock_leaves_out(tmp_path):
     # The check itself can fail: google-genai asks for google-auth[requests].
     # Both locks carry google-genai (the runtime one for the gemini provider format).
     stripped = [tmp_path / lock.name for lock in LOCKS]
-    for lock, copy in zip(LOCKS, stripped):
+    for lock, copy in zip(LOCKS, stripped, strict=True):
         copy.write_text(lock.read_text().replace("google-auth[requests]==", "google-auth=="))
     assert lock_extras.missing(stripped) == {"google-auth": {"requests"}}
     lock_extras.write(stripped)
