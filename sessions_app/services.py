@@ -67,10 +67,8 @@ def session_start(
     routing_key: str | None = None,
     evaluation: bool = False,
 ) -> tuple[Session, bool]:
-    """Start a session pinned to what `label` (default production) targets now, or to `version`.
-
-    `evaluation`: an evaluation run's session (registry.lifecycle.version_pin): on a version no
-    label has targeted and no other session holds, it does not start the version's drain.
+    """Start a session pinned to what `label` (default production) targets now, or to `version`
+    (`evaluation`: an evaluation run's, which leaves an unreleased version unreleased: version_pin).
 
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
@@ -90,12 +88,9 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
+            key = routing_key or str(session_id)
             pinned = lifecycle.version_pin(
-                bundle=bundle,
-                label=label,
-                version=version,
-                routing_key=routing_key or str(session_id),
-                evaluation=evaluation,
+                bundle=bundle, label=label, version=version, routing_key=key, evaluation=evaluation
             )
             session_variables = _session_variables(version=pinned, given=variables)
             session = _new_session(
