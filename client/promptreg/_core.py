@@ -149,9 +149,12 @@ def start_body(
     external_id: str | None,
     variables: dict[str, Any] | None,
     ttl_seconds: int | None,
+    evaluation: bool = False,
 ) -> dict[str, Any]:
     if label is not None and version is not None:
         raise ValueError("Give label or version, not both.")
+    if evaluation and version is None:
+        raise ValueError("evaluation applies to a session pinned by version.")
     body: dict[str, Any] = {"bundle": bundle, "external_id": external_id or new_external_id()}
     if label is not None:
         body["label"] = label
@@ -161,6 +164,8 @@ def start_body(
         body["variables"] = variables
     if ttl_seconds is not None:
         body["ttl_seconds"] = ttl_seconds
+    if evaluation:
+        body["evaluation"] = True
     return body
 
 
