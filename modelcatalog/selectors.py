@@ -189,7 +189,7 @@ class _Catalog:
     # Bedrock ids: provider "bedrock" entries by bare id, and the views made of Anthropic's
     # entries for ids without one (made on first ask, kept with this catalog).
     bedrock: dict[str, ModelInfo] = field(default_factory=dict)
-    bedrock_views: dict[str, ModelInfo | None] = field(default_factory=dict)
+    bedrock_views: dict[str, ModelInfo] = field(default_factory=dict)
     # What ops changed (each override row's key and time): readers that keep something computed
     # from the catalog (adminui.selectors) key it by this, so an override shows at once.
     revision: str = ""
@@ -311,13 +311,15 @@ def model_get(*, provider: str | None, name: str) -> ModelInfo | None:
 def _bedrock(catalog: _Catalog, key: str) -> ModelInfo | None:
     """A Bedrock id's entry: its own (data.py, ops), else the Anthropic model's facts without
     the Claude API's dates (made once per catalog: every pinned call asks)."""
-    found = catalog.bedrock.get(key)
+    found = catalog.bedrock.get(key) or catalog.bedrock_views.get(key)
     if found is not None:
         return found
-    if key not in catalog.bedrock_views:
-        base = catalog.by_name.get(key)
-        catalog.bedrock_views[key] = _bedrock_view(base) if base and base.provider == "anthropic" else None
-    return catalog.bedrock_views[key]
+    base = catalog.by_name.get(key)
+    if base is None or base.provider != "anthropic":
+        return None
+    # Kept only for a name or alias the catalog has, so the views stay as few as its entries.
+    view = catalog.bedrock_views[key] = _bedrock_view(base)
+    return view
 
 
 def catalog_revision() -> str:

@@ -3,10 +3,13 @@ Bedrock's own dates; the home page's line is kept per process and follows what m
 the suite's fixtures and the docs' examples pin no model the catalog dates, so no calendar date
 (and no change of the suite's fixed clock) can turn them red."""
 
+import json
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from access.actors import SYSTEM
 from adminui import selectors as home
@@ -28,8 +31,10 @@ PIN_SITES = [
     "clients/typescript/test/ai-sdk-loop.mjs",
     "evals/endpoints.py",
 ]
-# A model id as these files quote it: in double or single quotes or backticks.
+# A model id as these files quote it: in double or single quotes or backticks. In Markdown only
+# the fenced examples count: the prose may name a dated model to say it retires.
 QUOTED = re.compile(r"""["'`]([A-Za-z][\w.:/@-]{1,150})["'`]""")
+FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 
 
 def _pin_site_files() -> list[Path]:
@@ -44,7 +49,10 @@ def _pin_site_files() -> list[Path]:
 def test_no_fixture_or_example_pins_a_model_the_catalog_dates(db):
     dated = []
     for path in _pin_site_files():
-        for token in set(QUOTED.findall(path.read_text(encoding="utf-8", errors="replace"))):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix == ".md":
+            text = "\n".join(FENCED.findall(text))
+        for token in set(QUOTED.findall(text)):
             info = catalog.model_get(provider=None, name=token)
             if info is not None and info.retires_at is not None:
                 where = f"{info.provider}/{info.name} retires {info.retires_at}"
@@ -119,3 +127,39 @@ def test_the_home_pages_line_is_kept_and_follows_label_moves_overrides_and_the_d
     # The next day of the catalog's clock is read afresh.
     settings.MODEL_CLOCK_NOW = "2027-05-10T12:00:00+00:00"
     assert home.retiring_line() == {"labels": 2, "models": 1, "days": 30}
+
+
+def test_models_import_reads_bedrocks_own_dates_from_its_model_list(settings, tmp_path, db):
+    """`aws bedrock list-foundation-models` saved as JSON: endOfLifeTime is Bedrock's date for the
+    Bedrock id, never the Claude API's model's."""
+    settings.MODEL_CLOCK_NOW = "2026-12-07T12:00:00+00:00"
+    listing = {
+        "modelSummaries": [
+            {
+                "modelId": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "providerName": "Anthropic",
+                "modelLifecycle": {
+                    "status": "LEGACY",
+                    "legacyTime": "2026-09-30T00:00:00+00:00",
+                    "endOfLifeTime": "2027-03-31T00:00:00+00:00",
+                },
+            },
+            {"modelId": "amazon.nova-lite-v1:0", "modelLifecycle": {"status": "LEGACY", "endOfLifeTime": 1798761600}},
+            {"modelId": "anthropic.claude-sonnet-4-6", "modelLifecycle": {"status": "ACTIVE"}},
+            {"modelId": "meta.llama3-70b-instruct-v1:0", "modelLifecycle": {"status": "LEGACY", "endOfLifeTime": 1}},
+        ]
+    }
+    path = tmp_path / "bedrock-models.json"
+    path.write_text(json.dumps(listing))
+    call_command("models_import", str(path), "--reason", "AWS lifecycle")
+    on_bedrock = catalog.model_get(provider=None, name="us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    assert (on_bedrock.provider, on_bedrock.retires_at, on_bedrock.deprecated_at) == (
+        "bedrock",
+        date(2027, 3, 31),
+        date(2026, 9, 30),
+    )
+    assert on_bedrock.source_of("retires_at").url == "file:bedrock-models.json" and not on_bedrock.retired()
+    assert catalog.model_get(provider=None, name="claude-sonnet-4-5").retires_at == date(2026, 11, 30)
+    assert catalog.model_get(provider=None, name="us.amazon.nova-lite-v1:0").retires_at == date(2027, 1, 1)
+    assert catalog.model_get(provider=None, name="anthropic.claude-sonnet-4-6").retires_at is None
+    assert not any(m.name.startswith("meta.") for m in catalog.model_list())
