@@ -201,7 +201,8 @@ def _bedrock_entries(rows: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or not isinstance(row.get("modelId"), str):
             raise InvalidContent("Not a model list.", {"modelSummaries": ["Each entry is an object with a modelId."]})
         model_id = row["modelId"]
-        lifecycle = row.get("modelLifecycle") if isinstance(row.get("modelLifecycle"), dict) else {}
+        given = row.get("modelLifecycle")
+        lifecycle: dict[str, Any] = given if isinstance(given, dict) else {}
         facts = {
             fact: day
             for fact, key in (("retires_at", "endOfLifeTime"), ("deprecated_at", "legacyTime"))
