@@ -8,6 +8,7 @@ a version or a draft, built by the turn call's own steps (turns.preview)."""
 
 import json
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -172,6 +173,7 @@ class ProviderPreview:
     text: str  # the body as sent: JSON, two-space indented, keys in the order built
     notes: list[str]
     curl: str
+    route: dict[str, Any]  # the turn call's route: resident, routed, demoted, turn
 
 
 def curl_for(fmt: str, body: dict[str, Any], text: str, model: str | None) -> str:
@@ -200,22 +202,25 @@ def compose_turn(
     session_variables: Any,
     turn_variables: Any,
     messages: list[dict[str, Any]],
+    earlier: Sequence[dict[str, Any] | None] = (),
     now: datetime | None = None,
 ) -> ProviderPreview:
     """THE composition of a turn in the admin: the version page's provider request and the
     playground both call this, and only this. The body the turn call (POST /sessions/{id}/turn/
-    with `format`) hands over for `messages` on a new session of `subject` (a version, or a
-    draft not published; turns.preview.conversation_request, the turn call's own steps), with
-    the text and the curl command the page shows. Raises InvalidContent for what the endpoint
-    refuses."""
-    built = conversation_request(
+    with `format`) hands over for `messages` on a session of `subject` (a version, or a draft
+    not published; turns.preview.conversation_request, the turn call's own steps) whose earlier
+    turns routed as `earlier` says (none: a new session's first turn), with the route, the text
+    and the curl command the page shows. Raises InvalidContent for what the endpoint refuses."""
+    composed = conversation_request(
         subject=subject,
         fmt=fmt,
         session_variables=session_variables,
         variables=turn_variables,
         messages=messages,
+        earlier=earlier,
         now=now,
     )
+    built = composed.request
     if isinstance(subject, BundleVersion):
         content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
     else:
@@ -223,7 +228,12 @@ def compose_turn(
     text = json.dumps(built.body, indent=2, ensure_ascii=False)
     model = providers.model_name(content.get("model") or {})
     return ProviderPreview(
-        format=fmt, body=built.body, text=text, notes=built.notes, curl=curl_for(fmt, built.body, text, model)
+        format=fmt,
+        body=built.body,
+        text=text,
+        notes=built.notes,
+        curl=curl_for(fmt, built.body, text, model),
+        route=composed.route,
     )
 
 

@@ -29,8 +29,8 @@ from evals.provider_calls import FORMATS
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,39}$"
 ENV_RE = r"^[A-Z_][A-Z0-9_]{0,127}$"
 KEYS = {"name", "format", "base_url", "key_env", "model"}
-# The SDK each format is sent with (requirements.in installs anthropic and openai; the image
-# needs boto3 or google-genai added for a Bedrock or Gemini provider).
+# The SDK each format is sent with (requirements.in installs all four; an environment installed
+# some other way may lack one, and start-up then says which).
 SDKS = {
     "anthropic": "anthropic",
     "openai-chat": "openai",

@@ -65,8 +65,10 @@ def session_start(
     ttl_seconds: int | None = None,
     variables: dict[str, Any] | None = None,
     routing_key: str | None = None,
+    evaluation: bool = False,
 ) -> tuple[Session, bool]:
-    """Start a session pinned to what `label` (default production) targets now, or to `version`.
+    """Start a session pinned to what `label` (default production) targets now, or to `version`
+    (`evaluation`: an evaluation run's, which leaves an unreleased version unreleased: version_pin).
 
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
@@ -86,8 +88,9 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
+            key = routing_key or str(session_id)
             pinned = lifecycle.version_pin(
-                bundle=bundle, label=label, version=version, routing_key=routing_key or str(session_id)
+                bundle=bundle, label=label, version=version, routing_key=key, evaluation=evaluation
             )
             session_variables = _session_variables(version=pinned, given=variables)
             session = _new_session(
