@@ -50,9 +50,9 @@ pytestmark = pytest.mark.django_db
 
 MODELS = {
     "anthropic": "claude-sonnet-4-6",
-    "openai-chat": "gpt-5",
-    "openai-responses": "gpt-5",
-    "gemini": "gemini-2.5-flash",
+    "openai-chat": "gpt-6.1-sol",
+    "openai-responses": "gpt-6.1-sol",
+    "gemini": "gemini-3.8-flash",
     "bedrock-converse": "anthropic.claude-sonnet-4-6-v1:0",
 }
 TURNS = 10
