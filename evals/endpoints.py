@@ -4,7 +4,7 @@ model unless an operator names one.
 
     EVAL_PROVIDERS='[{"name": "anthropic", "format": "anthropic", "key_env": "ANTHROPIC_API_KEY"},
                      {"name": "gateway", "format": "openai-chat", "base_url": "https://llm.example/v1",
-                      "key_env": "GATEWAY_KEY", "model": "gpt-4.1"}]'
+                      "key_env": "GATEWAY_KEY", "model": "gpt-6-luna"}]'
 
 `key_env` names the environment variable that holds the key: the key is read from the process's
 environment when a call is made, and is never stored in the database, a job, a log line or an

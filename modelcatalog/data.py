@@ -60,6 +60,8 @@ OPENAI_4O_QUOTED = (
     "https://dev.to/importstatic/every-openai-model-shutdown-date-until-january-2027-and-what-replaces-it-1dfk",
     READ,
 )
+# The bare GPT-4o / 4.1 aliases: dated by their snapshots (every one shuts down 2027-01-14).
+OPENAI_4O_ALIASES = (OPENAI_4O_QUOTED[0] + "#inferred-from-the-snapshots", READ)
 # Gemini 2.5 Pro and Flash's shutdown, as an article quoting Google's page (read 2026-11-10) gives it.
 GEMINI_25_QUOTED = (
     "https://dev.to/aideprecations/what-to-do-before-gemini-25-pro-and-25-flash-are-retired-on-december-1-2026-5gg9",
@@ -323,8 +325,10 @@ MODELS: list[dict[str, Any]] = [
         ]
     ],
     # The GPT-4 series notice (2026-10-14) dates the dated snapshots, shut down 2027-01-14 for
-    # gpt-6-luna. It does not date the bare aliases (gpt-4o, gpt-4o-mini, gpt-4.1, gpt-4.1-mini):
-    # what they answer with after that day is on no page read, so they carry no date here.
+    # gpt-6-luna. The bare aliases (gpt-4o, gpt-4o-mini, gpt-4.1, gpt-4.1-mini) take the same
+    # date: every snapshot an alias can resolve to shuts down that day, so a request naming it
+    # fails from then on. That is an inference, not a quoted row, and the source says so; a pin
+    # on the bare alias is the common case, and warning it is the point of the catalog.
     *[
         _m(
             "openai",
@@ -344,7 +348,15 @@ MODELS: list[dict[str, Any]] = [
         )
     ],
     *[
-        _m("openai", name, {"cache_floor_tokens": OPENAI_CACHING}, cache_floor_tokens=1024)
+        _m(
+            "openai",
+            name,
+            {"*": OPENAI_4O_ALIASES, "cache_floor_tokens": OPENAI_CACHING},
+            cache_floor_tokens=1024,
+            deprecated_at="2026-10-14",
+            retires_at="2027-01-14",
+            replacement="gpt-6-luna",
+        )
         for name in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini")
     ],
     # The replacements the deprecations page names; nothing else about them was read.

@@ -69,10 +69,10 @@ def test_every_fact_the_catalog_ships_has_a_source_with_the_date_it_was_read(db)
         ("gpt-5", "2026-12-11", "gpt-6.1-sol"),
         ("gpt-5-mini-2025-08-07", "2026-12-11", "gpt-6.1-terra"),
         ("gpt-5-nano", "2026-12-11", "gpt-6-luna"),
-        # OpenAI's GPT-4 series notice dates the dated snapshots, not the bare aliases.
+        # OpenAI's GPT-4 series notice dates the dated snapshots; the bare aliases take their date.
         ("gpt-4o-2024-11-20", "2027-01-14", "gpt-6-luna"),
         ("gpt-4.1-2025-04-14", "2027-01-14", "gpt-6-luna"),
-        ("gpt-4o", None, None),
+        ("gpt-4o", "2027-01-14", "gpt-6-luna"),
         ("claude-sonnet-4-5", "2026-11-30", "claude-sonnet-5-5"),
         ("claude-opus-4-1-20250805", "2026-08-05", "claude-opus-4-8"),
         ("claude-opus-4-5", "2027-01-22", "claude-opus-5-5"),
