@@ -38,6 +38,11 @@ ANTHROPIC_MODELS = ("https://platform.claude.com/docs/en/about-claude/models/ove
 ANTHROPIC_SONNET_45 = ("https://platform.claude.com/docs/zh-CN/models/sonnet-4-5/overview.md", READ)
 ANTHROPIC_SONNET_5 = ("https://platform.claude.com/docs/zh-CN/models/sonnet-5/overview", READ)
 ANTHROPIC_SONNET_55 = ("https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview", READ)
+# Inferred: the caching page lists 1,024 for Sonnet 5 and every Sonnet since 3.7; it stops before 5.5.
+ANTHROPIC_SONNET_55_FLOOR = (
+    "https://platform.claude.com/docs/en/build-with-claude/prompt-caching#inferred-from-sonnet-5",
+    READ,
+)
 ANTHROPIC_OPUS_45 = ("https://platform.claude.com/docs/zh-TW/models/opus-4-5/overview", READ)
 ANTHROPIC_OPUS_5 = ("https://platform.claude.com/docs/about-claude/models/whats-new-opus-5", READ)
 ANTHROPIC_OPUS_55 = ("https://platform.claude.com/docs/zh-CN/models/opus-5-5/overview", READ)
@@ -165,20 +170,21 @@ MODELS: list[dict[str, Any]] = [
         retires_at="2026-11-30",
         replacement="claude-sonnet-5-5",
     ),
-    # Sonnet 5.5, the current Sonnet. Its cache floor is on no page read: the caching page's text
-    # (as of 2026-08-22) stops at Sonnet 5 and Opus 5, the stored copies of the live page stop
-    # before the list, and the model page gives none. Its model page gives a $0.20 cache read;
-    # release notes of several tools (checked against the pricing page 2026-10-24 and
-    # 2026-12-01) report a cut to $0.10 on 2026-10-07 that no Anthropic page read shows: None.
+    # Sonnet 5.5, the current Sonnet. Its model page gives the prices, a $0.20 cache read
+    # included (release notes of several tools report a cut to $0.10 on 2026-10-07 that no
+    # Anthropic page read shows; the provider's page is the source, ops correct it by PUT). Its
+    # cache floor is on no page read (the caching page's text, as of 2026-08-22, stops at Sonnet 5
+    # and Opus 5; the model page gives none): 1,024 is inferred, marked so in its source, from
+    # every Sonnet since 3.7 and Sonnet 5 itself, so the turn call warns a prefix below it rather
+    # than saying nothing about the model agents are told to move to.
     _m(
         "anthropic",
         "claude-sonnet-5-5",
-        {"*": ANTHROPIC_SONNET_55},
+        {"*": ANTHROPIC_SONNET_55, "cache_floor_tokens": ANTHROPIC_SONNET_55_FLOOR},
         context_window=1_000_000,
         output_limit=128_000,
-        input_per_mtok=2.0,
-        output_per_mtok=10.0,
-        cache_write_per_mtok=2.5,
+        cache_floor_tokens=1024,
+        **_prices(2.0, 10.0, 2.5, 0.20),
     ),
     # Sonnet 5 (legacy since Sonnet 5.5): its page; the floor from the caching page.
     _m(
