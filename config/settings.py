@@ -399,6 +399,10 @@ SKILL_INDEX_CACHE_BYTES = env_int("SKILL_INDEX_CACHE_BYTES", 256 * 1024 * 1024)
 # Costlier skill indexes (registry.skills_content.index_build_cost) are built by the worker,
 # keywords meanwhile (skills.index_store); this much is about 0.2 s of CPU in a web process.
 SKILL_INDEX_INLINE_COST = env_int("SKILL_INDEX_INLINE_COST", 12_000)
+# The beat's sweep of labelled big versions whose index is not in Redis (skills.index_store.sweep):
+# how often, and at most how many builds it asks for per run.
+SKILL_INDEX_SWEEP_INTERVAL = env_int("SKILL_INDEX_SWEEP_INTERVAL", 300)
+SKILL_INDEX_SWEEP_MAX = env_int("SKILL_INDEX_SWEEP_MAX", 10)
 
 
 SPECTACULAR_SETTINGS = {
@@ -536,6 +540,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("ROLLOUT_GUARD_INTERVAL", 60)),
     },
     "evals-jobs-sweep": {"task": "api.tasks.eval_jobs_sweep_task", "schedule": 60.0},  # evals.jobs.jobs_sweep
+    # Big versions some label targets whose skill index is not in Redis (skills.index_store.sweep).
+    "skill-index-sweep": {
+        "task": "skills.tasks.skill_index_sweep_task",
+        "schedule": float(SKILL_INDEX_SWEEP_INTERVAL),
+    },
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",
