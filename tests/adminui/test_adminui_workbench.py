@@ -350,7 +350,6 @@ def test_skills_and_compaction_have_boxes_and_check_previews_the_routing(enginee
     assert BundleVersion.objects.filter(bundle=bundle).count() == 1
 
 
-
 def test_a_big_versions_check_routes_by_keywords_and_asks_the_worker_not_building_in_the_request(
     engineer_client, bundle, ops, settings
 ):
@@ -381,6 +380,7 @@ def test_a_big_versions_check_routes_by_keywords_and_asks_the_worker_not_buildin
             redis.delete(key)
         router._INDEXES = None
         purge_queues()
+
 
 def test_the_version_page_shows_tools_as_cards_with_a_parameter_table_and_the_json_a_click_away(
     engineer_client, bundle, v1

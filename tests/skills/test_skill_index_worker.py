@@ -147,7 +147,9 @@ def test_the_sweep_asks_for_missing_big_labelled_indexes_a_bounded_number_per_ru
     settings.SKILL_INDEX_INLINE_COST = 10  # the test cards count as a big version
     purge_queues()
     hashes = _big_labelled_versions(ops, 3)
-    unlabelled = ops.post("/api/v1/bundles/swept/versions/", {"message": "m", "content": skills_content(system_prompt="x")})
+    unlabelled = ops.post(
+        "/api/v1/bundles/swept/versions/", {"message": "m", "content": skills_content(system_prompt="x")}
+    )
     assert unlabelled.status_code == 201
     for key in redis_entries.scan_iter("registry:skillindex:*"):
         redis_entries.delete(key)  # the publishes' tasks lost, and their claims expired
@@ -169,8 +171,9 @@ def test_the_sweep_asks_for_missing_big_labelled_indexes_a_bounded_number_per_ru
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_the_beat_task_recovers_a_lost_build_without_a_request(ops, redis_entries):
-    from config.celery import app as celery_app
     from django.conf import settings as django_settings
+
+    from config.celery import app as celery_app
 
     assert django_settings.CELERY_BEAT_SCHEDULE["skill-index-sweep"]["task"] == "skills.tasks.skill_index_sweep_task"
     (content_hash,) = _big_labelled_versions(ops, 1)

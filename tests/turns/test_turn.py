@@ -619,7 +619,8 @@ def test_a_conversation_in_the_formats_own_shape_is_read_routed_compacted_and_se
         conversation = [*conversation, *model_reply(fmt, n), new_user(fmt, f"and order {n}?")]
         answer = world.turn({"messages": conversation, "format": fmt})
         sent = answer["request"][key]
-        assert answer["skills"]["routed"] and turn_conversation(fmt, answer["request"], answer["turn_text"])[0]["role"] == "user"
+        assert answer["skills"]["routed"]
+        assert turn_conversation(fmt, answer["request"], answer["turn_text"])[0]["role"] == "user"
         if n < 2:  # nothing elided yet: what was sent before comes out the same
             assert sent[: len(previous)] == previous or previous == []
         previous = sent[:-1]  # the newest entry holds this turn's text
