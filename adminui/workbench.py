@@ -24,7 +24,7 @@ from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility
 from registry.parsed_content import content_document
-from skills.router import index_for
+from skills.index_store import routing_index
 from skills.services import route_embedder
 from turns import providers
 from turns.preview import MAX_PREVIEW_MESSAGE, Draft, conversation_request
@@ -55,6 +55,7 @@ class Verdict:
     resident: list[str] = field(default_factory=list)
     routed: list[dict[str, Any]] = field(default_factory=list)
     tried: str = ""
+    routing: str = "full"  # "keywords" while the worker builds a big version's index (skills.index_store)
 
 
 def _content(version: BundleVersion) -> dict[str, Any]:
@@ -80,10 +81,11 @@ def check_against(
     prefix = prefix_for(
         content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
     )
-    resident, routed = _route(content_hash, doc, message)
+    resident, routed, routing = _route(content_hash, doc, message)
     return Verdict(
         resident=resident,
         routed=routed,
+        routing=routing,
         tried=message.strip(),
         against=against,
         errors=check.errors,
@@ -126,14 +128,15 @@ def _label_verdicts(bundle: Bundle, doc: dict[str, Any]) -> list[LabelVerdict]:
     return labels
 
 
-def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """The resident cards and the routed ones for `message`, with the index a session of this
-    content would route with (skills.services.skill_route)."""
+def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[str], list[dict[str, Any]], str]:
+    """The resident cards, the routed ones for `message` and how they were routed ("full" or
+    "keywords"), with the index a session of this content would route with: a big version's is
+    the worker's (skills.index_store.routing_index), never built in this request."""
     if not message.strip() or not doc.get("skills"):
-        return [], []
-    index = index_for(content_hash, doc["skills"], route_embedder())
+        return [], [], "full"
+    index, routing = routing_index(content_hash, doc["skills"], route_embedder())
     result = index.route([{"role": "user", "content": message}], k=5)
-    return result.resident, result.routed
+    return result.resident, result.routed, routing
 
 
 def _merge(changes: list[Change]) -> Diff:

@@ -2859,7 +2859,8 @@ export interface components {
             }[];
             skills: components["schemas"]["TurnSkills"];
             reported: components["schemas"]["TurnReported"] | null;
-            messages: unknown[];
+            /** @description The compacted conversation, without format only: with format it is in request (once). */
+            messages?: unknown[];
             compaction: components["schemas"]["TurnCompaction"];
             format?: string;
             /** @description The provider request body (when format is given). */
