@@ -2653,6 +2653,8 @@ export interface components {
             ttl_seconds?: number | null;
             variables?: unknown;
             routing_key?: string | null;
+            /** @description An evaluation run's session, pinned by `version`: it leaves an unreleased version unreleased (docs/evals.md#evaluating-an-unreleased-version). */
+            evaluation?: boolean;
         };
         SessionOut: {
             /** Format: uuid */
