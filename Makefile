@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-turn bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare ui-assets screenshots ts-types mlflow-venv test-mlflow
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-turn bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare eval-routing-tune ui-assets screenshots ts-types mlflow-venv test-mlflow
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -53,6 +53,11 @@ eval-routing: $(VENV)/.client-installed
 # BEFORE, default in eval/routing/compare.py) and after (this checkout), side by side.
 eval-routing-compare: $(VENV)/.installed
 	$(PY) -m eval.routing.compare $(if $(BEFORE),--before $(BEFORE)) $(ARGS)
+
+# A grid of router parameters on the tuning sets only (dev, workspace), best first; the frozen
+# splits are refused (eval/routing/tune.py): ARGS="--set piece_blend=1.0 --grid semantic_weight=1.5/2.0".
+eval-routing-tune: $(VENV)/.installed
+	$(PY) -m eval.routing.tune $(ARGS)
 
 # The chaos suite (chaos/): its own PostgreSQL, Redis, web server, worker and beat on loopback,
 # faults injected under bounded load, one table of figures; non-zero exit when an invariant

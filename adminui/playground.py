@@ -3,15 +3,18 @@ composed by adminui.workbench.compose_turn (the one composition the admin has, t
 page's provider request too) and, when the operator configured providers (EVAL_PROVIDERS), sent
 to the model with the provider's official SDK (evals.provider_calls, the module the worker's
 runs and the CLI use), its reply, tokens, cached tokens, cost and latency kept in the page's
-session so the conversation goes on. Calls are priced by the model catalog (evidence.pricing)
-and held against the day's EVAL_DAILY_BUDGET_USD (evals.jobs), as the worker's runs are."""
+session so the conversation goes on. Calls are priced by the model catalog (evidence.pricing),
+held against the day's EVAL_DAILY_BUDGET_USD (evals.jobs), as the worker's runs are, and each
+is audited (`playground.called`: who, the version or draft hash, provider, model, tokens, cost)."""
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 
+from access.actors import Actor
 from adminui.workbench import ProviderPreview, compose_turn
 from core.errors import InvalidContent
 from evals import jobs
@@ -51,6 +54,26 @@ def messages_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def route_kept(preview: ProviderPreview, reply: dict[str, Any] | None) -> dict[str, Any]:
+    """What the conversation keeps of a turn's route for the next turns' (a session's skill turn
+    row): the names routed and, when the model answered, the names it called, which is what an
+    adapter reports as `invoked` with the next turn call. No answer (none asked, or an error):
+    not reported, so the ghost rule takes it as no evidence, as for a session's unreported turn."""
+    answered = reply is not None and reply.get("assistant") is not None
+    invoked = [c.get("name") for c in (reply or {}).get("tool_calls") or []] if answered else None
+    return {"routed": [r["name"] for r in preview.route["routed"]], "invoked": invoked}
+
+
+def routes_of(turns: list[dict[str, Any]], beside: str | None = None) -> list[dict[str, Any] | None]:
+    """The earlier turns' routes, oldest first, on the conversation's version (or, `beside`, on
+    the version shown beside under that name; a turn that had none there: None, not known)."""
+    if beside is None:
+        return [turn.get("route") for turn in turns]
+    return [
+        (t.get("beside") or {}).get("route") if (t.get("beside") or {}).get("name") == beside else None for t in turns
+    ]
+
+
 def _model(preview: ProviderPreview, provider: Provider) -> str:
     name = provider.model or preview.body.get("model") or preview.body.get("modelId")
     if not isinstance(name, str) or not name:
@@ -58,23 +81,44 @@ def _model(preview: ProviderPreview, provider: Provider) -> str:
     return name
 
 
-def _answer(preview: ProviderPreview, provider: Provider) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Caller:
+    """Who calls and on what, for the audit log: the person, the bundle's name."""
+
+    actor: Actor
+    bundle_name: str
+
+
+def _answer(
+    preview: ProviderPreview, provider: Provider, caller: Caller, subject: BundleVersion | Draft
+) -> dict[str, Any]:
     """Send the composed request with the provider's SDK: the reply and its figures, or the
-    provider's error. Priced and counted against the day's budget (refused when spent)."""
+    provider's error. Priced, counted against the day's budget (refused when spent) and
+    audited, answered or not (evals.jobs.playground_call_record)."""
     model = _model(preview, provider)
     found = price_of(model)
     prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
     jobs.require_budget()
     request = with_model(provider.format, preview.body, provider.model)
+    record = partial(
+        jobs.playground_call_record,
+        actor=caller.actor,
+        bundle_name=caller.bundle_name,
+        version_number=subject.number if isinstance(subject, BundleVersion) else None,
+        content_hash=subject.content_hash,
+        provider=provider,
+        model=model,
+    )
     began = time.monotonic()
     try:
         reply = CALLERS[provider.format](
             request, provider.base_url, float(settings.EVAL_CALL_TIMEOUT), provider.api_key()
         )
     except Exception as exc:  # noqa: BLE001 - the provider's error is the answer shown
+        record(error=type(exc).__name__, usage=None, cost=0.0)
         return {"assistant": None, "error": f"{type(exc).__name__}: {exc}"[:1000]}
     cost = jobs.cost_of(prices, reply["usage"])
-    jobs.spend_add(provider=provider.name, usd=cost)
+    record(error="", usage=reply["usage"], cost=cost)
     return {
         "assistant": reply["text"][:MAX_PREVIEW_MESSAGE],
         "tool_calls": reply["tool_calls"][:20],
@@ -89,6 +133,7 @@ def _answer(preview: ProviderPreview, provider: Provider) -> dict[str, Any]:
 def send(
     *,
     subject: BundleVersion | Draft,
+    caller: Caller,
     provider: Provider | None,
     fmt: str,
     session_variables: Any,
@@ -114,13 +159,17 @@ def send(
         "turn_variables": turn_variables,
         "messages": messages,
     }
-    preview = compose_turn(subject=subject, **composed)
+    # Each turn routes on the earlier turns' routes, as a session's turn call does.
+    preview = compose_turn(subject=subject, earlier=routes_of(turns), **composed)
     turn: dict[str, Any] = {"user": message, "assistant": typed_reply[:MAX_PREVIEW_MESSAGE] or None}
     if provider is None:
-        return Sent(preview, turn)
-    turn.update(_answer(preview, provider))
+        return Sent(preview, {**turn, "route": route_kept(preview, None)})
+    turn.update(_answer(preview, provider, caller, subject))
+    turn["route"] = route_kept(preview, turn)
     if beside is not None:
-        turn["beside"] = {"name": beside[0], **_answer(compose_turn(subject=beside[1], **composed), provider)}
+        other = compose_turn(subject=beside[1], earlier=routes_of(turns, beside[0]), **composed)
+        answer = _answer(other, provider, caller, beside[1])
+        turn["beside"] = {"name": beside[0], **answer, "route": route_kept(other, answer)}
     return Sent(preview, turn)
 
 

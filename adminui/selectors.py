@@ -3,17 +3,21 @@ searches, what each label targets with its sessions per target, the drain dashbo
 dashboard. The counts are flat: bounded by what is live now (labels, live/draining versions,
 pending deliveries, the last few events), never by history."""
 
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import CharField, Count, Max, Q, QuerySet, Value
+from django.conf import settings
+from django.db.models import CharField, Count, Max, Q, QuerySet, Sum, Value
 from django.utils import timezone
 
 from audit.models import AuditEvent
-from modelcatalog.selectors import retirement_warning
+from modelcatalog import clock
+from modelcatalog.selectors import catalog_revision, retirement_warning
 from registry import selectors as registry_selectors
 from registry.models import Bundle, BundleVersion, Label, ToolSignature, ToolState, VersionState, VersionTool
 from registry.selectors import tools_described, versions_of
@@ -118,17 +122,47 @@ def dashboard() -> dict[str, Any]:
     endpoints = list(
         Endpoint.objects.filter(Q(pk__in=list(retrying)) | Q(disabled_at__isnull=False)).order_by("id")[:LISTED_MAX]
     )
-    # "3 labels pin models that retire within 30 days" (the retiring-models dashboard has them).
-    warning = retirement_warning()
-    retiring = registry_selectors.models_retiring_usage(within=warning, actor=None)
-    pinning = {(v["bundle"], lb["label"]) for m in retiring for v in m["versions"] for lb in v["labels"]}
     return {
-        "retiring": {"labels": len(pinning), "models": len(retiring), "days": warning.days},
+        "retiring": retiring_line(),
         "bundles": list(bundles.values()),
         "changes": list(AuditEvent.objects.order_by("-id")[:RECENT_CHANGES]),
         "webhooks": [{"endpoint": e, "retrying": retrying.get(e.pk, 0)} for e in endpoints],
         "at": now,
     }
+
+
+# "3 labels pin models that retire within 30 days" (the retiring-models dashboard has them): the
+# retiring view without its session counts, kept per process, since every home page load shows
+# it. Its key is what moves it: the catalog clock's day, the window, the overrides ops made
+# (catalog_revision) and the labels' own revision (their count and the sum of their revisions,
+# which every move, creation and deletion changes: one small aggregate). What else could move it
+# (a retired model's last version drained) shows within MODEL_CATALOG_CACHE_SECONDS.
+_line_lock = threading.Lock()
+_line: tuple[tuple[Any, ...], float, dict[str, int]] | None = None
+
+
+def retiring_line() -> dict[str, int]:
+    """{"labels": label pins on a model retiring within MODEL_RETIREMENT_WARNING (or retired and
+    still used), "models": how many such models, "days": the window}."""
+    global _line
+    warning = retirement_warning()
+    labels = Label.objects.aggregate(n=Count("id"), revisions=Sum("revision"))
+    key = (clock.now().date(), warning, catalog_revision(), labels["n"], labels["revisions"])
+    kept = _line
+    if kept is not None and kept[0] == key and time.monotonic() - kept[1] < settings.MODEL_CATALOG_CACHE_SECONDS:
+        return kept[2]
+    with _line_lock:
+        retiring = registry_selectors.models_retiring_usage(within=warning, actor=None, sessions=False)
+        pinning = {(v["bundle"], lb["label"]) for m in retiring for v in m["versions"] for lb in v["labels"]}
+        value = {"labels": len(pinning), "models": len(retiring), "days": warning.days}
+        _line = (key, time.monotonic(), value)
+    return value
+
+
+def retiring_line_forget() -> None:
+    """Drop this process's kept line (tests, benchmarks)."""
+    global _line
+    _line = None
 
 
 # --- bundles ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ a version or a draft, built by the turn call's own steps (turns.preview)."""
 
 import json
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,7 @@ from registry.contracts import LEVELS, Change, Diff, by_severity, diff_contents
 from registry.lifecycle import contract_check
 from registry.models import Bundle, BundleVersion, Compatibility
 from registry.parsed_content import content_document
-from skills.router import index_for
+from skills.index_store import routing_index
 from skills.services import route_embedder
 from turns import providers
 from turns.preview import MAX_PREVIEW_MESSAGE, Draft, conversation_request
@@ -54,6 +55,7 @@ class Verdict:
     resident: list[str] = field(default_factory=list)
     routed: list[dict[str, Any]] = field(default_factory=list)
     tried: str = ""
+    routing: str = "full"  # "keywords" while the worker builds a big version's index (skills.index_store)
 
 
 def _content(version: BundleVersion) -> dict[str, Any]:
@@ -79,10 +81,11 @@ def check_against(
     prefix = prefix_for(
         content_hash=content_hash, content=doc, session_variables=session_values, names=list(doc.get("knowledge", []))
     )
-    resident, routed = _route(content_hash, doc, message)
+    resident, routed, routing = _route(content_hash, doc, message)
     return Verdict(
         resident=resident,
         routed=routed,
+        routing=routing,
         tried=message.strip(),
         against=against,
         errors=check.errors,
@@ -125,14 +128,15 @@ def _label_verdicts(bundle: Bundle, doc: dict[str, Any]) -> list[LabelVerdict]:
     return labels
 
 
-def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """The resident cards and the routed ones for `message`, with the index a session of this
-    content would route with (skills.services.skill_route)."""
+def _route(content_hash: str, doc: dict[str, Any], message: str) -> tuple[list[str], list[dict[str, Any]], str]:
+    """The resident cards, the routed ones for `message` and how they were routed ("full" or
+    "keywords"), with the index a session of this content would route with: a big version's is
+    the worker's (skills.index_store.routing_index), never built in this request."""
     if not message.strip() or not doc.get("skills"):
-        return [], []
-    index = index_for(content_hash, doc["skills"], route_embedder())
+        return [], [], "full"
+    index, routing = routing_index(content_hash, doc["skills"], route_embedder())
     result = index.route([{"role": "user", "content": message}], k=5)
-    return result.resident, result.routed
+    return result.resident, result.routed, routing
 
 
 def _merge(changes: list[Change]) -> Diff:
@@ -172,6 +176,7 @@ class ProviderPreview:
     text: str  # the body as sent: JSON, two-space indented, keys in the order built
     notes: list[str]
     curl: str
+    route: dict[str, Any]  # the turn call's route: resident, routed, demoted, turn
 
 
 def curl_for(fmt: str, body: dict[str, Any], text: str, model: str | None) -> str:
@@ -200,22 +205,25 @@ def compose_turn(
     session_variables: Any,
     turn_variables: Any,
     messages: list[dict[str, Any]],
+    earlier: Sequence[dict[str, Any] | None] = (),
     now: datetime | None = None,
 ) -> ProviderPreview:
     """THE composition of a turn in the admin: the version page's provider request and the
     playground both call this, and only this. The body the turn call (POST /sessions/{id}/turn/
-    with `format`) hands over for `messages` on a new session of `subject` (a version, or a
-    draft not published; turns.preview.conversation_request, the turn call's own steps), with
-    the text and the curl command the page shows. Raises InvalidContent for what the endpoint
-    refuses."""
-    built = conversation_request(
+    with `format`) hands over for `messages` on a session of `subject` (a version, or a draft
+    not published; turns.preview.conversation_request, the turn call's own steps) whose earlier
+    turns routed as `earlier` says (none: a new session's first turn), with the route, the text
+    and the curl command the page shows. Raises InvalidContent for what the endpoint refuses."""
+    composed = conversation_request(
         subject=subject,
         fmt=fmt,
         session_variables=session_variables,
         variables=turn_variables,
         messages=messages,
+        earlier=earlier,
         now=now,
     )
+    built = composed.request
     if isinstance(subject, BundleVersion):
         content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
     else:
@@ -223,7 +231,12 @@ def compose_turn(
     text = json.dumps(built.body, indent=2, ensure_ascii=False)
     model = providers.model_name(content.get("model") or {})
     return ProviderPreview(
-        format=fmt, body=built.body, text=text, notes=built.notes, curl=curl_for(fmt, built.body, text, model)
+        format=fmt,
+        body=built.body,
+        text=text,
+        notes=built.notes,
+        curl=curl_for(fmt, built.body, text, model),
+        route=composed.route,
     )
 
 

@@ -54,7 +54,11 @@ class WorkerRunner:
 
     def _turn(self, version: BundleVersion, messages: list[dict[str, Any]], given: dict[str, Any]) -> dict[str, Any]:
         session, _ = session_start(
-            bundle=version.bundle, actor=self.sessions, version=version, variables=given.get("variables") or None
+            bundle=version.bundle,
+            actor=self.sessions,
+            version=version,
+            variables=given.get("variables") or None,
+            evaluation=True,  # a candidate is evaluated as often as needed: it stays unreleased
         )
         try:
             body: dict[str, Any] = {"messages": messages, "format": self.provider.format}

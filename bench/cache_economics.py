@@ -384,8 +384,7 @@ class TurnAnswer:
     prefix_tools: list[dict[str, Any]]
     tail: str
     routed: list[str]
-    messages: list[dict[str, Any]]
-    request: dict[str, Any]
+    request: dict[str, Any]  # with `format` the conversation is in it only (docs/api.md)
     turn: int
 
 
@@ -531,7 +530,6 @@ class Replayer:
                 prefix_tools=answer["prefix"]["tools"],
                 tail=answer["tail"],
                 routed=[r["name"] for r in answer["skills"]["routed"]],
-                messages=answer["messages"],
                 request=answer["request"],
                 turn=answer["turn"],
             )
@@ -570,7 +568,6 @@ class Replayer:
             prefix_tools=rendered.prefix.tools,
             tail=rendered.tail,
             routed=names,
-            messages=compacted,
             request=request,
             turn=routed["turn"],
         )

@@ -21,9 +21,11 @@ from tests.conftest import content
 @pytest.mark.django_db
 @pytest.mark.parametrize("clock", [None, "2026-12-07T12:00:00+00:00"])
 def test_bench(settings, clock):
-    settings.MODEL_CLOCK_NOW = clock
+    # Published before gpt-5's date (2026-12-11) whatever the calendar says: then measured.
+    settings.MODEL_CLOCK_NOW = "2026-12-07T12:00:00+00:00"
     bundle = bundle_create(name="b", actor=SYSTEM)
     v = version_publish(bundle=bundle, content=content(model={"name": "gpt-5"}), message="m", actor=SYSTEM).version
+    settings.MODEL_CLOCK_NOW = clock
     stand_in = BundleVersion(id=v.pk, content_hash=v.content_hash)
     retired_model(stand_in)
     n = 200_000

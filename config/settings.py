@@ -399,6 +399,9 @@ SKILL_INDEX_CACHE_BYTES = env_int("SKILL_INDEX_CACHE_BYTES", 256 * 1024 * 1024)
 # Costlier skill indexes (registry.skills_content.index_build_cost) are built by the worker,
 # keywords meanwhile (skills.index_store); this much is about 0.2 s of CPU in a web process.
 SKILL_INDEX_INLINE_COST = env_int("SKILL_INDEX_INLINE_COST", 12_000)
+# The beat's sweep of big labelled versions with no index in Redis: period, builds per run at most.
+SKILL_INDEX_SWEEP_INTERVAL = env_int("SKILL_INDEX_SWEEP_INTERVAL", 300)
+SKILL_INDEX_SWEEP_MAX = env_int("SKILL_INDEX_SWEEP_MAX", 10)
 
 
 SPECTACULAR_SETTINGS = {
@@ -507,19 +510,13 @@ EVAL_PROVIDERS, EVAL_DAILY_BUDGET_USD, EVAL_CALL_TIMEOUT = eval_endpoints.from_e
 # How long a change request (a move or release waiting for required approvals) stays pending.
 CHANGE_TTL_HOURS = env_int("CHANGE_TTL_HOURS", 24)
 CELERY_BEAT_SCHEDULE = {
-    "sessions-sweep": {
-        "task": "sessions_app.tasks.sweep_task",
-        "schedule": float(SESSION_SWEEP_INTERVAL),
-    },
+    "sessions-sweep": {"task": "sessions_app.tasks.sweep_task", "schedule": float(SESSION_SWEEP_INTERVAL)},
     "webhooks-retry-sweep": {
         "task": "webhooks.tasks.webhook_retry_sweep_task",
         "schedule": float(env_int("WEBHOOK_RETRY_SWEEP_INTERVAL", 5)),
     },
     # Pending change requests past their expiry (registry.changes.change_expire_sweep).
-    "changes-expire-sweep": {
-        "task": "registry.tasks.change_expire_sweep_task",
-        "schedule": 300.0,
-    },
+    "changes-expire-sweep": {"task": "registry.tasks.change_expire_sweep_task", "schedule": 300.0},
     # Model retirement notices (modelcatalog.services.retirement_notices_send): hourly.
     "models-retirement-sweep": {
         "task": "modelcatalog.tasks.model_retirement_sweep_task",
@@ -536,6 +533,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("ROLLOUT_GUARD_INTERVAL", 60)),
     },
     "evals-jobs-sweep": {"task": "api.tasks.eval_jobs_sweep_task", "schedule": 60.0},  # evals.jobs.jobs_sweep
+    # Big versions some label targets whose skill index is not in Redis (skills.index_store.sweep).
+    "skill-index-sweep": {"task": "skills.tasks.skill_index_sweep_task", "schedule": float(SKILL_INDEX_SWEEP_INTERVAL)},
     # Retention (retention.services.prune): once a day by default, a lifecycle task.
     "retention-prune": {
         "task": "retention.tasks.prune_task",

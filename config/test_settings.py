@@ -37,7 +37,8 @@ AUTH_FAILURE_RATE = os.environ.get("AUTH_FAILURE_RATE", "100000/m")
 ADMIN_LOGIN_ACCOUNT_RATE = os.environ.get("ADMIN_LOGIN_ACCOUNT_RATE", "1000/m")
 
 # The model catalog's clock (modelcatalog.clock) is fixed for the suite, so that a model's
-# retirement date passing in the calendar cannot turn a test about something else red (the
-# fixtures publish gpt-4o-mini, which retires 2027-01-14). Retirement tests set their own.
+# retirement date passing in the calendar cannot turn a test about something else red. The
+# fixtures and examples pin no model the catalog dates, which tests/modelcatalog/
+# test_catalog_sources.py checks, so they do not need it. Retirement tests set their own.
 # A test's own web server (tests/live.py) may get another through its environment.
 MODEL_CLOCK_NOW = os.environ.get("MODEL_CLOCK_NOW") or "2026-12-07T12:00:00+00:00"

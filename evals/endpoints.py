@@ -4,7 +4,7 @@ model unless an operator names one.
 
     EVAL_PROVIDERS='[{"name": "anthropic", "format": "anthropic", "key_env": "ANTHROPIC_API_KEY"},
                      {"name": "gateway", "format": "openai-chat", "base_url": "https://llm.example/v1",
-                      "key_env": "GATEWAY_KEY", "model": "gpt-4.1"}]'
+                      "key_env": "GATEWAY_KEY", "model": "gpt-6-luna"}]'
 
 `key_env` names the environment variable that holds the key: the key is read from the process's
 environment when a call is made, and is never stored in the database, a job, a log line or an
@@ -29,8 +29,8 @@ from evals.provider_calls import FORMATS
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,39}$"
 ENV_RE = r"^[A-Z_][A-Z0-9_]{0,127}$"
 KEYS = {"name", "format", "base_url", "key_env", "model"}
-# The SDK each format is sent with (requirements.in installs anthropic and openai; the image
-# needs boto3 or google-genai added for a Bedrock or Gemini provider).
+# The SDK each format is sent with (requirements.in installs all four; an environment installed
+# some other way may lack one, and start-up then says which).
 SDKS = {
     "anthropic": "anthropic",
     "openai-chat": "openai",

@@ -126,6 +126,45 @@ def spend_add(*, provider: str, usd: float) -> None:
 
 
 @transaction.atomic
+def playground_call_record(
+    *,
+    actor: Actor,
+    bundle_name: str,
+    version_number: int | None,
+    content_hash: str,
+    provider: Provider,
+    model: str,
+    usage: dict[str, Any] | None,
+    cost: float,
+    error: str = "",
+) -> None:
+    """One model call the playground made: counted against the day's budget (when it was
+    answered) and audited with who, what (the version, or the draft by its content hash), where
+    and what it cost. Never the key or the conversation: `error` is the exception's type only,
+    as a provider's message may quote the request."""
+    if not error:
+        spend_add(provider=provider.name, usd=cost)
+    usage = usage or {}
+    audit_record(
+        actor=actor,
+        action="playground.called",
+        target_type="version" if version_number is not None else "draft",
+        target=f"{bundle_name}@{version_number}" if version_number is not None else bundle_name,
+        data={
+            "content_hash": content_hash,
+            "provider": provider.name,
+            "format": provider.format,
+            "model": model,
+            "input_tokens": int(usage.get("input_tokens", 0)),
+            "output_tokens": int(usage.get("output_tokens", 0)),
+            "cached_tokens": int(usage.get("cached_tokens", 0)),
+            "cost_usd": round(cost, 6),
+            **({"error": error} if error else {}),
+        },
+    )
+
+
+@transaction.atomic
 def job_start(
     *,
     version: BundleVersion,

@@ -225,7 +225,8 @@ def eval_plan(*, version: BundleVersion, suite_version: SuiteVersion) -> list[st
     problems: list[str] = []
     if version.state in (VersionState.DRAINED, VersionState.REVOKED):
         # A session cannot pin it (registry.lifecycle.version_pin): every reply would be an error.
-        # A version no label targets drains once the sessions of a run on it have ended.
+        # The worker's runs leave an unreleased version unreleased; a CLI run's sessions (the
+        # public API's) drain it like any pin by number (docs/evals.md).
         problems.append(
             f"version {version.number} is {version.state}: no session can pin it, so no item can run; "
             "point a label at it to run it again"

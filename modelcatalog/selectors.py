@@ -113,8 +113,16 @@ def _has(info: ModelInfo, fact: str) -> bool:
 # A pinned name as providers and clouds spell it: "models/gemini-2.5-flash" (Gemini),
 # "us.anthropic.claude-sonnet-4-20250514-v1:0" (a Bedrock inference profile), "anthropic/..."
 # (gateways). All are matched on the bare model id.
-_PREFIX = re.compile(r"^(?:models/|[a-z]+/)?(?:(?:us|eu|apac|global)\.)?(?:anthropic\.|amazon\.|openai\.|google\.)?")
+_PREFIX = re.compile(
+    r"^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:models/|[a-z]+/)?"
+    r"(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?(?:anthropic\.|amazon\.|openai\.|google\.)?"
+)
 _BEDROCK_SUFFIX = re.compile(r"-v\d+(?::\d+)?$")
+# A Bedrock id of an Anthropic model: "anthropic.claude-...", a region's inference profile
+# ("us.anthropic..."), a gateway's "bedrock/anthropic..." or an ARN naming either.
+_BEDROCK_ANTHROPIC = re.compile(
+    r"^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:[a-z]+/)?(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?anthropic\."
+)
 
 
 @lru_cache(maxsize=4096)
@@ -122,6 +130,13 @@ def normalise(name: str) -> str:
     """The bare, lower-case model id a pinned name refers to (kept: every pinned call asks)."""
     bare = _PREFIX.sub("", name.strip().lower())
     return _BEDROCK_SUFFIX.sub("", bare)
+
+
+@lru_cache(maxsize=4096)
+def is_bedrock_id(name: str) -> bool:
+    """Whether `name` is an Amazon Bedrock id of an Anthropic model, which Bedrock retires on a
+    schedule of its own (data.py: provider "bedrock")."""
+    return _BEDROCK_ANTHROPIC.match(name.strip().lower()) is not None
 
 
 def _date(value: Any) -> date | None:
@@ -171,6 +186,13 @@ class _Catalog:
     by_name: dict[str, ModelInfo]
     built: float
     ttl: float  # MODEL_CATALOG_CACHE_SECONDS when it was built
+    # Bedrock ids: provider "bedrock" entries by bare id, and the views made of Anthropic's
+    # entries for ids without one (made on first ask, kept with this catalog).
+    bedrock: dict[str, ModelInfo] = field(default_factory=dict)
+    bedrock_views: dict[str, ModelInfo] = field(default_factory=dict)
+    # What ops changed (each override row's key and time): readers that keep something computed
+    # from the catalog (adminui.selectors) key it by this, so an override shows at once.
+    revision: str = ""
 
 
 _lock = threading.Lock()
@@ -185,7 +207,9 @@ def catalog_invalidate() -> None:
 
 def _build() -> _Catalog:
     merged: dict[tuple[str, str], ModelInfo] = {(m.provider, m.name): m for m in shipped()}
-    for row in ModelOverride.objects.order_by("provider", "name"):
+    rows = list(ModelOverride.objects.order_by("provider", "name"))
+    revision = ";".join(f"{r.provider}/{r.name}@{r.updated_at.isoformat()}" for r in rows)
+    for row in rows:
         key = (row.provider, row.name)
         base = merged.get(key) or ModelInfo(provider=row.provider, name=row.name)
         changes: dict[str, Any] = {}
@@ -199,14 +223,58 @@ def _build() -> _Catalog:
             changes[fact] = value
         sources = {**base.sources, **_sources(row.sources or {})}
         merged[key] = replace(base, **changes, sources=sources, overridden=True)
-    models = tuple(sorted(merged.values(), key=lambda m: (m.provider, m.name)))
     by_name: dict[str, ModelInfo] = {}
-    for info in models:  # names win over aliases: an alias never hides a model of that name
+    own = [m for m in merged.values() if m.provider != BEDROCK]
+    for info in own:  # names win over aliases: an alias never hides a model of that name
         for alias in info.aliases:
             by_name.setdefault(normalise(alias), info)
-    for info in models:
+    for info in own:
         by_name[normalise(info.name)] = info
-    return _Catalog(models=models, by_name=by_name, built=time.monotonic(), ttl=settings.MODEL_CATALOG_CACHE_SECONDS)
+    bedrock: dict[str, ModelInfo] = {}
+    for key, info in list(merged.items()):
+        if info.provider == BEDROCK:
+            merged[key] = info = _on_bedrock(by_name.get(normalise(info.name)), info)
+            for name in (*info.aliases, info.name):
+                bedrock.setdefault(normalise(name), info)
+    models = tuple(sorted(merged.values(), key=lambda m: (m.provider, m.name)))
+    return _Catalog(
+        models=models,
+        by_name=by_name,
+        built=time.monotonic(),
+        ttl=settings.MODEL_CATALOG_CACHE_SECONDS,
+        bedrock=bedrock,
+        revision=revision,
+    )
+
+
+BEDROCK = "bedrock"
+_LIFECYCLE = ("deprecated_at", "retires_at", "replacement")
+
+
+def _bedrock_view(base: ModelInfo) -> ModelInfo:
+    """The Anthropic model `base` as a Bedrock id names it: its facts without the Claude API's
+    dates (Bedrock keeps a schedule of its own)."""
+    sources = {f: s for f in FACTS[1:] if f not in _LIFECYCLE and (s := base.source_of(f)) and _has(base, f)}
+    return replace(
+        base,
+        provider=BEDROCK,
+        aliases=(),
+        deprecated_at=None,
+        retires_at=None,
+        replacement=None,
+        sources=sources,
+        overridden=False,
+    )
+
+
+def _on_bedrock(base: ModelInfo | None, own: ModelInfo) -> ModelInfo:
+    """A Bedrock entry (`own`: its dates, where known) laid over its Anthropic model's view."""
+    if base is None:
+        return own
+    view = _bedrock_view(base)
+    changes = {f: getattr(own, f) for f in FACTS if _has(own, f)}
+    mine = {f: s for f in FACTS if (s := own.source_of(f)) and _has(own, f)}
+    return replace(view, name=own.name, **changes, sources={**view.sources, **mine}, overridden=own.overridden)
 
 
 def _catalog() -> _Catalog:
@@ -232,10 +300,31 @@ def model_get(*, provider: str | None, name: str) -> ModelInfo | None:
     `provider`, only that provider's model."""
     if not isinstance(name, str) or not name:
         return None
-    info = _catalog().by_name.get(normalise(name))
+    catalog = _catalog()
+    key = normalise(name)
+    info = _bedrock(catalog, key) if is_bedrock_id(name) else catalog.by_name.get(key)
     if info is None or (provider is not None and info.provider != provider):
         return None
     return info
+
+
+def _bedrock(catalog: _Catalog, key: str) -> ModelInfo | None:
+    """A Bedrock id's entry: its own (data.py, ops), else the Anthropic model's facts without
+    the Claude API's dates (made once per catalog: every pinned call asks)."""
+    found = catalog.bedrock.get(key) or catalog.bedrock_views.get(key)
+    if found is not None:
+        return found
+    base = catalog.by_name.get(key)
+    if base is None or base.provider != "anthropic":
+        return None
+    # Kept only for a name or alias the catalog has, so the views stay as few as its entries.
+    view = catalog.bedrock_views[key] = _bedrock_view(base)
+    return view
+
+
+def catalog_revision() -> str:
+    """What ops changed in the catalog, as this process last read it ("" when nothing)."""
+    return _catalog().revision
 
 
 def model_exact(*, provider: str, name: str) -> ModelInfo | None:

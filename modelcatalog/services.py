@@ -2,7 +2,7 @@
 and the retirement notices (webhooks `model.retiring`, `model.retired`)."""
 
 import math
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -16,14 +16,17 @@ from core.errors import InvalidContent
 from modelcatalog import clock
 from modelcatalog.models import ModelOverride, RetirementNotice
 from modelcatalog.selectors import (
+    BEDROCK,
     DATE_FACTS,
     FACTS,
     INT_FACTS,
     PRICE_FACTS,
     ModelInfo,
     catalog_invalidate,
+    is_bedrock_id,
     model_exact,
     model_list,
+    normalise,
     retirement_warning,
 )
 
@@ -154,12 +157,19 @@ def import_entries(data: Any, *, provider: str | None) -> list[dict[str, Any]]:
       provider "openai", `shutdown_date` -> retires_at;
     * Anthropic's `GET /v1/models` ({"data": [{"type": "model", "id", ...}]}): provider
       "anthropic"; a `retires_at`/`deprecated_at` an entry carries is taken;
+    * Amazon Bedrock's `ListFoundationModels` ({"modelSummaries": [{"modelId", "modelLifecycle":
+      {"status", "legacyTime", "endOfLifeTime"}}]}, as `aws bedrock list-foundation-models`
+      prints it): Bedrock's own dates, endOfLifeTime -> retires_at, legacyTime -> deprecated_at,
+      for `anthropic.` ids as provider "bedrock" entries (never the Claude API's model) and for
+      `amazon.` ids as provider "amazon"; rows without a date are skipped;
     * a team's file ({"models": [{"provider", "name", <facts>}]}).
     400 for anything else."""
     if not isinstance(data, dict):
         raise InvalidContent("Not a model list.", {"file": ["A JSON object."]})
     if isinstance(data.get("models"), list):
         return _team_entries(data["models"], provider=provider)
+    if isinstance(data.get("modelSummaries"), list):
+        return _bedrock_entries(data["modelSummaries"])
     rows = data.get("data")
     if not isinstance(rows, list):
         raise InvalidContent("Not a model list.", {"file": ['{"data": [...]} or {"models": [...]}.']})
@@ -173,6 +183,37 @@ def _team_entries(rows: list[Any], *, provider: str | None) -> list[dict[str, An
             raise InvalidContent("Not a model list.", {"models": ["Each entry is an object."]})
         given = {k: v for k, v in row.items() if k in FACTS}
         entries.append({"provider": row.get("provider") or provider, "name": row.get("name"), "facts": given})
+    return entries
+
+
+def _aws_date(value: Any) -> str | None:
+    """An AWS timestamp as the CLI prints it (ISO 8601) or as epoch seconds, as YYYY-MM-DD (UTC)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC).date().isoformat()
+    if isinstance(value, str) and len(value) >= 10:
+        return value[:10]
+    return None
+
+
+def _bedrock_entries(rows: list[Any]) -> list[dict[str, Any]]:
+    entries = []
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("modelId"), str):
+            raise InvalidContent("Not a model list.", {"modelSummaries": ["Each entry is an object with a modelId."]})
+        model_id = row["modelId"]
+        given = row.get("modelLifecycle")
+        lifecycle: dict[str, Any] = given if isinstance(given, dict) else {}
+        facts = {
+            fact: day
+            for fact, key in (("retires_at", "endOfLifeTime"), ("deprecated_at", "legacyTime"))
+            if (day := _aws_date(lifecycle.get(key)))
+        }
+        if not facts:
+            continue
+        if is_bedrock_id(model_id):
+            entries.append({"provider": BEDROCK, "name": model_id, "facts": facts})
+        elif model_id.startswith("amazon."):
+            entries.append({"provider": "amazon", "name": normalise(model_id), "facts": facts})
     return entries
 
 

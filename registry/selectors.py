@@ -488,20 +488,21 @@ def model_retired_error(*, info: ModelInfo, message: str, status: int, labels: A
     return ModelRetired(message, details, status=status)
 
 
-def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dict[str, Any]]:
+def models_retiring_usage(*, within: timedelta, actor: Actor | None, sessions: bool = True) -> list[dict[str, Any]]:
     """GET /api/v1/models/retiring/: each model that retires within `within` (or has retired
     and is still pinned by a label or a live session), soonest first, with every version of a
     bundle `actor` may see that names it and is live or draining (the only versions sessions
     can be on): the labels targeting it (with the target's weight) and its active sessions
     (bounded as every count here: exact up to SESSION_COUNT_EXACT_LIMIT, then the sweep's tally).
     One query for the versions with their counts, one for the labels; each version's model is
-    read from its content, kept per process by content hash (registry.parsed_content)."""
+    read from its content, kept per process by content hash (registry.parsed_content).
+    `sessions=False` leaves the session counts out (0): the home page's line needs only labels."""
     now = clock.now()
     wanted = {(m.provider, m.name): m for m in catalog_selectors.model_list() if m.retiring_within(within, now)}
     if not wanted:
         return []
     bundles = bundles_visible(actor)
-    by_model = _versions_by_model(bundles, set(wanted))
+    by_model = _versions_by_model(bundles, set(wanted), sessions=sessions)
     labels_of = _labels_by_version(bundles, {v.pk for found in by_model.values() for v in found})
     out: list[dict[str, Any]] = []
     for key, info in wanted.items():
@@ -532,16 +533,19 @@ def models_retiring_usage(*, within: timedelta, actor: Actor | None) -> list[dic
     return out
 
 
-def _versions_by_model(bundles: QuerySet[Bundle], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[Any]]:
+def _versions_by_model(
+    bundles: QuerySet[Bundle], wanted: set[tuple[str, str]], *, sessions: bool = True
+) -> dict[tuple[str, str], list[Any]]:
     """The live and draining versions of `bundles` naming a model in `wanted`, by model, each
-    with `active_sessions`."""
+    with `active_sessions` (when `sessions`)."""
     versions = (
         BundleVersion.objects.filter(state__in=[VersionState.LIVE, VersionState.DRAINING], bundle__in=bundles)
         .select_related("bundle")
         .only("id", "number", "content_hash", "state", "bundle__name")
-        .annotate(active_sessions=pins.active_annotation())
         .order_by("bundle__name", "number")
     )
+    if sessions:
+        versions = versions.annotate(active_sessions=pins.active_annotation())
     by_model: dict[tuple[str, str], list[Any]] = {}
     for version in versions:
         _, info = version_model_info(version)

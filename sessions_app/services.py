@@ -65,8 +65,10 @@ def session_start(
     ttl_seconds: int | None = None,
     variables: dict[str, Any] | None = None,
     routing_key: str | None = None,
+    evaluation: bool = False,
 ) -> tuple[Session, bool]:
-    """Start a session pinned to what `label` (default production) targets now, or to `version`.
+    """Start a session pinned to what `label` (default production) targets now, or to `version`
+    (`evaluation`: an evaluation run's, which leaves an unreleased version unreleased: version_pin).
 
     `variables` are the session-scoped values, checked against what the pinned version
     declares (400 naming each wrong variable). Returns (session, created). The same
@@ -74,7 +76,13 @@ def session_start(
     The bundle must be within the key's scope, and the key's role one that holds sessions
     (403 for a `ci` key)."""
     pin = _start_checked(
-        bundle=bundle, actor=actor, label=label, version=version, external_id=external_id, routing_key=routing_key
+        bundle=bundle,
+        actor=actor,
+        label=label,
+        version=version,
+        external_id=external_id,
+        routing_key=routing_key,
+        evaluation=evaluation,
     )
     ttl = _validate_ttl(ttl_seconds)
     session_id = uuid7()
@@ -86,8 +94,9 @@ def session_start(
             return existing, False
     try:
         with transaction.atomic():
+            key = routing_key or str(session_id)
             pinned = lifecycle.version_pin(
-                bundle=bundle, label=label, version=version, routing_key=routing_key or str(session_id)
+                bundle=bundle, label=label, version=version, routing_key=key, evaluation=evaluation
             )
             session_variables = _session_variables(version=pinned, given=variables)
             session = _new_session(
@@ -103,7 +112,7 @@ def session_start(
             )
             _insert(session)
             if pin is not None:  # every pin by number, in the transaction that makes it
-                _pin_audited(session=session, pin=pin, actor=actor)
+                _pin_audited(session=session, pin=pin, actor=actor, evaluation=evaluation)
     except IntegrityError:
         # The same external_id raced in from the same key: the other insert won; return it.
         if external_id is None:
@@ -126,6 +135,7 @@ def _start_checked(
     version: BundleVersion | None,
     external_id: str | None,
     routing_key: str | None,
+    evaluation: bool = False,
 ) -> pin_policy.PinVerdict | None:
     """session_start's checks before anything is read or written, in the order a refusal must
     come: the role (403), the scope (404), the fields (400), then the pin by number (403
@@ -139,12 +149,15 @@ def _start_checked(
     for name, value in (("external_id", external_id), ("routing_key", routing_key)):
         if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= EXTERNAL_ID_MAX):
             raise InvalidContent(f"{name} is not valid.", {name: [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]})
+    if evaluation and version is None:
+        # Only a pin by number can be a candidate's try; a label's target is released already.
+        raise InvalidContent("evaluation applies to a session pinned by number.", {"evaluation": ["Give version."]})
     # Governance protects what agents run: a pin by number must pass what the bundle's labels
     # require, unless ops granted this role or key "pin any version" (403 pin_not_allowed).
     return pin_policy.require_pinnable(bundle=bundle, version=version, actor=actor) if version is not None else None
 
 
-def _pin_audited(*, session: Session, pin: pin_policy.PinVerdict, actor: Actor) -> None:
+def _pin_audited(*, session: Session, pin: pin_policy.PinVerdict, actor: Actor, evaluation: bool) -> None:
     audit_record(
         actor=actor,
         action="session.pinned_by_number",
@@ -155,6 +168,7 @@ def _pin_audited(*, session: Session, pin: pin_policy.PinVerdict, actor: Actor) 
             "version": pin.version,
             "content_hash": pin.content_hash,
             "allowed": pin.reason,
+            "evaluation": evaluation,
         },
     )
 

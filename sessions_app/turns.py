@@ -49,6 +49,7 @@ def session_started(*, actor: Actor, data: dict[str, Any], bundle: Bundle | None
         ttl_seconds=data.get("ttl_seconds"),
         variables=data.get("variables"),
         routing_key=data.get("routing_key"),
+        evaluation=bool(data.get("evaluation")),
     )
 
 

@@ -31,14 +31,16 @@ from django.utils.crypto import salted_hmac
 from core import breaker, enqueue
 from core.redis_client import redis_client
 from core.text import warm_up
+from registry.parsed_content import content_document
 from registry.skills_content import index_build_cost
+from skills import selectors
 from skills.embedding import Endpoint
 from skills.keyword_router import KeywordIndex, keyword_index
 from skills.params import DEFAULT
 from skills.router import Index, _Card, _keyword_table, _Phrase, _triggers, index_for, index_loaded
 from skills.semantic import SemanticIndex, card_raw_texts
 
-__all__ = ["SKILL_INDEX_TASK", "build_and_share", "load", "request_build", "routing_index"]
+__all__ = ["SKILL_INDEX_TASK", "build_and_share", "load", "request_build", "routing_index", "sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -264,3 +266,34 @@ def build_and_share(skills: list[dict[str, Any]], content_hash: str) -> str:
         outcome = "stored" if store(content_hash, Index(skills, None, DEFAULT)) else "not stored"
     _breaker().call(lambda: _client().delete(_claim_key(content_hash)), fallback=None)
     return outcome
+
+
+def sweep(limit: int) -> dict[str, int]:
+    """Ask the worker for the index of every big version some label targets whose entry is
+    not in Redis, at most `limit` builds per run (the beat's skill-index-sweep): a build task lost
+    (a worker killed mid-build, a broker that dropped it, Redis flushed or evicting) is sent again
+    without waiting for a request to miss it. The claim of request_build keeps it to one per
+    version per CLAIM_SECONDS, whoever asks. Redis away: nothing is sent (the turns route by
+    keywords and ask again once it is back)."""
+    versions = selectors.labelled_versions()
+    names = [redis_key(content_hash) for _, content_hash in versions]
+
+    def present() -> list[bool]:
+        with _client().pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.exists(name)
+            return [bool(n) for n in pipe.execute()]
+
+    stored = _breaker().call(present, fallback=None) if names else []
+    if stored is None:
+        return {"labelled": len(versions), "missing": 0, "sent": 0}
+    missing = sent = 0
+    for (version_id, content_hash), there in zip(versions, stored, strict=True):
+        if there or sent >= limit:
+            continue
+        skills = content_document(version_id=version_id, content_hash=content_hash).get("skills") or []
+        if index_build_cost(skills) <= settings.SKILL_INDEX_INLINE_COST:
+            continue  # a small version's index is built where it is used, never stored
+        missing += 1
+        sent += request_build(content_hash)
+    return {"labelled": len(versions), "missing": missing, "sent": sent}

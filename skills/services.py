@@ -5,6 +5,7 @@ which checks that the actor may see it (the key that started it, or ops) and tha
 and not revoked: an ended session has no routing, no turns and no L3 skills."""
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -176,12 +177,27 @@ def skill_route(*, session: Session, messages: Any, k: Any = None) -> dict[str, 
     }
 
 
-def route_preview(*, content_hash: str, skills: list[dict[str, Any]], messages: Any, k: Any = None) -> dict[str, Any]:
-    """What skill_route answers on the first turn of a new session of this content (no previous
-    turns, no session skills), writing nothing: the admin's previews."""
+def route_preview(
+    *,
+    content_hash: str,
+    skills: list[dict[str, Any]],
+    messages: Any,
+    k: Any = None,
+    earlier: Sequence[dict[str, Any] | None] = (),
+) -> dict[str, Any]:
+    """What skill_route answers on a turn of a session of this content with no session skills,
+    writing nothing: the admin's previews. `earlier`: the session's previous turns, oldest
+    first, each as {"routed": [names routed], "invoked": [names the model called] or None (not
+    reported)} or None (not known: a turn that loaded nothing and was not reported); what the
+    database's skill turns give the route (the ghost rule reads the last two). No earlier turns:
+    the first turn of a new session."""
     messages = _check_messages(messages)
     k = _check_k(k)
-    history = History(loaded=[], invoked=[])
+    last_two = [turn or {} for turn in list(earlier)[-2:]][::-1]  # newest first, as History reads them
+    history = History(
+        loaded=[frozenset(turn.get("routed") or ()) for turn in last_two],
+        invoked=[None if turn.get("invoked") is None else frozenset(turn["invoked"]) for turn in last_two],
+    )
     index, routing = routing_index(content_hash, skills, route_embedder())
     result = index.route(messages, k=k, history=history)
     return {
@@ -190,7 +206,7 @@ def route_preview(*, content_hash: str, skills: list[dict[str, Any]], messages: 
         "session": [],
         "categories": result.categories,
         "demoted": result.demoted,
-        "turn": 1,
+        "turn": len(earlier) + 1,
         "routing": routing,
     }
 

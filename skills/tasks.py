@@ -1,6 +1,8 @@
 """Celery tasks of the skills app, on the lifecycle queue (the default): thin and idempotent."""
 
 from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
 
 from registry.models import BundleVersion
 from registry.parsed_content import content_document
@@ -16,3 +18,15 @@ def skill_index_task(content_hash: str) -> str:
         return "no version"
     content = content_document(version_id=version.pk, content_hash=content_hash)
     return index_store.build_and_share(content.get("skills") or [], content_hash)
+
+
+@shared_task(
+    name="skills.tasks.skill_index_sweep_task",
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def skill_index_sweep_task() -> dict[str, int]:
+    # A build already claimed is not sent again (index_store.request_build), so a redelivery is harmless.
+    return index_store.sweep(settings.SKILL_INDEX_SWEEP_MAX)

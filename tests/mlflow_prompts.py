@@ -24,7 +24,7 @@ if sys.argv[2] == "first":
             {"role": "user", "content": "{{ text }}"},
         ],
         commit_message="chat, with a system message",
-        model_config={"model_name": "gpt-4o-mini", "temperature": 0.1, "max_tokens": 200},
+        model_config={"model_name": "gpt-6-luna", "temperature": 0.1, "max_tokens": 200},
     )
     prompts.register_prompt(
         name="summarizer",

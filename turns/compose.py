@@ -274,10 +274,11 @@ def _answer(request: TurnRequest, prepared: Prepared, steps: Steps, layout: Layo
         **({"routing": "keywords"} if route.get("routing") == "keywords" else {}),  # docs/api.md
     }
     answer["reported"] = steps.reported
-    answer["messages"] = prepared.conversation if prepared.conversation is not None else prepared.compacted.messages
+    built = layout.built
+    if built is None:  # with a format the conversation is carried once, in `request` (docs/api.md)
+        answer["messages"] = prepared.compacted.messages
     answer["turn_text"] = layout.turn_text
     answer["compaction"] = {key: value for key, value in prepared.compacted.as_dict().items() if key != "messages"}
-    built = layout.built
     if built is not None:
         if unchanged:  # the client holds the stable part: leave it out, say how to put it back
             answer["request_reuse"] = built.reuse()

@@ -64,6 +64,7 @@ def _send(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dic
         need_role(actor_for_user(request.user), Role.PUBLISHER, "Calling a model")
     sent = playground.send(
         subject=subject,
+        caller=playground.Caller(actor=actor_for_user(request.user), bundle_name=bundle.name),
         provider=provider,
         fmt=form["format"],
         session_variables=_json(form["variables"], "variables") or {},

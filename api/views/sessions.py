@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.authentication import actor_of
-from api.common import BaseApi, IdentifierField, StrictInput, StrictIntegerField
+from api.common import BaseApi, IdentifierField, StrictBooleanField, StrictInput, StrictIntegerField
 from core import limits
 from sessions_app import selectors as session_selectors
 from sessions_app.models import SessionStatus
@@ -36,6 +36,12 @@ class SessionIn(StrictInput):
     variables = serializers.JSONField(required=False, allow_null=True)
     # Places the session in a label's percentage rollout (e.g. the end user's id).
     routing_key = IdentifierField(required=False, allow_null=True, max_length=limits.EXTERNAL_ID_MAX)
+    # An evaluation run's session (with `version`): it leaves an unreleased version unreleased.
+    evaluation = StrictBooleanField(
+        required=False,
+        help_text="An evaluation run's session, pinned by `version`: it leaves an unreleased version unreleased "
+        "(docs/evals.md#evaluating-an-unreleased-version).",
+    )
 
 
 # What SessionIn accepts without a doubt: strings as IdentifierField takes them (non-empty, at
@@ -60,6 +66,8 @@ def _plain_session_field(name: str, value: Any) -> bool:
     if name in _SESSION_IN_INT:
         low, high = _SESSION_IN_INT[name]
         return type(value) is int and low <= value <= high
+    if name == "evaluation":
+        return type(value) is bool
     return name == "variables"
 
 

@@ -184,7 +184,11 @@ class TurnCallOut(serializers.Serializer):
     notices = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
     skills = TurnSkills()
     reported = TurnReported(allow_null=True)
-    messages = serializers.ListField(child=serializers.JSONField())
+    messages = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="The compacted conversation, without format only: with format it is in request (once).",
+    )
     compaction = TurnCompaction()
     format = serializers.CharField(required=False)
     request = serializers.DictField(required=False, help_text="The provider request body (when format is given).")

@@ -149,9 +149,12 @@ def start_body(
     external_id: str | None,
     variables: dict[str, Any] | None,
     ttl_seconds: int | None,
+    evaluation: bool = False,
 ) -> dict[str, Any]:
     if label is not None and version is not None:
         raise ValueError("Give label or version, not both.")
+    if evaluation and version is None:
+        raise ValueError("evaluation applies to a session pinned by version.")
     body: dict[str, Any] = {"bundle": bundle, "external_id": external_id or new_external_id()}
     if label is not None:
         body["label"] = label
@@ -161,6 +164,8 @@ def start_body(
         body["variables"] = variables
     if ttl_seconds is not None:
         body["ttl_seconds"] = ttl_seconds
+    if evaluation:
+        body["evaluation"] = True
     return body
 
 
@@ -292,6 +297,8 @@ class TurnPrefix:
                         )
                     answer["request"] = request = whole_request(request, held, reuse)
                 self.requests[fmt] = request
+                if "messages" not in answer:  # carried once, in `request`: the caller still gets it
+                    answer["messages"] = turn_conversation(fmt, request, answer.get("turn_text") or "")
             return answer
 
 
@@ -303,6 +310,37 @@ def whole_request(partial: dict[str, Any], held: dict[str, Any], reuse: dict[str
     whole.update(partial)
     whole[list_key] = [*held[list_key][:lead], *partial.get(list_key, [])]
     return whole
+
+
+# Where a request holds the conversation: its list, and how many entries lead it (openai-chat's
+# system message); the per-turn text follows it (docs/api.md, the turn call).
+REQUEST_CONVERSATION = {
+    "anthropic": ("messages", 0),
+    "openai-chat": ("messages", 1),
+    "openai-responses": ("input", 0),
+    "bedrock-converse": ("messages", 0),
+    "gemini": ("contents", 0),
+}
+
+
+def turn_conversation(fmt: str, request: dict[str, Any], turn_text: str) -> list[Any]:
+    """The compacted conversation a complete `request` carries (a turn answered with `format`
+    leaves `messages` out): its list less the leading entries and less the per-turn text, which
+    is the last entry's last block (`content` or `parts`), or that entry whole when it holds
+    only the text."""
+    key, lead = REQUEST_CONVERSATION[fmt]
+    entries = list(request.get(key) or [])[lead:]
+    if not turn_text or not entries or not isinstance(entries[-1], dict):
+        return entries
+    last = entries[-1]
+    field_name = "parts" if fmt == "gemini" else "content"
+    held = last.get(field_name)
+    if held == turn_text:
+        return entries[:-1]
+    if isinstance(held, list) and held and isinstance(held[-1], dict) and held[-1].get("text") == turn_text:
+        rest = held[:-1]
+        return [*entries[:-1], {**last, field_name: rest}] if rest else entries[:-1]
+    return entries
 
 
 def end_body(outcome: str | None, reason: str | None) -> dict[str, Any] | None:

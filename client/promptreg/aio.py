@@ -120,6 +120,7 @@ class AsyncRegistry:
         variables: dict[str, Any] | None = None,
         ttl_seconds: int | None = None,
         keep_alive: bool = False,
+        evaluation: bool = False,
     ) -> AsyncPinnedSession:
         body = start_body(
             bundle=bundle,
@@ -128,6 +129,7 @@ class AsyncRegistry:
             external_id=external_id,
             variables=variables,
             ttl_seconds=ttl_seconds,
+            evaluation=evaluation,
         )
         try:
             info = await self.json("POST", f"{API}/sessions/", json=body)

@@ -77,7 +77,9 @@ class Runner:
         self, bundle: str, version: int, messages: list[dict[str, Any]], item: dict[str, Any]
     ) -> tuple[dict[str, Any], str]:
         given = item.get("input", {})
-        with self.registry.start_session(bundle, version=version, variables=given.get("variables") or None) as session:
+        with self.registry.start_session(
+            bundle, version=version, variables=given.get("variables") or None, evaluation=True
+        ) as session:
             turn = session.turn(messages, variables=given.get("turn_variables") or None, format=FORMATS[self.provider])
             request = turn["request"]
             return self._send(request), request_sha256(request)

@@ -129,9 +129,11 @@ class Registry:
         variables: dict[str, Any] | None = None,
         ttl_seconds: int | None = None,
         keep_alive: bool = False,
+        evaluation: bool = False,
     ) -> PinnedSession:
         """Pin a session to what `label` (default production) targets now, or to `version`,
-        and fetch its bundle. Use it as a context manager to end it on exit."""
+        and fetch its bundle. Use it as a context manager to end it on exit. `evaluation` (with
+        `version`): an evaluation run's session, which leaves an unreleased version unreleased."""
         body = start_body(
             bundle=bundle,
             label=label,
@@ -139,6 +141,7 @@ class Registry:
             external_id=external_id,
             variables=variables,
             ttl_seconds=ttl_seconds,
+            evaluation=evaluation,
         )
         try:
             info = self.json("POST", f"{API}/sessions/", json=body)

@@ -141,17 +141,27 @@ def version_drain_request(version_id: int) -> None:
 
 
 def version_pin(
-    *, bundle: Bundle, label: str | None, version: BundleVersion | None, routing_key: str = ""
+    *,
+    bundle: Bundle,
+    label: str | None,
+    version: BundleVersion | None,
+    routing_key: str = "",
+    evaluation: bool = False,
 ) -> BundleVersion:
     """Lock and return the version a new session pins to: what `label` (default production)
     targets, or `version`. On a label with a percentage split the routing key (the session's
     own id when the caller has none) picks the target: that choice is the pin, so later weight
     changes never move the session. Call inside the session's transaction: the FOR SHARE locks
-    it takes are what keep a drain from passing the INSERT that follows."""
+    it takes are what keep a drain from passing the INSERT that follows.
+
+    `evaluation`: the session is an evaluation run's (docs/evals.md#evaluating-an-unreleased-version).
+    It leaves an unreleased version unreleased: a candidate is tried before any release, and
+    the drain is the promise made for what was released (or served sessions by number), so a
+    try must not use it up. The share lock still orders it against a label move or a revoke."""
     if version is None:
         return versions_pin_on_label(bundle=bundle, label=label, routing_keys=[routing_key])[0]
 
-    if version.state == VersionState.UNRELEASED:
+    if version.state == VersionState.UNRELEASED and not evaluation:
         # Pinning writes the state, so take the exclusive lock, then re-read.
         version = BundleVersion.objects.select_for_update(of=("self",)).get(pk=version.pk)
         if version.state == VersionState.UNRELEASED:

@@ -179,3 +179,69 @@ def test_the_same_message_runs_on_two_versions_side_by_side(engineer, provider, 
     # The conversation goes on with the first version's answer.
     send(engineer, priced.number, "Order 9")
     assert text_of(provider.received[2].body["messages"][1]) == "Answer 0: what is your order number?"
+
+
+def test_each_model_call_is_audited_without_the_key_or_the_conversation(engineer, provider, priced, settings):
+    from audit.models import AuditEvent
+
+    value = [
+        {"name": "standin", "format": "anthropic", "base_url": provider.url, "key_env": "PLAYGROUND_KEY"},
+        {"name": "nowhere", "format": "anthropic", "base_url": "http://127.0.0.1:9", "key_env": "PLAYGROUND_KEY"},
+    ]
+    settings.EVAL_PROVIDERS = endpoints.parse(json.dumps(value))
+    send(engineer, priced.number, "I want a refund, says Quentin", provider="standin")
+    data = version_post(system_prompt="Draft prompt: be brief.", model=json.dumps({"name": MODEL}), message="")
+    engineer.post(u("adminui_version_new", "refunds"), {**data, "try": "1"})
+    send(engineer, "draft", "hello from the draft", provider="standin")
+    failed = send(engineer, priced.number, "anyone there?", provider="nowhere")
+    assert "APIConnectionError" in words(failed)
+    send(engineer, priced.number, "only composed", provider="")  # no model call: nothing audited
+
+    events = list(AuditEvent.objects.filter(action="playground.called").order_by("id"))
+    assert [(e.actor, e.target_type, e.target) for e in events] == [
+        ("user:pat", "version", f"refunds@{priced.number}"),
+        ("user:pat", "draft", "refunds"),
+        ("user:pat", "version", f"refunds@{priced.number}"),
+    ]
+    answered, drafted, unreached = (e.data for e in events)
+    usage = provider.received[0].usage
+    assert answered["content_hash"] == priced.content_hash
+    assert (answered["provider"], answered["model"], answered["format"]) == ("standin", MODEL, "anthropic")
+    assert answered["input_tokens"] == usage["input"] > 0 and answered["cached_tokens"] == usage["read"]
+    assert answered["output_tokens"] == len("Answer 0: what is your order number?") // 4
+    assert answered["cost_usd"] > 0 and "error" not in answered
+    assert drafted["content_hash"] not in (priced.content_hash, "") and drafted["cost_usd"] > 0
+    assert unreached["provider"] == "nowhere" and unreached["error"] == "APIConnectionError"
+    assert (unreached["input_tokens"], unreached["cost_usd"]) == (0, 0)
+    stored = json.dumps([[e.actor, e.target, e.reason, e.data] for e in events])
+    for secret in ("secret-of-the-stand-in", "Quentin", "hello from the draft", "refund agent", "Draft prompt"):
+        assert secret not in stored
+    assert ProviderSpend.objects.get(provider="standin").calls == 2  # the failed call cost nothing
+
+
+def test_each_turn_routes_on_the_earlier_turns_as_a_session_does(engineer, provider, bundle, ops):
+    from tests.skills.test_skills import SKILLS
+
+    doc = content("Skilled.", model={"name": MODEL, "max_tokens": 256}, skills=SKILLS)
+    skilled = version_publish(bundle=bundle, content=doc, message="skills", actor=ops.actor).version
+
+    def routed(page) -> str:
+        found = re.search(r'<p class="quiet" id="playground-route">(.*?)</p>', page.content.decode(), re.S)
+        return html.unescape(found.group(1)) if found else ""
+
+    first = send(engineer, skilled.number, "where is my parcel")
+    assert "Turn 1 of the session" in routed(first) and "track_parcel" in routed(first)
+    assert "track_parcel" in json.dumps(provider.received[0].body)
+    second = send(engineer, skilled.number, "it is the parcel from last week")
+    assert "Turn 2 of the session" in routed(second) and "track_parcel" in routed(second)
+    # Loaded in both earlier turns and called in neither (the model only answered in words):
+    # the ghost rule leaves it out of turn 3, as the turn call would on a session.
+    third = send(engineer, skilled.number, "ok, when will it come?")
+    assert provider.refused == [] and len(provider.received) == 3
+    assert "Turn 3 of the session" in routed(third)
+    assert "left out, loaded in the last two turns and called in neither: track_parcel" in routed(third)
+    assert "track_parcel" not in json.dumps(provider.received[2].body)
+    # A new conversation is a new session: the first turn routes it again.
+    engineer.post(u("adminui_playground", "refunds"), {"subject": str(skilled.number), "reset": "1"})
+    again = send(engineer, skilled.number, "ok, when will it come? the parcel")
+    assert "Turn 1 of the session" in routed(again) and "track_parcel" in json.dumps(provider.received[3].body)

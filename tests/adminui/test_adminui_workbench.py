@@ -350,6 +350,38 @@ def test_skills_and_compaction_have_boxes_and_check_previews_the_routing(enginee
     assert BundleVersion.objects.filter(bundle=bundle).count() == 1
 
 
+def test_a_big_versions_check_routes_by_keywords_and_asks_the_worker_not_building_in_the_request(
+    engineer_client, bundle, ops, settings
+):
+    """Issue 36: the check's routing preview goes through skills.index_store as the turn call
+    does: a big version's index is not built in the admin's request; the page says so."""
+    from skills import index_store, router
+    from skills.services import route_embedder
+    from tests.live import purge_queues
+
+    settings.SKILL_INDEX_INLINE_COST = 10  # these cards count as a big version
+    redis = index_store._client()
+    published = ops.post(f"/api/v1/bundles/{bundle.name}/versions/", {"content": full_content(), "message": "m"})
+    assert published.status_code == 201
+    content_hash = published.json()["content_hash"]
+    for key in redis.scan_iter("registry:skillindex:*"):
+        redis.delete(key)  # whatever the publish asked for: the check finds nothing
+    router._INDEXES = None  # nor does this process hold it
+    form = engineer_client.get(u("adminui_version_new", bundle.name)).context["form"]
+    data = {name: form[name].value() or "" for name in form.fields} | {"route_message": "I want a refund please"}
+    try:
+        said = words(engineer_client.post(u("adminui_version_new", bundle.name), data | {"check": "Check"}))
+        assert "routed (L2): refund_order" in said, said
+        assert "Routed by keywords alone" in said, said
+        assert router.index_loaded(content_hash, route_embedder(), lambda: None) is None  # not built here
+        assert redis.get(f"registry:skillindex:building:{content_hash}") is not None  # the worker was asked
+    finally:
+        for key in redis.scan_iter("registry:skillindex:*"):
+            redis.delete(key)
+        router._INDEXES = None
+        purge_queues()
+
+
 def test_the_version_page_shows_tools_as_cards_with_a_parameter_table_and_the_json_a_click_away(
     engineer_client, bundle, v1
 ):

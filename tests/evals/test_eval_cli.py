@@ -179,3 +179,27 @@ def test_max_cost_without_a_price_is_refused_before_any_model_call(cli, provider
     assert status == 2
     assert "--max-cost 0.5 cannot be kept" in err and "no price for m-1" in err
     assert provider.received == []
+
+
+def test_the_cli_evaluates_a_candidate_as_often_as_needed_and_it_stays_unreleased(cli, provider, tmp_path):
+    # The CLI's sessions are evaluation sessions (`"evaluation": true` with `version`): without
+    # it the first run's sessions made the unreleased version drain and the second was refused.
+    suite = tmp_path / "items.jsonl"
+    suite.write_text("\n".join(json.dumps(item) for item in ITEMS))
+    cli("eval", "import", "refund-evals", str(suite))
+    ops = make_api(Role.OPS)
+    assert ops.get("/api/v1/bundles/refunds/versions/2/").json()["state"] == "unreleased"
+    args = ["--suite", "refund-evals", "--provider", "anthropic", "--base-url", provider.url, "--json"]
+    for _ in range(2):
+        status, out, err = cli("eval", "run", "refunds", "--version", "2", *args)
+        assert json.loads(out)["total"] == 2, out + err
+    assert ops.get("/api/v1/bundles/refunds/versions/2/").json()["state"] == "unreleased"
+    assert len(provider.received) == 4
+
+
+def test_evaluation_is_refused_without_a_version(cli):
+    agent = make_api(Role.AGENT)
+    answer = agent.post("/api/v1/sessions/", {"bundle": "refunds", "evaluation": True})
+    assert answer.status_code == 400 and "evaluation" in answer.json()["error"]["details"]
+    answer = agent.post("/api/v1/sessions/", {"bundle": "refunds", "version": 1, "evaluation": "yes"})
+    assert answer.status_code == 400 and "evaluation" in answer.json()["error"]["details"]

@@ -14,9 +14,11 @@ from api import eval_worker
 from devtools.provider_standin import Call, Reply, StandIn
 from evals import endpoints, jobs
 from evals.models import EvalJob, EvalRun, JobStatus, ProviderSpend
-from registry.models import BundleVersion
+from registry.lifecycle import version_drain
+from registry.models import Bundle, BundleVersion
+from sessions_app.services import session_end, session_start
 from tests.conftest import content, make_api
-from tests.sessions_app.test_worker import _wait_for, worker  # noqa: F401 (fixture)
+from tests.sessions_app.test_worker import worker  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,6 +53,9 @@ def providers_value(url: str) -> str:
             {"name": "standin", "format": "anthropic", "base_url": url, "key_env": "EVAL_STANDIN_KEY"},
             {"name": "standin-chat", "format": "openai-chat", "base_url": url + "/v1", "key_env": "EVAL_STANDIN_KEY"},
             {"name": "nowhere", "format": "anthropic", "base_url": "http://127.0.0.1:9", "key_env": "EVAL_STANDIN_KEY"},
+            {"name": "standin-gemini", "format": "gemini", "base_url": url, "key_env": "EVAL_STANDIN_KEY"},
+            # boto3 reads the AWS credentials chain itself (the fixture sets its variables).
+            {"name": "standin-bedrock", "format": "bedrock-converse", "base_url": url},
         ]
     )
 
@@ -61,6 +66,8 @@ def provider(monkeypatch, settings):
     started after this fixture (the environment it inherits), its key in the environment."""
     with StandIn(script=script) as server:
         monkeypatch.setenv("EVAL_STANDIN_KEY", KEY)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "stand-in")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "stand-in")
         monkeypatch.setenv("EVAL_PROVIDERS", providers_value(server.url))
         settings.EVAL_PROVIDERS = endpoints.parse(providers_value(server.url))
         yield server
@@ -125,18 +132,58 @@ def test_the_worker_runs_a_suite_through_the_sdk_and_records_the_run_and_its_che
     second = wait_job(ci, start(ci, version=2, provider="standin-chat").json()["id"])
     failed = ci.get(f"/api/v1/evals/{second['run']}/").json()
     assert (second["status"], failed["status"], failed["passed"], failed["total"]) == ("done", "failure", 1, 2)
-    # v1's sessions ended and the worker drained it, as no label targets it: a second run is
-    # refused up front instead of answering every item with an error.
-    _wait_for(lambda: BundleVersion.objects.get(bundle__name="refunds", number=1).state == "drained", 5.0)
-    again = start(ci)
-    assert again.status_code == 400
-    assert "version 1 is drained" in json.dumps(again.json()["error"]["details"]["items"])
     body = {"content": content("Version three.", model={"name": MODEL}), "message": "v3"}
     assert refunds.post("/api/v1/bundles/refunds/versions/", body).status_code == 201
     gone = wait_job(ci, start(ci, version=3, provider="nowhere", threshold=0.5).json()["id"])
     unreached = ci.get(f"/api/v1/evals/{gone['run']}/").json()
     assert (unreached["errors"], unreached["passed"], unreached["status"]) == (2, 0, "failure")
     assert all("Connection" in r["reply"]["error"] for r in unreached["results"])
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize(("name", "fmt"), [("standin-bedrock", "bedrock-converse"), ("standin-gemini", "gemini")])
+def test_the_worker_runs_a_suite_through_boto3_and_google_genai(provider, worker, refunds, name, fmt):  # noqa: F811
+    # Both SDKs are in the runtime lock (requirements.in), so start-up takes these providers.
+    ci = make_api(Role.CI, "ci-pipeline")
+    answer = start(ci, provider=name, threshold=1.0)
+    assert answer.status_code == 202, answer.content
+    job = wait_job(ci, answer.json()["id"])
+    assert job["status"] == "done", job
+    run = ci.get(f"/api/v1/evals/{job['run']}/").json()
+    assert (run["status"], run["passed"], run["total"], run["errors"]) == ("success", 2, 2, 0), run["results"]
+    assert run["provider"] == name
+    assert [r.format for r in provider.received] == [fmt, fmt] and provider.refused == []
+    calls = [r["reply"]["tool_calls"] for r in run["results"]]
+    assert [{"name": "process_refund", "arguments": {"order_id": "1042"}}] in calls
+
+
+@pytest.mark.worker
+def test_a_candidate_version_is_evaluated_as_often_as_needed_and_stays_unreleased(provider, worker, refunds):  # noqa: F811
+    ci = make_api(Role.CI, "ci-pipeline")
+    first = wait_job(ci, start(ci).json()["id"])
+    second = wait_job(ci, start(ci).json()["id"])
+    assert (first["status"], second["status"]) == ("done", "done"), (first, second)
+    runs = [ci.get(f"/api/v1/evals/{job['run']}/").json() for job in (first, second)]
+    assert [(r["passed"], r["total"], r["errors"]) for r in runs] == [(2, 2, 0), (2, 2, 0)]
+    assert len(provider.received) == 4
+    # Its evaluation sessions ended without starting a drain: no label ever targeted it.
+    v1 = BundleVersion.objects.get(bundle__name="refunds", number=1)
+    assert (v1.state, v1.draining_since, v1.drained_at) == ("unreleased", None, None)
+
+
+def test_a_drained_version_is_refused_at_run_start_with_the_reason(provider, refunds):
+    # A session by number (not an evaluation's) made v1 draining; once it ended, v1 drained.
+    bundle = Bundle.objects.get(name="refunds")
+    agent = make_api(Role.AGENT, "agent")
+    session, _ = session_start(
+        bundle=bundle, actor=agent.actor, version=BundleVersion.objects.get(bundle=bundle, number=1)
+    )
+    session_end(session=session, actor=agent.actor)
+    version_drain(version_id=session.version_id)
+    assert BundleVersion.objects.get(pk=session.version_id).state == "drained"
+    again = start(make_api(Role.CI))
+    assert again.status_code == 400
+    assert "version 1 is drained" in json.dumps(again.json()["error"]["details"]["items"])
 
 
 def test_without_providers_the_registry_calls_no_model(settings, refunds):

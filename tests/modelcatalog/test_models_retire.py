@@ -68,10 +68,18 @@ def test_every_fact_the_catalog_ships_has_a_source_with_the_date_it_was_read(db)
     [
         ("gpt-5", "2026-12-11", "gpt-6.1-sol"),
         ("gpt-5-mini-2025-08-07", "2026-12-11", "gpt-6.1-terra"),
+        ("gpt-5-nano", "2026-12-11", "gpt-6-luna"),
+        # OpenAI's GPT-4 series notice dates the dated snapshots; the bare aliases take their date.
+        ("gpt-4o-2024-11-20", "2027-01-14", "gpt-6-luna"),
+        ("gpt-4.1-2025-04-14", "2027-01-14", "gpt-6-luna"),
         ("gpt-4o", "2027-01-14", "gpt-6-luna"),
-        ("gpt-4.1", "2027-01-14", "gpt-6-luna"),
         ("claude-sonnet-4-5", "2026-11-30", "claude-sonnet-5-5"),
-        ("anthropic.claude-sonnet-4-5-20250929-v1:0", "2026-11-30", "claude-sonnet-5-5"),
+        ("claude-opus-4-1-20250805", "2026-08-05", "claude-opus-4-8"),
+        ("claude-opus-4-5", "2027-01-22", "claude-opus-5-5"),
+        ("claude-3-haiku-20240307", "2026-04-20", "claude-haiku-4-5"),
+        # Bedrock keeps its own schedule: a Bedrock id never takes the Claude API's dates.
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", None, None),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", "2026-10-14", None),
         ("models/gemini-2.5-pro", "2026-12-01", "gemini-3.8-flash"),
         ("claude-sonnet-4-6", None, None),
     ],
@@ -510,7 +518,7 @@ def test_a_release_and_its_rollback_ask_the_same_question(settings, ops, bundle,
     )
     body = {"moves": [{"bundle": "refunds", "label": "production", "version": 2}], "reason": "to 4o"}
     release = ops.post("/api/v1/releases/", body)
-    assert release.status_code == 201, release.content  # gpt-4o retires 2027-01-14: 74 days out
+    assert release.status_code == 201, release.content  # the bare gpt-4o has no date in the catalog
     settings.MODEL_CLOCK_NOW = WITHIN
     path = f"/api/v1/releases/{release.json()['id']}/rollback/"
     refused = ops.post(path, {"reason": "back to gpt-5"})

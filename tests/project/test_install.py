@@ -29,15 +29,10 @@ def test_it_names_in_the_lock_every_extra_the_locked_packages_ask_for():
     assert lock_extras.missing(LOCKS) == {}
 
 
-# Imports a runtime module makes only when an operator turns a feature on, each with where it is
-# and why it is not declared: the worker's evaluation runs reach Bedrock and Gemini through
-# their official SDKs only when EVAL_PROVIDERS names those formats, and start-up refuses such a
-# provider, naming the package, when it is not installed (evals/endpoints.py, docs/evals.md).
-OPTIONAL = {
-    ("evals/provider_calls.py", "boto3"),
-    ("evals/provider_calls.py", "botocore"),
-    ("evals/provider_calls.py", "google"),
-}
+# Imports a runtime module makes only when an operator turns a feature on, each as
+# (file, top-level module) with why it is not declared. None today: the provider SDKs the
+# worker's evaluation runs use (evals/provider_calls.py) are all in requirements.in.
+OPTIONAL: set[tuple[str, str]] = set()
 
 
 def _undeclared(requirements_in: str) -> dict[str, list[str]]:
@@ -81,12 +76,15 @@ def test_it_finds_an_imported_package_requirements_in_leaves_out():
 
 def test_it_finds_an_extra_the_lock_leaves_out(tmp_path):
     # The check itself can fail: google-genai asks for google-auth[requests].
-    stripped = tmp_path / "requirements-dev.txt"
-    stripped.write_text(LOCKS[1].read_text().replace("google-auth[requests]==", "google-auth=="))
-    assert lock_extras.missing([LOCKS[0], stripped]) == {"google-auth": {"requests"}}
-    lock_extras.write([LOCKS[0], stripped])
-    assert "google-auth[requests]==2.63.0 \\" in stripped.read_text().splitlines()
-    assert lock_extras.missing([LOCKS[0], stripped]) == {}
+    # Both locks carry google-genai (the runtime one for the gemini provider format).
+    stripped = [tmp_path / lock.name for lock in LOCKS]
+    for lock, copy in zip(LOCKS, stripped, strict=True):
+        copy.write_text(lock.read_text().replace("google-auth[requests]==", "google-auth=="))
+    assert lock_extras.missing(stripped) == {"google-auth": {"requests"}}
+    lock_extras.write(stripped)
+    for copy in stripped:
+        assert "google-auth[requests]==2.63.0 \\" in copy.read_text().splitlines()
+    assert lock_extras.missing(stripped) == {}
 
 
 def _make_install(venv: Path, home: Path) -> subprocess.CompletedProcess[str]:

@@ -38,7 +38,7 @@ def test_it_maps_an_openai_copy_version_by_version():
     ]
     first, second, third = (v.content for v in prompt.versions)
     assert first["system_prompt"] == "You handle refund requests for {{shop_name}}. Be brief."
-    assert first["model"] == {"name": "gpt-4.1", "temperature": 0.2}
+    assert first["model"] == {"name": "gpt-6-luna", "temperature": 0.2}
     assert first["variables"] == {"shop_name": {"type": "string"}}
     assert second["tools"] == [
         {
@@ -52,7 +52,7 @@ def test_it_maps_an_openai_copy_version_by_version():
             },
         }
     ]
-    assert second["model"] == {"name": "gpt-4.1", "temperature": 0.2, "max_tokens": 1024}
+    assert second["model"] == {"name": "gpt-6-luna", "temperature": 0.2, "max_tokens": 1024}
     assert third["output_schema"]["required"] == ["approved", "reply"]
     assert third["model"]["reasoning"] == {"effort": "low"}
     assert set(third["variables"]) == {"shop_name", "region", "tier"}
@@ -84,9 +84,9 @@ def test_it_maps_a_langfuse_export_text_and_chat_with_labels_but_not_latest():
     ]
     text, chat = (v.content for v in triage.versions)
     assert text["system_prompt"] == "Triage this support ticket for {{product}}: {{ticket}}"
-    assert text["model"] == {"name": "gpt-4o-mini", "temperature": 0.3}
+    assert text["model"] == {"name": "gpt-6-luna", "temperature": 0.3}
     assert chat["system_prompt"] == "You triage support tickets for {{product}}."
-    assert chat["model"] == {"name": "gpt-4o-mini", "temperature": 0, "max_tokens": 300}
+    assert chat["model"] == {"name": "gpt-6-luna", "temperature": 0, "max_tokens": 300}
     assert chat["metadata"]["imported_from"]["messages"] == [
         {"role": "user", "content": "Ticket: {{ticket}}"},
         {"type": "placeholder", "name": "history"},
@@ -473,7 +473,7 @@ def test_an_mlflow_import_reads_every_version_and_alias_from_a_live_server(cli, 
         assert [n for n, _ in _state("greeter")[0]] == [1]
         chat = json.loads(bytes(BundleVersion.objects.get(bundle__name="summarizer", number=2).canonical))
         assert chat["system_prompt"] == "You summarize {{ topic }} articles."
-        assert chat["model"] == {"name": "gpt-4o-mini", "temperature": 0.1, "max_tokens": 200}
+        assert chat["model"] == {"name": "gpt-6-luna", "temperature": 0.1, "max_tokens": 200}
         assert chat["metadata"]["imported_from"]["messages"] == [{"role": "user", "content": "{{ text }}"}]
         structured = json.loads(bytes(BundleVersion.objects.get(bundle__name="summarizer", number=3).canonical))
         assert structured["output_schema"]["required"] == ["summary"]

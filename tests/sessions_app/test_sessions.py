@@ -55,6 +55,35 @@ def test_pinning_an_unreleased_version_makes_it_draining_and_it_drains_after(bun
     assert BundleVersion.objects.get(pk=v1.pk).state == "drained"
 
 
+def test_an_evaluation_session_leaves_an_unreleased_version_unreleased(bundle, v1, v2, agent, ops):
+    state = lambda v: BundleVersion.objects.get(pk=v.pk).state  # noqa: E731
+    for _ in range(2):  # a candidate is evaluated again and again
+        trial, _ = session_start(bundle=bundle, actor=agent.actor, version=v1, evaluation=True)
+        assert state(v1) == "unreleased"
+        session_end(session=trial, actor=agent.actor)
+        sessions_sweep()
+        assert state(v1) == "unreleased"
+    # A session that is not an evaluation's still starts the drain, which waits for both.
+    trial, _ = session_start(bundle=bundle, actor=agent.actor, version=v1, evaluation=True)
+    plain, _ = session_start(bundle=bundle, actor=agent.actor, version=v1)
+    assert state(v1) == "draining"
+    session_end(session=plain, actor=agent.actor)
+    sessions_sweep()
+    assert state(v1) == "draining"
+    session_end(session=trial, actor=agent.actor)
+    sessions_sweep()
+    assert state(v1) == "drained"
+    # A released version keeps its drain promise: evaluation sessions on it count as any.
+    label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
+    held, _ = session_start(bundle=bundle, actor=agent.actor, version=v2, evaluation=True)
+    label_move(bundle=bundle, name="production", version=v1, actor=ops.actor, reason="back to v1")
+    sessions_sweep()
+    assert state(v2) == "draining"
+    session_end(session=held, actor=agent.actor)
+    sessions_sweep()
+    assert state(v2) == "drained"
+
+
 def test_it_refuses_to_pin_a_drained_or_revoked_version(bundle, production, v1, v2, agent, ops):
     label_move(bundle=bundle, name="production", version=v2, actor=ops.actor, reason="ship v2")
     assert BundleVersion.objects.get(pk=v1.pk).state == "drained"

@@ -127,3 +127,61 @@ def test_a_big_version_routes_by_keywords_until_the_worker_built_its_index(ops, 
     assert refused["routing"] == "keywords"
     _wait_for(lambda: (entry := redis_entries.get(name)) is not None and entry != bytes(payload), 60)
     assert agent.post(url + "route/", {"messages": MESSAGES[0]}).json()["routing"] == "full"
+
+
+def _big_labelled_versions(ops, count: int) -> list[str]:
+    """`count` versions of bundle `swept`, each the target of a label; their content hashes."""
+    assert ops.post("/api/v1/bundles/", {"name": "swept"}).status_code == 201
+    hashes = []
+    for n in range(count):
+        doc = skills_content(system_prompt=f"Version {n}.")
+        published = ops.post("/api/v1/bundles/swept/versions/", {"message": "m", "content": doc})
+        assert published.status_code == 201, published.json()
+        hashes.append(published.json()["content_hash"])
+        labelled = ops.put(f"/api/v1/bundles/swept/labels/l{n}/", {"version": n + 1, "reason": "r"})
+        assert labelled.status_code in (200, 201), labelled.json()
+    return hashes
+
+
+def test_the_sweep_asks_for_missing_big_labelled_indexes_a_bounded_number_per_run(ops, settings, redis_entries):
+    settings.SKILL_INDEX_INLINE_COST = 10  # the test cards count as a big version
+    purge_queues()
+    hashes = _big_labelled_versions(ops, 3)
+    unlabelled = ops.post(
+        "/api/v1/bundles/swept/versions/", {"message": "m", "content": skills_content(system_prompt="x")}
+    )
+    assert unlabelled.status_code == 201
+    for key in redis_entries.scan_iter("registry:skillindex:*"):
+        redis_entries.delete(key)  # the publishes' tasks lost, and their claims expired
+    assert index_store.store(hashes[0], Index(SKILLS))  # this one is there: not asked for
+    try:
+        assert index_store.sweep(1) == {"labelled": 3, "missing": 1, "sent": 1}
+        assert index_store.sweep(1)["sent"] == 1  # the next one: the first is claimed
+        assert index_store.sweep(1)["sent"] == 0  # every missing one asked for once per claim
+        claims = {h for h in hashes if redis_entries.get(f"registry:skillindex:building:{h}")}
+        assert claims == set(hashes[1:])  # not the unlabelled fourth version, nor the stored one
+        settings.SKILL_INDEX_INLINE_COST = 10**9  # small versions: built where used, never asked for
+        for h in hashes:
+            redis_entries.delete(f"registry:skillindex:building:{h}")
+        assert index_store.sweep(5)["sent"] == 0
+    finally:
+        purge_queues()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_beat_task_recovers_a_lost_build_without_a_request(ops, redis_entries):
+    from django.conf import settings as django_settings
+
+    from config.celery import app as celery_app
+
+    assert django_settings.CELERY_BEAT_SCHEDULE["skill-index-sweep"]["task"] == "skills.tasks.skill_index_sweep_task"
+    (content_hash,) = _big_labelled_versions(ops, 1)
+    purge_queues()  # the publish's build task lost
+    for key in redis_entries.scan_iter("registry:skillindex:*"):
+        redis_entries.delete(key)
+    name = index_store.redis_key(content_hash)
+    with celery_workers(*(worker_command(q) for q in QUEUES), env={"SKILL_INDEX_INLINE_COST": "10"}):
+        celery_app.send_task("skills.tasks.skill_index_sweep_task")  # what the beat sends
+        _wait_for(lambda: redis_entries.get(name) is not None, 60)
+    assert index_store.load(content_hash, SKILLS) is not None  # the worker's index, valid

@@ -146,3 +146,28 @@ def test_the_comparison_reads_the_evaluation_tables():
     figures = compare.figures(ROOT, ["workspace"], [])
     assert set(figures) == {"workspace"} and figures["workspace"]["all"][0] == 60
     assert all(0 <= v <= 100 for row in figures["workspace"].values() for v in row[1:])
+
+
+def test_the_tuning_grid_scores_as_the_evaluation_does_ranks_best_first_and_refuses_the_frozen_splits():
+    import json
+
+    from eval.routing import tune
+
+    skills_path, conversations_path = inprocess.SETS["workspace"]
+    hits, _ = inprocess.replay(Index(json.loads(skills_path.read_text())), json.loads(conversations_path.read_text()))
+    h1, h3, h5, rr, n = tune.score(DEFAULT, ["workspace"])
+    assert [h1, h3, h5, n] == hits["all"] and h5 <= rr * 5 and rr <= h5
+    command = [sys.executable, "-m", "eval.routing.tune", "--sets", "workspace", "--grid", "semantic_weight=0/1.5"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [row[-1] for row in rows] == ["semantic_weight=1.5", "semantic_weight=0"]  # the semantic path helps
+    assert [int(v) for v in rows[0][:3]] == [h1, h3, h5]
+    for frozen in ("test", "test7"):
+        refused = subprocess.run(
+            [sys.executable, "-m", "eval.routing.tune", "--sets", f"dev,{frozen}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode != 0 and f"{frozen}: a frozen split is not tuned on" in refused.stderr

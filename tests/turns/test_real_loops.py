@@ -35,6 +35,7 @@ import pytest
 from django.core.management import call_command
 from promptreg import AsyncRegistry
 from promptreg import Registry as Client
+from promptreg._core import turn_conversation
 
 from access.models import Role
 from devtools.provider_standin import Call, Reply, StandIn
@@ -50,9 +51,9 @@ pytestmark = pytest.mark.django_db
 
 MODELS = {
     "anthropic": "claude-sonnet-4-6",
-    "openai-chat": "gpt-5",
-    "openai-responses": "gpt-5",
-    "gemini": "gemini-2.5-flash",
+    "openai-chat": "gpt-6.1-sol",
+    "openai-responses": "gpt-6.1-sol",
+    "gemini": "gemini-3.8-flash",
     "bedrock-converse": "anthropic.claude-sonnet-4-6-v1:0",
 }
 TURNS = 10
@@ -266,8 +267,10 @@ def test_a_ten_turn_agent_loop_through_the_official_sdk(world, fmt):
             request = answer["request"]
             requests.append(request)
             appended, called = STEPS[fmt](provider.url, request)
-            # the loop as each SDK's documents show it: the answer's conversation, the reply, the results
-            messages = [*answer["messages"], *appended]
+            # the loop as each SDK's documents show it: the answer's conversation (with `format`, in
+            # `request` only: docs/api.md's rule, as the clients apply it), the reply, the results
+            assert "messages" not in answer
+            messages = [*turn_conversation(fmt, request, answer["turn_text"]), *appended]
             if not called:
                 messages.append(user_says(fmt, f"Thanks. And question {n}?"))
         refused = [(r.path, r.problems) for r in provider.refused]

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from promptreg._core import turn_conversation
 
 from access.models import Role
 from knowledge import render
@@ -141,7 +142,7 @@ def test_one_call_answers_the_turn_with_an_anthropic_request_and_two_breakpoints
     assert [t["name"] for t in answer["prefix"]["tools"]] == ["process_refund", "ls", "glob", "grep", "read"]
     assert "Current time: 13:00 (Europe/Paris)" in answer["tail"] and "- ticket: INC-1" in answer["tail"]
     assert answer["skills"]["resident"] == ["greet_customer"] and answer["skills"]["routed"]
-    assert answer["messages"] == messages and answer["compaction"]["elided"] == 0
+    assert "messages" not in answer and answer["compaction"]["elided"] == 0  # in `request` only
     request = answer["request"]
     assert request["model"] == "claude-sonnet-4-6" and request["max_tokens"] == 1024
     assert request["tools"] == answer["prefix"]["tools"]
@@ -248,13 +249,14 @@ def test_compaction_rewrites_each_earlier_message_at_most_once(world):
         history.extend(tool_exchange(n))
         history.append(user(f"and order {n}?"))
         answer = world.turn({"messages": history, "format": "anthropic"})
-        for i, message in enumerate(answer["messages"][:-1]):
+        compacted = world.call("compact", {"messages": history})["messages"]  # the same policy
+        for i, message in enumerate(compacted[:-1]):
             form = json.dumps(message, sort_keys=True)
             if not seen.setdefault(i, []) or seen[i][-1] != form:
                 seen[i].append(form)
         # Anthropic request: every message before the newest is the conversion of the compacted one
         # (the markers aside: the breakpoints within the conversation move, test_provider_lookback.py)
-        converted = providers.to_messages("anthropic", answer["messages"][:-1])
+        converted = providers.to_messages("anthropic", compacted[:-1])
         assert unmarked(answer["request"]["messages"][: len(converted)]) == converted
     forms = {i: len(f) for i, f in seen.items()}
     assert max(forms.values()) == 2  # some results were elided, ...
@@ -617,7 +619,8 @@ def test_a_conversation_in_the_formats_own_shape_is_read_routed_compacted_and_se
         conversation = [*conversation, *model_reply(fmt, n), new_user(fmt, f"and order {n}?")]
         answer = world.turn({"messages": conversation, "format": fmt})
         sent = answer["request"][key]
-        assert answer["skills"]["routed"] and answer["messages"][0]["role"] == "user"
+        assert answer["skills"]["routed"]
+        assert turn_conversation(fmt, answer["request"], answer["turn_text"])[0]["role"] == "user"
         if n < 2:  # nothing elided yet: what was sent before comes out the same
             assert sent[: len(previous)] == previous or previous == []
         previous = sent[:-1]  # the newest entry holds this turn's text

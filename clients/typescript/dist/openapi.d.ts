@@ -2653,6 +2653,8 @@ export interface components {
             ttl_seconds?: number | null;
             variables?: unknown;
             routing_key?: string | null;
+            /** @description An evaluation run's session, pinned by `version`: it leaves an unreleased version unreleased (docs/evals.md#evaluating-an-unreleased-version). */
+            evaluation?: boolean;
         };
         SessionOut: {
             /** Format: uuid */
@@ -2858,7 +2860,8 @@ export interface components {
             }[];
             skills: components["schemas"]["TurnSkills"];
             reported: components["schemas"]["TurnReported"] | null;
-            messages: unknown[];
+            /** @description The compacted conversation, without format only: with format it is in request (once). */
+            messages?: unknown[];
             compaction: components["schemas"]["TurnCompaction"];
             format?: string;
             /** @description The provider request body (when format is given). */

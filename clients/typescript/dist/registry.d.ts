@@ -49,6 +49,8 @@ interface TurnAnswer {
  * answered `prefix_unchanged`). `F` is the `format` asked for: `request` is that provider's
  * body, typed per format (absent without a format); `M` is the type of the messages sent. */
 export interface TurnResult<F extends TurnFormat | undefined = TurnFormat | undefined, M extends object = Message> extends TurnAnswer {
+    /** The compacted conversation; with `format` the registry carries it in `request` only and the
+     * client takes it from there (`turnConversation`), in the format's shape. */
     messages: M[];
     request: TurnRequest<F, M>;
 }
@@ -61,6 +63,10 @@ export interface RequestReuse {
 /** A request the registry sent without its stable part, completed from `held` (the last complete
  * request of the same format and prefix) as `reuse` says. */
 export declare function wholeRequest(partial: Record<string, unknown>, held: Record<string, unknown>, reuse: RequestReuse): Record<string, unknown>;
+/** The compacted conversation a complete `request` carries (a turn answered with `format` leaves
+ * `messages` out): its list less the leading entries and less the per-turn text, which is the
+ * last entry's last block (`content` or `parts`), or that entry whole when it holds only the text. */
+export declare function turnConversation(format: TurnFormat, request: Record<string, unknown>, turnText: string): Message[];
 export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | undefined> extends CallOptions {
     /** The skills the model called in the previous turn. */
     invoked?: string[];

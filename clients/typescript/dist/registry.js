@@ -16,6 +16,38 @@ export function wholeRequest(partial, held, reuse) {
     whole[reuse.list] = [...lead, ...(partial[reuse.list] ?? [])];
     return whole;
 }
+// Where a request holds the conversation: its list, and how many entries lead it (openai-chat's
+// system message); the per-turn text follows it (docs/api.md, the turn call).
+const REQUEST_CONVERSATION = {
+    anthropic: ["messages", 0],
+    "openai-chat": ["messages", 1],
+    "openai-responses": ["input", 0],
+    "bedrock-converse": ["messages", 0],
+    gemini: ["contents", 0],
+};
+/** The compacted conversation a complete `request` carries (a turn answered with `format` leaves
+ * `messages` out): its list less the leading entries and less the per-turn text, which is the
+ * last entry's last block (`content` or `parts`), or that entry whole when it holds only the text. */
+export function turnConversation(format, request, turnText) {
+    const [key, lead] = REQUEST_CONVERSATION[format];
+    const entries = (request[key] ?? []).slice(lead);
+    const last = entries[entries.length - 1];
+    if (!turnText || last === undefined || last === null || typeof last !== "object")
+        return entries;
+    const field = format === "gemini" ? "parts" : "content";
+    const held = last[field];
+    if (held === turnText)
+        return entries.slice(0, -1);
+    if (Array.isArray(held) && held.length) {
+        const block = held[held.length - 1];
+        if (block !== null && typeof block === "object" && block["text"] === turnText) {
+            const rest = held.slice(0, -1);
+            const kept = rest.length ? [...entries.slice(0, -1), { ...last, [field]: rest }] : entries.slice(0, -1);
+            return kept;
+        }
+    }
+    return entries;
+}
 /** A connection to one registry with one API key. `baseUrl` is the service root
  * (`http://127.0.0.1:8000`). */
 export class Registry {
@@ -402,6 +434,9 @@ export class PinnedSession {
                 answer.request = wholeRequest(answer.request, whole, reuse);
             }
             current.requests.set(fmt, answer.request);
+            // Carried once, in `request`: the caller still gets the conversation as `messages`.
+            if (answer.messages === undefined)
+                answer.messages = turnConversation(fmt, answer.request, String(answer["turn_text"] ?? ""));
         }
         return answer;
     }

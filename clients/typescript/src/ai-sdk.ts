@@ -3,7 +3,7 @@
  *
  *     const openai = createOpenAI({ fetch: registryFetch(session) });
  *     const { text } = await generateText({
- *       model: openai.chat("gpt-5"), tools: await registryTools(session, { process_refund }),
+ *       model: openai.chat("gpt-6.1-sol"), tools: await registryTools(session, { process_refund }),
  *       stopWhen: stepCountIs(10), prompt: "Refund order 7, please.",
  *     });
  *

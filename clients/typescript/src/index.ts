@@ -14,7 +14,7 @@ export {
   Unavailable,
   VersionRevoked,
 } from "./errors.js";
-export { PinnedSession, Registry, TURN_FORMATS, wholeRequest } from "./registry.js";
+export { PinnedSession, Registry, TURN_FORMATS, turnConversation, wholeRequest } from "./registry.js";
 export type {
   CallOptions,
   CompactResult,

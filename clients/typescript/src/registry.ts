@@ -44,12 +44,14 @@ interface TurnAnswer {
  * answered `prefix_unchanged`). `F` is the `format` asked for: `request` is that provider's
  * body, typed per format (absent without a format); `M` is the type of the messages sent. */
 export interface TurnResult<F extends TurnFormat | undefined = TurnFormat | undefined, M extends object = Message> extends TurnAnswer {
+  /** The compacted conversation; with `format` the registry carries it in `request` only and the
+   * client takes it from there (`turnConversation`), in the format's shape. */
   messages: M[];
   request: TurnRequest<F, M>;
 }
 /** A turn's answer as the wire has it, before it is typed for the caller. */
 interface LooseTurn extends TurnAnswer {
-  messages: Message[];
+  messages?: Message[]; // left out with `format`: the conversation is in `request`
   request?: Record<string, unknown>;
 }
 /** What a `request` answered with `prefix_unchanged` leaves out (docs/api.md, the turn call). */
@@ -68,6 +70,38 @@ export function wholeRequest(partial: Record<string, unknown>, held: Record<stri
   const lead = (held[reuse.list] as unknown[] | undefined)?.slice(0, reuse.messages) ?? [];
   whole[reuse.list] = [...lead, ...((partial[reuse.list] as unknown[] | undefined) ?? [])];
   return whole;
+}
+
+// Where a request holds the conversation: its list, and how many entries lead it (openai-chat's
+// system message); the per-turn text follows it (docs/api.md, the turn call).
+const REQUEST_CONVERSATION: Record<TurnFormat, [string, number]> = {
+  anthropic: ["messages", 0],
+  "openai-chat": ["messages", 1],
+  "openai-responses": ["input", 0],
+  "bedrock-converse": ["messages", 0],
+  gemini: ["contents", 0],
+};
+
+/** The compacted conversation a complete `request` carries (a turn answered with `format` leaves
+ * `messages` out): its list less the leading entries and less the per-turn text, which is the
+ * last entry's last block (`content` or `parts`), or that entry whole when it holds only the text. */
+export function turnConversation(format: TurnFormat, request: Record<string, unknown>, turnText: string): Message[] {
+  const [key, lead] = REQUEST_CONVERSATION[format];
+  const entries = ((request[key] as Record<string, unknown>[] | undefined) ?? []).slice(lead);
+  const last = entries[entries.length - 1];
+  if (!turnText || last === undefined || last === null || typeof last !== "object") return entries as unknown as Message[];
+  const field = format === "gemini" ? "parts" : "content";
+  const held = last[field];
+  if (held === turnText) return entries.slice(0, -1) as unknown as Message[];
+  if (Array.isArray(held) && held.length) {
+    const block = held[held.length - 1] as Record<string, unknown> | null;
+    if (block !== null && typeof block === "object" && block["text"] === turnText) {
+      const rest = held.slice(0, -1);
+      const kept = rest.length ? [...entries.slice(0, -1), { ...last, [field]: rest }] : entries.slice(0, -1);
+      return kept as unknown as Message[];
+    }
+  }
+  return entries as unknown as Message[];
 }
 
 export interface TurnOptions<F extends TurnFormat | undefined = TurnFormat | undefined> extends CallOptions {
@@ -523,6 +557,8 @@ export class PinnedSession implements AsyncDisposable {
         answer.request = wholeRequest(answer.request, whole, reuse);
       }
       current.requests.set(fmt, answer.request);
+      // Carried once, in `request`: the caller still gets the conversation as `messages`.
+      if (answer.messages === undefined) answer.messages = turnConversation(fmt as TurnFormat, answer.request, String(answer["turn_text"] ?? ""));
     }
     return answer as unknown as TurnResult<F, M>;
   }

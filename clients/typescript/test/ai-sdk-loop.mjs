@@ -22,8 +22,8 @@ try {
   const options = { baseURL: `${env("PROVIDER_URL")}/v1`, apiKey: "test", fetch };
   const models = {
     anthropic: () => createAnthropic(options)("claude-sonnet-4-6"),
-    "openai-chat": () => createOpenAI(options).chat("gpt-5"),
-    "openai-responses": () => createOpenAI(options).responses("gpt-5"),
+    "openai-chat": () => createOpenAI(options).chat("gpt-6.1-sol"),
+    "openai-responses": () => createOpenAI(options).responses("gpt-6.1-sol"),
   };
   const model = models[env("FORMAT")]();
   const tools = await registryTools(session, {

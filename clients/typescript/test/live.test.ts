@@ -168,9 +168,13 @@ describe("promptreg (TypeScript) against a live registry", () => {
 
   test("turn() sends the prefix once per session and keeps it by hash", async () => {
     const sent: Record<string, unknown>[] = [];
+    const answered: Record<string, unknown>[] = [];
     const impl: typeof fetch = async (input, init) => {
-      if (String(input).endsWith("/turn/")) sent.push(JSON.parse(String(init?.body)));
-      return fetch(input, init);
+      if (!String(input).endsWith("/turn/")) return fetch(input, init);
+      sent.push(JSON.parse(String(init?.body)));
+      const response = await fetch(input, init);
+      answered.push((await response.clone().json()) as Record<string, unknown>);
+      return response;
     };
     const registry = new Registry(URL_, AGENT, { fetch: impl });
     await using session = await registry.startSession("refunds");
@@ -194,6 +198,9 @@ describe("promptreg (TypeScript) against a live registry", () => {
     const again = await session.turn(messages, { format: "openai-chat" });
     assert.equal(sent[3]["prefix_sha256"], first.prefix_sha256);
     assert.deepEqual((again.request as { messages: unknown[] }).messages[0], (chat.request as { messages: unknown[] }).messages[0]);
+    // With a format the wire carries the conversation once, in `request`; the client gives it as `messages`.
+    assert.ok(answered.every((a) => !("messages" in a)));
+    assert.deepEqual([chat.messages, again.messages], [messages, messages]);
     await assert.rejects(session.turn(messages, { format: "claude" as never }), TypeError);
   });
 

@@ -1,8 +1,9 @@
 """manage.py models_import FILE [--provider P] [--dry-run] [--reason TEXT]: refresh the model
 catalog from a provider's model list (the JSON OpenAI's or Anthropic's `GET /v1/models`
-returns) or a team's file ({"models": [{"provider", "name", <facts>}]}). Nothing is fetched:
-save the JSON first. Every change is an audited override (modelcatalog.services.model_put)
-whose source is the file, read today."""
+returns, or `aws bedrock list-foundation-models` prints: Bedrock's own dates) or a team's
+file ({"models": [{"provider", "name", <facts>}]}). Nothing is fetched: save the JSON first.
+Every change is an audited override (modelcatalog.services.model_put) whose source is the
+file, read today."""
 
 import json
 from pathlib import Path
