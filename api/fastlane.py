@@ -1,23 +1,23 @@
 """The fast lane: the per-turn calls of the route table (api/routes.py) without Django's
 request cycle.
 
-The table's entries (start, fetch, heartbeat, end, render) are what an agent calls on every
-turn or once per session. Through Django they pay ten middlewares (sessions, CSRF, messages,
-history: none of which an API key call uses), URL resolution and DRF's request wrapping, which
-cost several times the work itself. Here a request is matched against the same Django routes
-(api.routes.match), and answered by the same entry function the DRF view calls, so the two
-lanes answer with one implementation; `Allow` is the one DRF computes for the entry's view.
+The table's entries (start, fetch, heartbeat, end, render, turn) are what an agent calls on
+every turn or once per session. Through Django they pay ten middlewares (sessions, CSRF,
+messages, history: none of which an API key call uses), URL resolution and DRF's request
+wrapping, which cost several times the work itself. Here a request is matched against the same
+Django routes (api.routes.match), and answered by the same entry function the DRF view calls,
+so the two lanes answer with one implementation; `Allow` is the one DRF computes for the view.
 
 Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web process gathers
 the ones that arrive while its previous batch runs and answers them together on one pool
 thread, with one SQL read, one pipelined Redis round trip and one statement per kind of write.
 Only plain calls are answered there; any other, and every call of a route that is not batched,
 goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool):
-
 one SQL statement reads the key joined with the session, its version and its bundle
-(sessions_app.selectors.key_session_rows, key_bundle_rows); access.services.api_key_match checks
-the hash; access.ratelimit.api_throttle_wait counts the request; the route's answer runs with
-the session read as `loaded` (sessions_app.turns: session_checked's rules, session_touch's lease).
+(sessions_app.selectors.key_session_rows, key_bundle_rows), in the same round trip as the
+route's prefetch (the turn's per-turn state, turns.state), used only once the key is found
+working; access.services.api_key_match checks the hash; access.ratelimit.api_throttle_wait
+counts the request; the route's answer runs with the session read as `loaded`.
 
 Nothing about a key, session or version is cached: each call is answered from a read of
 PostgreSQL that started after the call arrived. Errors are rendered by
@@ -26,11 +26,9 @@ is declined (edge.dispatch.Decline) before any work is counted and goes to Djang
 answers it exactly as before: a missing or malformed Authorization header, an unknown key (401
 is Django's; the decline says the key is not working, edge.dispatch.KEY_NOT_WORKING, so that
 Django does not look it up again), HEAD/OPTIONS, a host outside ALLOWED_HOSTS, a plain-HTTP
-request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read
-(Django's path reconnects and reports it). Headers are the ones Django's middleware would add,
-from the functions /mcp uses too (edge.http: hosts, HTTPS, security headers, the connection's
-release; audit.context: the request id and client address), and tests/edge/test_fastlane.py
-compares both paths, one by one and batched."""
+request that SECURE_SSL_REDIRECT would redirect, a database connection error on the read.
+Headers are the ones Django's middleware would add (edge.http, audit.context), and
+tests/edge/test_fastlane.py compares both paths, one by one and batched."""
 
 import asyncio
 import io
@@ -70,6 +68,7 @@ from audit.context import RequestContext, current, request_id_of, scope_client_i
 from core import observe
 from core.errors import DomainError
 from core.limits import is_bundle_name
+from core.pipelined import read_pipelined
 from edge.dispatch import KEY_NOT_WORKING, Decline, Receive, Scope, Send, replay
 from edge.django_lane import pool, read_body
 from edge.http import edge_headers, headers_of, host_allowed, release_connection, request_is_secure
@@ -82,6 +81,7 @@ from sessions_app.selectors import (
     key_bundle_rows,
     key_bundles_rows,
     key_session_rows,
+    key_session_statement,
     key_sessions_rows,
     pinned_row,
     session_get,
@@ -96,6 +96,7 @@ from sessions_app.services import (
     sessions_start_on_label,
     start_is_plain,
 )
+from turns.state import Prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +117,7 @@ def _session_of(row: tuple[Any, ...]) -> Session | None:
 
 def _outage(exc: DatabaseError) -> Answer:
     """A database error after the call was counted: not declined (Django would count it again,
-    and a write whose commit failed must not run twice). The connection is dropped and an outage
-    answers 503 `unavailable`, as api.errors answers it everywhere; any other error is a bug."""
+    and a failed commit must not run twice). The connection is dropped; an outage is 503."""
     connection.close()
     if not is_unavailable(exc):
         raise exc
@@ -138,15 +138,19 @@ def _parsed(body: bytes) -> tuple[Any, APIException | None]:
         return None, exc
 
 
-def _read(route: TurnRoute, prefix: str, session_id: str, data: Any) -> list[tuple[Any, ...]]:
-    """The key's rows joined with what the call is about: the session for a route on one, else
-    (a start) the bundle the body names. Before the body is validated: a name that cannot be a
-    bundle's (one with a NUL or a lone surrogate would fail in PostgreSQL) reads none."""
+def _read(route: TurnRoute, prefix: str, session_id: str, data: Any) -> tuple[list[Any], Prefetch | None]:
+    """The key's rows joined with the session of a route on one, else (a start) the bundle the
+    body names (a name no bundle could have reads none: a NUL would fail in PostgreSQL); and in
+    the same round trip, what the route prefetches (the turn's state, turns.state)."""
     name = data.get("bundle") if isinstance(data, dict) else None
     try:
+        if route.on_session and route.prefetch is not None:
+            ahead = route.prefetch(session_id)
+            found = read_pipelined([key_session_statement(prefix=prefix, session_id=session_id), *ahead.queries])
+            return found[0], ahead.read(found[1:])
         if route.on_session:
-            return key_session_rows(prefix=prefix, session_id=session_id)
-        return key_bundle_rows(prefix=prefix, bundle_name=name if is_bundle_name(name) else None)
+            return key_session_rows(prefix=prefix, session_id=session_id), None
+        return key_bundle_rows(prefix=prefix, bundle_name=name if is_bundle_name(name) else None), None
     except DatabaseError:
         # A broken connection (database restarted or away) before anything was counted:
         # drop it and let Django's path answer, which reconnects or reports the outage.
@@ -155,14 +159,14 @@ def _read(route: TurnRoute, prefix: str, session_id: str, data: Any) -> list[tup
 
 
 def _turn_call(
-    route: TurnRoute, actor: Actor, row: tuple[Any, ...], session_id: str, data: Any, headers: dict[bytes, bytes]
+    route: TurnRoute, actor: Actor, row: Any, session_id: str, data: Any, headers: Any, prefetched: Prefetch | None
 ) -> TurnCall:
-    """The entry's call, with what the read found: the session (None: no such session), or
-    the start's bundle."""
+    """The entry's call, with what the read found: the session (None: no such session) and
+    what the route prefetched, or the start's bundle."""
     inm = headers.get(b"if-none-match")
     call = TurnCall(actor=actor, data=data, if_none_match=inm.decode("latin1") if inm is not None else None)
     if route.on_session:
-        return replace(call, session_id=session_id, loaded=_session_of(row))
+        return replace(call, session_id=session_id, loaded=_session_of(row), prefetched=prefetched)
     name = data.get("bundle") if isinstance(data, dict) else None
     bundle_id = row[KEY_N]
     return replace(
@@ -186,7 +190,7 @@ def serve(
     prefix, digest = lookup
     data, malformed = _parsed(body)  # first: a start reads the bundle its body names
     try:
-        rows = _read(route, prefix, session_id, data)
+        rows, prefetched = _read(route, prefix, session_id, data)
         actor = api_key_match(rows, digest)
         if actor is None:
             raise _KeyNotWorking(digest)
@@ -198,7 +202,7 @@ def serve(
         if malformed is not None:
             raise malformed
         row = next(row for row in rows if row[0] == actor.api_key_id)
-        return route.answer(_turn_call(route, actor, row, session_id, data, headers))
+        return route.answer(_turn_call(route, actor, row, session_id, data, headers, prefetched))
     except (DomainError, APIException) as exc:
         return error_answer(exc)
     except DatabaseError as exc:

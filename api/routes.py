@@ -53,6 +53,7 @@ from registry.models import Bundle
 from sessions_app import turns
 from sessions_app.selectors import SESSION_ROLES
 from turns.compose import session_turn
+from turns.state import Prefetch, prefetch
 
 PREFIX = "api/v1/"  # where config/urls.py includes api/urls.py
 
@@ -67,6 +68,7 @@ class TurnCall:
     if_none_match: str | None = None
     loaded: turns.Loaded = turns.UNREAD  # the fast lane's read of the session (None: no such session)
     bundle: Bundle | None = None  # a start: the bundle the fast lane read with the key
+    prefetched: Prefetch | None = None  # what the route's `prefetch` read with the key (the fast lane)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,10 @@ class TurnRoute:
     # The body is optional: a call without one is batched (when `batched`), one with a body is
     # served one by one (an end with an `outcome`).
     body_optional: bool = False
+    # Reads the fast lane sends in the round trip of its key read, for a route on a session
+    # (the turn: turns.state.prefetch), handed to the answer as TurnCall.prefetched once the
+    # key is found working; the Django lane reads them in the answer.
+    prefetch: Callable[[str], Prefetch] | None = None
 
     @property
     def route(self) -> str:
@@ -212,7 +218,13 @@ def _turn(call: TurnCall) -> Answer:
             detail=f"This key already has {settings.TURN_CONCURRENCY} turn calls running: wait for one to finish.",
         )
     with slot:
-        answer = session_turn(session_id=call.session_id, actor=call.actor, body=call.data, loaded=call.loaded)
+        answer = session_turn(
+            session_id=call.session_id,
+            actor=call.actor,
+            body=call.data,
+            loaded=call.loaded,
+            prefetched=call.prefetched,
+        )
         # orjson where its bytes are JSONRenderer's (core.jsonbytes), else JSONRenderer
         return Answer(200, [JSON], jsonbytes.dumps(answer) or JSONRenderer().render(answer))
 
@@ -322,6 +334,7 @@ ROUTES: list[TurnRoute] = [
         schema_out={200: TurnCallOut},
         doc="POST: one call per turn (report, route, render, compact, and the provider request).",
         roles=SESSION_ROLES,
+        prefetch=prefetch,
         openapi={
             "operation_id": "session_turn",
             "summary": "One call per turn",

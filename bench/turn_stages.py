@@ -45,6 +45,7 @@ TARGETS: list[tuple[str, str, str]] = [
     ("route", "skills.services", "skill_route"),
     ("route", "skills.turn_state", "turn_skills"),
     ("route", "skills.turn_state", "plan"),
+    ("router", "skills.router", "Index.route"),  # the router's own work, inside the route stage
     ("render", "turns.compose", "render_session"),
     ("render", "turns.compose", "render_for_turn"),
     ("compact", "turns.compose", "prepare"),

@@ -15,7 +15,6 @@ difference: the same answer's bytes, the same parsed values, the same errors.
   or one orjson refuses (NaN, a number past the float range, a lone surrogate escape, a BOM,
   malformed JSON)."""
 
-import re
 from typing import Any
 
 import orjson
@@ -24,7 +23,11 @@ _DIGITS = frozenset(b"0123456789")
 # The standard parser (a C scanner on Python's recursion limit) gives up nesting a little under
 # 1,000 deep: a body with fewer brackets than this cannot reach it.
 _MAX_BRACKETS = 500
-_LONG_NUMBER = re.compile(rb"\d{19}")
+# A run of 19 digits, found by mapping every digit to b"0" and anything else to a space, then
+# a substring search: the regular expression rb"\d{19}" took a millisecond on a 14 kB turn
+# body (it retries at every digit), more than the parse it guards; this takes a tenth of that.
+_DIGITS_ONLY = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
 class _Refused(Exception):
@@ -67,7 +70,7 @@ def dumps(value: Any) -> bytes | None:
 
 def loads(body: bytes) -> tuple[bool, Any]:
     """(True, the value) parsed by orjson; (False, None) when the standard parser must decide."""
-    if body.count(b"[") + body.count(b"{") > _MAX_BRACKETS or _LONG_NUMBER.search(body):
+    if body.count(b"[") + body.count(b"{") > _MAX_BRACKETS or _LONG_RUN in body.translate(_DIGITS_ONLY):
         return False, None
     try:
         return True, orjson.loads(body)

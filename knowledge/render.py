@@ -338,9 +338,9 @@ WHERE r.session_id = %s AND r.known_sha256 <> COALESCE(f.sha256, '')
 TurnReads = tuple[tuple[tuple[str, str], ...], list[tuple[Any, ...]]]
 
 
-def turn_reads_query(session: Session, names: list[str]) -> tuple[str, list[Any]]:
+def turn_reads_query(session_id: Any, names: list[str]) -> tuple[str, list[Any]]:
     """turn_reads' statement, for a caller that sends it with others in one round trip."""
-    return _TURN_SQL, [names, session.pk]
+    return _TURN_SQL, [names, session_id]
 
 
 def turn_reads(session: Session, names: list[str]) -> TurnReads:

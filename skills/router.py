@@ -105,10 +105,19 @@ class _Turn:
     cards_in_context: set[int]  # the cards with a keyword found in the context
 
 
+# A reason in a card's `why`: text, or (format, value) formatted only for the cards the route
+# returns (of 100 cards, k are routed: formatting every card's scores was a tenth of the route).
+Reason = str | tuple[str, float]
+
+
+def _why(reasons: list[Reason]) -> str:
+    return "; ".join(r if isinstance(r, str) else r[0] % r[1] for r in reasons)
+
+
 @dataclass
 class _Scored:
     score: float
-    why: list[str]
+    why: list[Reason]
     candidate: bool  # shares a word with the turn, or is semantically close enough
 
 
@@ -134,7 +143,8 @@ def _concepts(words: list[str], text: str, params: RouterParams) -> list[str]:
 def _english_part(text: str, words: list[str], params: RouterParams = DEFAULT) -> str:
     """What the (English) semantic model reads of a text: its English words (stop words dropped
     when `semantic_drop_stop`), plus the English words of the lexicon concepts of its other words."""
-    ascii_words = "".join(ch if ch.isascii() else " " for ch in text).split()
+    # the text's words with every non-ASCII character as a space (an ASCII text: its own words)
+    ascii_words = text.split() if text.isascii() else "".join(ch if ch.isascii() else " " for ch in text).split()
     if params.semantic_drop_stop:
         ascii_words = [w for w in ascii_words if w.lower().strip(".,!?;:'\"()") not in STOP]
     if text.isascii():
@@ -317,14 +327,14 @@ class Index:
         # `t in text` first: most keywords are absent, and it spares each of them a method call.
         return {t for t, phrase in self.phrases.items() if t in text and phrase.found_in(text)} if text else set()
 
-    def _lexical(self, turn: "_Turn") -> list[tuple[float, list[str]]]:
+    def _lexical(self, turn: "_Turn") -> list[tuple[float, list[Reason]]]:
         """Phase 2: BM25F normalised by the turn's best, plus the exact keyword bonus."""
         raw = self._bm25(turn.query)
         best = max(raw, default=0.0) or 1.0
-        out: list[tuple[float, list[str]]] = []
+        out: list[tuple[float, list[Reason]]] = []
         for i, card in enumerate(self.cards):
             score = raw[i] / best
-            why = [f"bm25 {score:.2f}"] if raw[i] else []
+            why: list[Reason] = [("bm25 %.2f", score)] if raw[i] else []
             hits = [kw.text for kw in card.keywords if kw.text in turn.in_newest] if i in turn.cards_in_newest else []
             if hits:
                 score += self.params.keyword_bonus * min(len(hits), 3)
@@ -348,7 +358,7 @@ class Index:
         return self.semantic.scores(turn.english, turn.raw)
 
     def _fuse(
-        self, lexical: list[tuple[float, list[str]]], cosines: tuple[list[float], float] | None
+        self, lexical: list[tuple[float, list[Reason]]], cosines: tuple[list[float], float] | None
     ) -> list["_Scored"]:
         """Phase 4: one score per card from the lexical and semantic scores (`fusion`)."""
         if cosines is None:
@@ -360,7 +370,8 @@ class Index:
         out = []
         for i, (score, why) in enumerate(lexical):
             candidate = score > 0 or semantic[i] >= floor
-            out.append(_Scored(fused[i], [*why, f"semantic {semantic[i]:.2f}"], candidate))
+            why.append(("semantic %.2f", semantic[i]))  # each card's own list, made by _lexical
+            out.append(_Scored(fused[i], why, candidate))
         return out
 
     def _categories(self, fused: list["_Scored"]) -> tuple[list[str], str | None]:
@@ -394,10 +405,10 @@ class Index:
 
     def _rank(
         self, turn: "_Turn", fused: list["_Scored"], chosen: list[str], fallback: str | None
-    ) -> list[tuple[float, int, list[str]]]:
+    ) -> list[tuple[float, int, list[Reason]]]:
         """Phase 6: the ranking of the L2 candidates: chosen categories first, others discounted,
         a firing trigger on top."""
-        final: list[tuple[float, int, list[str]]] = []
+        final: list[tuple[float, int, list[Reason]]] = []
         for i, card in enumerate(self.cards):
             scored = fused[i]
             if card.level != "L2" or (not scored.candidate and i not in turn.triggered):
@@ -415,7 +426,7 @@ class Index:
         return final
 
     def _select(
-        self, ranked: list[tuple[float, int, list[str]]], demoted: set[str], k: int
+        self, ranked: list[tuple[float, int, list[Reason]]], demoted: set[str], k: int
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """Phase 7: the top k, without ghosts and without a second member of an exclusive group."""
         taken_groups = {c.group for c in self.cards if c.level == "L1" and c.group}
@@ -437,7 +448,7 @@ class Index:
                     "name": card.name,
                     "score": round(score, 4),
                     "category": card.category,
-                    "why": "; ".join(why) or "context",
+                    "why": _why(why) or "context",
                 }
             )
         return routed, dropped

@@ -97,9 +97,9 @@ def _json(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
-def read_query(session: Session) -> tuple[str, dict[str, Any]]:
+def read_query(session_id: Any) -> tuple[str, dict[str, Any]]:
     """The read, for a caller that sends it with others in one round trip (turns.state)."""
-    return READ_SQL, {"s": session.pk}
+    return READ_SQL, {"s": session_id}
 
 
 @dataclass(frozen=True)

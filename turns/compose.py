@@ -49,7 +49,7 @@ from skills import turn_state
 from turns import provider_input, provider_messages, providers
 from turns.layout import provider_request, turn_cards, turn_text
 from turns.request import TurnRequest, parse
-from turns.state import read_state
+from turns.state import Prefetch, read_state
 
 
 def _model(content: dict[str, Any], override: str | None) -> dict[str, Any]:
@@ -223,13 +223,16 @@ def lay_out(
     return Layout(turn_text=text, built=built)
 
 
-def session_turn(*, session_id: Any, actor: Actor, body: Any, loaded: Loaded = UNREAD) -> dict[str, Any]:
+def session_turn(
+    *, session_id: Any, actor: Actor, body: Any, loaded: Loaded = UNREAD, prefetched: Prefetch | None = None
+) -> dict[str, Any]:
     """The turn call: renews the lease once (404, 410 session_ended / version_revoked as every
     session call), then reports, routes, renders and compacts on that one read. `loaded`: the
-    session as the fast lane read it already (sessions_app.turns)."""
+    session as the fast lane read it already (sessions_app.turns); `prefetched`: the session's
+    per-turn state it read with it (turns.state.prefetch)."""
     request = parse(body)
     session = session_for_turn(session_id=session_id, actor=actor, loaded=loaded)
-    return turn_for_session(session=session, actor=actor, request=request)
+    return turn_for_session(session=session, actor=actor, request=request, prefetched=prefetched)
 
 
 def _in_format(request: TurnRequest, compacted: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -290,7 +293,9 @@ def _answer(request: TurnRequest, prepared: Prepared, steps: Steps, layout: Layo
     return answer
 
 
-def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) -> dict[str, Any]:
+def turn_for_session(
+    *, session: Session, actor: Actor, request: TurnRequest, prefetched: Prefetch | None = None
+) -> dict[str, Any]:
     """The turn of a session already read, checked and touched for `actor` (session_use, or a
     fast lane's own read). Everything that can refuse the request runs before the one write: a
     turn variable the pinned version refuses, messages the compaction cannot read, a report with
@@ -305,7 +310,7 @@ def turn_for_session(*, session: Session, actor: Actor, request: TurnRequest) ->
         guard.check_messages(request.messages)  # before anything is reported or routed
     prepared = prepare(request, content)
     names = packs_reachable(list(content.get("knowledge") or []), actor)
-    state, reads = read_state(session, names)
+    state, reads = read_state(session, names, prefetched)
     planned = turn_state.plan(
         session=session, messages=for_routing(request.messages), invoked=request.invoked, k=request.k, state=state
     )

@@ -4,6 +4,7 @@ invocation, lapsing after SESSION_SKILL_IDLE_TURNS), a turn number taken meanwhi
 the statements of a warm turn counted where psycopg sends them (the turn's reads go out
 together, on their own cursors, which Django's query log does not see)."""
 
+import json
 from typing import Any
 
 import psycopg
@@ -165,3 +166,118 @@ def test_concurrent_turns_are_written_in_batches_each_with_its_number(monkeypatc
         rows = SkillTurn.objects.filter(session_id=session).order_by("number")
         assert rows.first().invoked == ["refund_order"]
         assert [r.number for r in rows] == list(range(1, rows.count() + 1))
+
+
+def _counting_wait(trips: list[str], sent: list[str]):
+    """psycopg's wait (psycopg.waiting.wait_poll's loop), counting the waits in which the
+    server's answer arrived (the socket became readable): one per round trip. Sending alone (a
+    pipeline queueing its statements) reads nothing: PostgreSQL answers a pipeline once it gets
+    its Sync. An answer read in several steps within one wait counts once."""
+    import select
+
+    from psycopg import waiting
+
+    masks = {waiting.Wait.R: select.POLLIN, waiting.Wait.W: select.POLLOUT}
+
+    def wait(gen, fileno, interval=0.0, timeout=None):
+        answered = False
+        poll = select.poll()
+        try:
+            s = next(gen)
+            poll.register(fileno, masks.get(s, select.POLLIN | select.POLLOUT))
+            while True:
+                events = poll.poll(30_000)
+                event = events[0][1] if events else 0
+                readable = bool(event & (select.POLLIN | select.POLLERR | select.POLLHUP))
+                answered = answered or readable
+                ready = (waiting.Ready.R if readable else 0) | (waiting.Ready.W if event & select.POLLOUT else 0)
+                s = gen.send(ready)
+                poll.modify(fileno, masks.get(s, select.POLLIN | select.POLLOUT))
+        except StopIteration as done:
+            if answered:
+                trips.append(f"after {len(sent)} statements")
+            return done.value
+
+    return wait
+
+
+@pytest.mark.django_db(transaction=True)  # as served: autocommit (the fast lane releases its connection)
+def test_a_warm_turn_through_the_fast_lane_is_two_round_trips(monkeypatch):
+    """The fast lane's warm turn: the key, the session and the session's per-turn state in one
+    round trip (api.fastlane with turns.state's prefetch), the write in the other; counted
+    where psycopg waits for PostgreSQL's answer."""
+    world = World(monkeypatch)
+    from psycopg import waiting
+
+    from api import fastlane
+    from api.routes import BY_NAME
+    from edge import http
+
+    messages = [user("I want a refund for order 42"), *tool_exchange(1), user("and the invoice?")]
+    body = orjson_body({"messages": messages, "format": "anthropic", "invoked": ["refund_order"]})
+    headers = {b"authorization": f"Bearer {world.agent.secret}".encode(), b"content-type": b"application/json"}
+
+    def turn() -> dict[str, Any]:
+        answer = fastlane.serve(route=BY_NAME["turn"], session_id=world.session, headers=headers, body=body)
+        assert answer.status == 200, answer.body
+        return json.loads(answer.body)
+
+    world.turn({"messages": messages, "format": "anthropic"})  # a turn to report
+    # Django's health check (a SELECT 1 round trip) runs at most once a second per thread
+    # (edge.http.release_connection): not in the turn measured here.
+    monkeypatch.setattr(http, "HEALTH_CHECK_EVERY", 3600.0)
+    turn()  # warm: the connection, the prepared statements, what the process builds once
+    first = turn()
+    trips: list[str] = []
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self, query, *args, **kwargs):
+        sent.append(" ".join(str(query).split()[:6]))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    monkeypatch.setattr(waiting, "wait", _counting_wait(trips, sent))
+    second = turn()
+    assert second["turn"] == first["turn"] + 1 and second["reported"]["invoked"] == ["refund_order"]
+    assert len(trips) == 2, (trips, sent)
+    assert sent[-1].startswith("WITH"), sent  # the write, last
+
+
+def orjson_body(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("guess", [(), ("elsewhere",), ("elsewhere", "ops")])
+def test_the_fast_lane_answers_the_same_whatever_packs_it_prefetched(monkeypatch, guess):
+    """The prefetch reads the packs the session's last turn read here (turns.state): missing
+    ones are read after it, extra ones are left out, so the render gets the packs' states the
+    Django lane reads, and the same prefix."""
+    from api import fastlane
+    from api.routes import BY_NAME
+    from knowledge import render
+    from turns import state
+
+    world = World(monkeypatch)
+    assert world.ops.post("/api/v1/knowledge/", {"name": "elsewhere"}).status_code == 201  # not listed
+    twin = world.start()
+    body = {"messages": [user("I want a refund for order 42")], "format": "anthropic"}
+    headers = {b"authorization": f"Bearer {world.agent.secret}".encode(), b"content-type": b"application/json"}
+    states: list[Any] = []
+    prefix_for = render.prefix_for
+
+    def seen(**kwargs):
+        states.append(kwargs["states"])
+        return prefix_for(**kwargs)
+
+    monkeypatch.setattr(render, "prefix_for", seen)
+    expected = world.turn(body, twin)
+    monkeypatch.setitem(state._packs, world.session, guess)
+    answer = fastlane.serve(route=BY_NAME["turn"], session_id=world.session, headers=headers, body=orjson_body(body))
+    assert answer.status == 200, answer.body
+    got = json.loads(answer.body)
+    assert got["prefix_sha256"] == expected["prefix_sha256"]
+    assert got["prefix"] == expected["prefix"] and got["tail"] == expected["tail"]
+    assert states[0] and [name for name, _ in states[0]] == ["ops"]
+    assert states[1] == states[0]
