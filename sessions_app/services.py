@@ -76,14 +76,10 @@ def session_start(
     The bundle must be within the key's scope, and the key's role one that holds sessions
     (403 for a `ci` key)."""
     pin = _start_checked(
-        bundle=bundle,
-        actor=actor,
-        label=label,
-        version=version,
-        external_id=external_id,
-        routing_key=routing_key,
-        evaluation=evaluation,
+        bundle=bundle, actor=actor, label=label, version=version, external_id=external_id, routing_key=routing_key
     )
+    if evaluation and version is None:  # only a pin by number is a candidate's try (after the 403s)
+        raise InvalidContent("evaluation applies to a session pinned by number.", {"evaluation": ["Give version."]})
     ttl = _validate_ttl(ttl_seconds)
     session_id = uuid7()
 
@@ -135,7 +131,6 @@ def _start_checked(
     version: BundleVersion | None,
     external_id: str | None,
     routing_key: str | None,
-    evaluation: bool = False,
 ) -> pin_policy.PinVerdict | None:
     """session_start's checks before anything is read or written, in the order a refusal must
     come: the role (403), the scope (404), the fields (400), then the pin by number (403
@@ -149,9 +144,6 @@ def _start_checked(
     for name, value in (("external_id", external_id), ("routing_key", routing_key)):
         if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= EXTERNAL_ID_MAX):
             raise InvalidContent(f"{name} is not valid.", {name: [f"A string of 1 to {EXTERNAL_ID_MAX} characters."]})
-    if evaluation and version is None:
-        # Only a pin by number can be a candidate's try; a label's target is released already.
-        raise InvalidContent("evaluation applies to a session pinned by number.", {"evaluation": ["Give version."]})
     # Governance protects what agents run: a pin by number must pass what the bundle's labels
     # require, unless ops granted this role or key "pin any version" (403 pin_not_allowed).
     return pin_policy.require_pinnable(bundle=bundle, version=version, actor=actor) if version is not None else None
