@@ -80,7 +80,7 @@ def test_a_hold_freezes_a_stepped_rollout_where_it_is_without_a_label_move(bundl
     assert ops.put(GUARD, {**spec, "reason": "ramp v2, hold if worse"}).status_code == 200
     assert weights() == {1: 90, 2: 10}
     moves = label().history.count()
-    run_sessions(bundle, agent, n=300, resolved_share={1: 0.9, 2: 0.3})
+    run_sessions(bundle, agent, n=600, resolved_share={1: 0.9, 2: 0.3})
     assert guards_judge() == 1
     guard = RolloutGuard.objects.get()
     assert (guard.state, guard.step, weights()) == (GuardState.HELD, 0, {1: 90, 2: 10})
