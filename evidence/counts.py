@@ -7,7 +7,11 @@ FLUSH_SECONDS of usage, as for the usage counts.
 
 Outcomes and scores are rare (one or a few per session) and must agree with their raw rows
 (an idempotent re-send must not count twice), so they are added in the transaction that writes
-the raw row, with one upsert (`add_now`)."""
+the raw row, with one upsert (`add_now`): an acknowledged end's outcome is counted. That upsert
+holds its row's lock until the end commits, so ends of one version, label and day would queue
+on one row (bench/outcome_contention.py: at 64 clients a third of the plain end's rate and a
+p99 six times longer); each end adds to the row of its session's shard instead
+(OUTCOME_SHARDS rows per version, label and day at most), and reads sum them."""
 
 import atexit
 import math
@@ -17,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -24,6 +29,7 @@ from django.db import close_old_connections, connection, transaction
 from registry.selectors import version_ids_existing
 
 FLUSH_SECONDS = 5.0
+OUTCOME_SHARDS = 16
 LATENCY_BUCKETS = 64  # bucket i: below 2 ** ((i + 1) / 3) ms, three per doubling (up to ~2.6 days)
 
 INTEGER_COLUMNS = (
@@ -94,9 +100,9 @@ def record(version_id: int, label: str | None, delta: Delta) -> None:
 
 _SET = ", ".join(f"{c} = evidence_evidenceday.{c} + EXCLUDED.{c}" for c in COLUMNS)
 _DAY_SQL = f"""
-INSERT INTO evidence_evidenceday (version_id, label, day, {", ".join(COLUMNS)}, latency_buckets)
-VALUES (%s, %s, %s, {", ".join(["%s"] * len(COLUMNS))}, %s)
-ON CONFLICT (version_id, label, day) DO UPDATE SET {_SET},
+INSERT INTO evidence_evidenceday (version_id, label, day, shard, {", ".join(COLUMNS)}, latency_buckets)
+VALUES (%s, %s, %s, %s, {", ".join(["%s"] * len(COLUMNS))}, %s)
+ON CONFLICT (version_id, label, day, shard) DO UPDATE SET {_SET},
     latency_buckets = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0)
         FROM unnest(evidence_evidenceday.latency_buckets, EXCLUDED.latency_buckets) AS t(a, b))
 """
@@ -107,18 +113,23 @@ ON CONFLICT (version_id, label, day, name) DO UPDATE SET n = evidence_scoreday.n
 """
 
 
-def _row(key: Key, delta: Delta) -> list[Any]:
+def _row(key: Key, delta: Delta, shard: int = 0) -> list[Any]:
     values = [int(delta.values.get(c, 0)) for c in INTEGER_COLUMNS] + [
         float(delta.values.get(c, 0.0)) for c in FLOAT_COLUMNS
     ]
     latency = [delta.latency.get(i, 0) for i in range(LATENCY_BUCKETS)] if delta.latency else []
-    return [*key, *values, latency]
+    return [*key, shard, *values, latency]
 
 
-def add_now(*, version_id: int, label: str | None, delta: Delta) -> None:
-    """Add to today's rollup in the caller's transaction (one statement)."""
+def shard_of(session_id: UUID | str) -> int:
+    """The rollup shard a session's outcome goes to (a UUID 7's low bits are random)."""
+    return UUID(str(session_id)).int % OUTCOME_SHARDS
+
+
+def add_now(*, version_id: int, label: str | None, delta: Delta, shard: int = 0) -> None:
+    """Add to today's rollup row of `shard` in the caller's transaction (one statement)."""
     with connection.cursor() as cursor:
-        cursor.execute(_DAY_SQL, _row((version_id, label or "", today()), delta))
+        cursor.execute(_DAY_SQL, _row((version_id, label or "", today()), delta, shard))
 
 
 def score_add_now(*, version_id: int, label: str | None, name: str, value: float) -> None:

@@ -67,6 +67,10 @@ class EvidenceDay(models.Model):
     version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
     label = models.CharField(max_length=limits.LABEL_NAME_MAX, blank=True, default="")
     day = models.DateField()
+    # Several rows per version, label and day: an end with an outcome adds to the row of its
+    # session's shard (evidence.counts.OUTCOME_SHARDS) in its transaction, so ends at once
+    # rarely wait on one row lock; the batched usage goes to shard 0; reads sum every row.
+    shard = models.PositiveSmallIntegerField(default=0)
     # Sessions that ended with an outcome, and how many of each.
     outcomes = models.BigIntegerField(default=0)
     resolved = models.BigIntegerField(default=0)
@@ -94,7 +98,7 @@ class EvidenceDay(models.Model):
     latency_buckets = ArrayField(models.BigIntegerField(), default=list, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["version", "label", "day"], name="evidenceday_unique")]
+        constraints = [models.UniqueConstraint(fields=["version", "label", "day", "shard"], name="evidenceday_unique")]
 
     def __str__(self) -> str:
         return f"evidence of version {self.version_id} via {self.label or '-'} on {self.day}"

@@ -121,7 +121,8 @@ def session_end_outcome(*, session: Session, actor: Actor, outcome: OutcomeIn) -
         delta = counts.Delta()
         delta.values["outcomes"] = 1
         delta.values[outcome.status] = 1
-        counts.add_now(version_id=session.version_id, label=session.label, delta=delta)
+        shard = counts.shard_of(session.pk)  # ends at once rarely share a row lock (evidence.counts)
+        counts.add_now(version_id=session.version_id, label=session.label, delta=delta, shard=shard)
     return session
 
 

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from access.actors import SYSTEM
 from access.models import ApiKey
 from access.roles import Role
+from access.services import api_key_create
 from api.routes import ROUTES, access_table
+from core.ids import uuid7
 from sessions_app.services import session_start
 from tests.access_table import ALL_ROLES, SAMPLES, body_of, expected_status, path_of
 from tests.conftest import make_api
@@ -69,3 +72,29 @@ def test_every_role_gets_the_table_s_answer_on_every_route_of_both_lanes(bundle,
                     if status == 403:
                         assert error["error"]["code"] == "permission_denied", error
     assert got == wanted
+
+
+@pytest.mark.timeout(300)
+def test_a_session_outside_the_key_s_scope_answers_as_no_session_on_every_route_of_both_lanes(bundle, production, v1):
+    """Sessions cannot be probed (docs/api.md, Scope): a key scoped away from the session's
+    bundle, ops included, gets on every per-turn route on a session (the scores too) exactly
+    what a session that does not exist gets, 404 `not_found`, on both lanes; never 403."""
+    owner = make_api(Role.AGENT, name="scope-owner")
+    scoped = {
+        role: api_key_create(name=f"scoped-{role}", role=role, scopes=["support-*"], actor=SYSTEM)[1]
+        for role in (Role.AGENT, Role.OPS)
+    }
+    ApiKey.objects.filter(name__startswith="scoped-").update(last_used_at=timezone.now())  # the batched path too
+    got: dict[tuple[str, str, str, str], tuple[int, str]] = {}
+    for lane, app in LANES.items():
+        with web_server(app=app) as base:
+            for route in (r for r in ROUTES if r.on_session):
+                for role, secret in scoped.items():
+                    session, _ = session_start(bundle=bundle, actor=owner.actor)
+                    for which, session_id in (("outside", session.pk), ("missing", uuid7())):
+                        status, error = _send(
+                            base, route.method, path_of(route, session_id), secret, body_of(route, bundle.name)
+                        )
+                        got[(lane, route.name, role, which)] = (status, error.get("error", {}).get("code", ""))
+    assert {k[1] for k in got} >= {"scores", "end", "turn"}
+    assert got == dict.fromkeys(got, (404, "not_found"))

@@ -72,6 +72,27 @@ def test_equal_arms_are_left_alone_and_hold_freezes_the_weights(bundle, split, o
     assert guard.last_verdict["reason"].startswith("guard: outcome.resolved worse by")
 
 
+def test_a_hold_freezes_a_stepped_rollout_where_it_is_without_a_label_move(bundle, split, ops, agent):
+    """`hold` (freeze the weights): the label keeps the weights of the step it was on, the guard
+    moves nothing (no history row), and no promote step follows while it is held, however good
+    the evidence becomes, until ops acknowledges it; the hold is in the audit log."""
+    spec = {**RESOLVED, "min_sessions": 20, "action": "hold", "promote_steps": [10, 50, 100]}
+    assert ops.put(GUARD, {**spec, "reason": "ramp v2, hold if worse"}).status_code == 200
+    assert weights() == {1: 90, 2: 10}
+    moves = label().history.count()
+    run_sessions(bundle, agent, n=600, resolved_share={1: 0.9, 2: 0.3})
+    assert guards_judge() == 1
+    guard = RolloutGuard.objects.get()
+    assert (guard.state, guard.step, weights()) == (GuardState.HELD, 0, {1: 90, 2: 10})
+    assert label().history.count() == moves  # a hold changes no label
+    held = AuditEvent.objects.get(action="rollout.guarded")
+    assert held.data["action"] == "hold" and held.reason.startswith("guard: outcome.resolved worse by")
+    # Enough sessions for the next step, the candidate now as good: held, so no step is taken.
+    run_sessions(bundle, agent, n=400, resolved_share={1: 0.9, 2: 0.9})
+    assert guards_judge() == 0 and weights() == {1: 90, 2: 10} and label().history.count() == moves
+    assert RolloutGuard.objects.get().step == 0
+
+
 def test_promote_steps_advance_while_nothing_is_worse_and_each_step_has_its_minimum(bundle, split, ops, agent):
     spec = {**RESOLVED, "min_sessions": 20, "promote_steps": [10, 50, 100]}
     assert ops.put(GUARD, {**spec, "reason": "ramp v2"}).status_code == 200
