@@ -70,7 +70,7 @@ class EvidenceDay(models.Model):
     # Several rows per version, label and day: an end with an outcome adds to the row of its
     # session's shard (evidence.counts.OUTCOME_SHARDS) in its transaction, so ends at once
     # rarely wait on one row lock; the batched usage goes to shard 0; reads sum every row.
-    shard = models.PositiveSmallIntegerField(default=0)
+    shard = models.PositiveSmallIntegerField(default=0, db_default=0)
     # Sessions that ended with an outcome, and how many of each.
     outcomes = models.BigIntegerField(default=0)
     resolved = models.BigIntegerField(default=0)
