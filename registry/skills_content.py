@@ -349,7 +349,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]
     return changes
 
 
-SKILL_INDEX_TASK = "skills.tasks.skill_index_task"  # skills.index_store.SKILL_INDEX_TASK
+SKILL_INDEX_TASK = "skills.tasks.skill_index_task"  # the one name; skills.index_store sends it too
 
 
 def index_build_cost(skills: list[dict[str, Any]]) -> int:

@@ -32,7 +32,7 @@ from core import breaker, enqueue
 from core.redis_client import redis_client
 from core.text import warm_up
 from registry.parsed_content import content_document
-from registry.skills_content import index_build_cost
+from registry.skills_content import SKILL_INDEX_TASK, index_build_cost
 from skills import selectors
 from skills.embedding import Endpoint
 from skills.keyword_router import KeywordIndex, keyword_index
@@ -44,7 +44,6 @@ __all__ = ["SKILL_INDEX_TASK", "build_and_share", "load", "request_build", "rout
 
 logger = logging.getLogger(__name__)
 
-SKILL_INDEX_TASK = "skills.tasks.skill_index_task"
 FORMAT = 1  # in the key: an entry of another layout is never read
 TTL_SECONDS = 30 * 24 * 3600
 CLAIM_SECONDS = 300  # one build request per version per 5 minutes, whoever asks

@@ -2,8 +2,8 @@
 (skills.router.Index) is being built by the worker (skills.index_store). Built from the cards in
 about a millisecond per 100 cards (no segmenter, no embedding): a card scores for each of its
 keywords found verbatim in the newest user message, for its name there, and most for a firing
-trigger (RE2, as the full index runs them). Resident (L1) skills, exclusive groups and the
-ghost-loop rule are as in the full index; each routed skill's `why` says "keywords only"."""
+trigger (RE2, as the full index runs them). Resident (L1) skills and exclusive groups are as
+in the full index (its ghost-loop rule cannot fire here: see route); each routed skill's `why` says "keywords only"."""
 
 import threading
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from skills.params import DEFAULT
-from skills.router import History, Index, RouteResult, _Phrase, _triggers
+from skills.router import History, RouteResult, _Phrase, _triggers
 from skills.turn_text import split
 
 __all__ = ["KeywordIndex", "keyword_index"]
@@ -61,19 +61,18 @@ class KeywordIndex:
             if score > 0:
                 ranked.append((score, card, why))
         ranked.sort(key=lambda item: (-item[0], item[1].name))
-        demoted = Index._ghosts(history or History()) - {card.name for _, card, _ in ranked}
+        # The ghost-loop rule demotes a ghost the message does not point at again; every card
+        # ranked here is one it points at (a keyword, its name or a trigger), so none is demoted
+        # and `history` is taken only for the full index's signature.
         taken = {c.group for c in self.cards if c.level == "L1" and c.group}
         routed: list[dict[str, Any]] = []
-        dropped: list[str] = []
         for score, card, why in ranked:
-            if card.name in demoted:
-                dropped.append(card.name)
-            elif not (card.group and card.group in taken) and len(routed) < k:
+            if not (card.group and card.group in taken) and len(routed) < k:
                 if card.group:
                     taken.add(card.group)
                 routed.append({"name": card.name, "score": score, "category": card.category, "why": "; ".join(why)})
         categories = list(dict.fromkeys(r["category"] for r in routed))
-        return RouteResult(resident=list(self.resident), routed=routed, categories=categories, demoted=dropped)
+        return RouteResult(resident=list(self.resident), routed=routed, categories=categories, demoted=[])
 
 
 _KEYWORD_INDEXES: "LRUCache[str, KeywordIndex]" = LRUCache(maxsize=64)

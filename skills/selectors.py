@@ -5,6 +5,7 @@ from typing import Any
 from core.compaction import policy_from_content
 from core.tokens import estimate_tokens
 from metrics.selectors import latency_percentile_us, version_totals
+from registry.lifecycle.labels import label_target_ids
 from registry.models import BundleVersion, Label, VersionState
 from registry.parsed_content import content_document
 from registry.skills_content import MAX_L1_TOKENS, l1_tokens, render_card
@@ -23,9 +24,8 @@ def labelled_versions() -> list[tuple[int, str]]:
     """(id, content_hash) of every version not revoked that some label targets (its version or
     one of a split's targets), oldest first: what the skill index sweep keeps indexed."""
     ids: set[int] = set()
-    for version_id, targets in Label.objects.values_list("version_id", "targets"):
-        ids.add(version_id)
-        ids.update(int(t["version_id"]) for t in targets or [] if isinstance(t, dict) and "version_id" in t)
+    for label in Label.objects.only("version_id", "targets"):
+        ids.update(label_target_ids(label), [label.version_id])
     rows = BundleVersion.objects.filter(pk__in=ids).exclude(state=VersionState.REVOKED).order_by("pk")
     return list(rows.values_list("pk", "content_hash"))
 

@@ -78,12 +78,14 @@ class Written:
     replaced: tuple[Any, Any] | None
 
 
+def json_or_none(text: str | None) -> Any:
+    """A jsonb column read as text, parsed (None stays None)."""
+    return None if text is None else orjson.loads(text)
+
+
 def replaced(invoked: str | None, expected: str | None) -> tuple[Any, Any]:
     """The replaced row's jsonb columns, as text, parsed."""
-    return (
-        None if invoked is None else orjson.loads(invoked),
-        None if expected is None else orjson.loads(expected),
-    )
+    return json_or_none(invoked), json_or_none(expected)
 
 
 def write_many(items: list[dict[str, Any]]) -> list[Written]:

@@ -37,6 +37,7 @@ from skills.index_store import routing_index
 from skills.models import SESSION_SKILL_IDLE_TURNS, SessionSkill
 from skills.router import History
 from skills.selectors import session_content
+from skills.turn_batch import json_or_none as _json
 
 READ_SQL = """
 SELECT 't', t.number, t.version_id, t.resident::text, t.routed::text, t.session_skills::text, t.invoked::text,
@@ -91,10 +92,6 @@ class _Turn:
     session_skills: list[str]
     invoked: list[str] | None
     expected: list[str] | None
-
-
-def _json(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
 
 
 def read_query(session_id: Any) -> tuple[str, dict[str, Any]]:
