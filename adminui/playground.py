@@ -20,7 +20,7 @@ from core.errors import InvalidContent
 from evals import jobs
 from evals.endpoints import Provider
 from evals.provider_calls import CALLERS, with_model
-from evidence.pricing import price_of
+from evidence.pricing import input_output
 from registry.models import BundleVersion
 from turns.preview import MAX_PREVIEW_MESSAGE, Draft
 
@@ -96,8 +96,7 @@ def _answer(
     provider's error. Priced, counted against the day's budget (refused when spent) and
     audited, answered or not (evals.jobs.playground_call_record)."""
     model = _model(preview, provider)
-    found = price_of(model)
-    prices = jobs.require_price(model, (found.input_per_mtok, found.output_per_mtok) if found else None)
+    prices = jobs.require_price(model, input_output(model))
     jobs.require_budget()
     request = with_model(provider.format, preview.body, provider.model)
     record = partial(

@@ -30,7 +30,7 @@ from evals import content, jobs, services
 from evals.endpoints import Provider
 from evals.models import EvalJob, JobStatus
 from evals.provider_calls import CALLERS, judge_question, judge_verdict, request_sha256
-from evidence.pricing import price_of
+from evidence.pricing import input_output
 from registry.models import BundleVersion
 from sessions_app.services import session_end, session_start
 from turns.compose import turn_for_session
@@ -140,7 +140,7 @@ def job_run(job_id: str) -> str:
     runner = None
     try:
         provider = jobs.provider_get(job.provider)
-        prices = jobs.require_price(job.model, job_prices(job.model))
+        prices = jobs.require_price(job.model, input_output(job.model))
         sessions = Actor(name=f"eval:{job.id}", role=Role.OPS, scopes=tuple(job.created_scopes or ()))
         runner = WorkerRunner(job=job, provider=provider, prices=prices, sessions=sessions)
         items = content.stored(job.suite_version.canonical)["items"]
@@ -167,9 +167,3 @@ def job_run(job_id: str) -> str:
         return JobStatus.FAILED
     jobs.job_finish(job, status=JobStatus.DONE, run=recorded, spent=runner.spent)
     return JobStatus.DONE
-
-
-def job_prices(model: str) -> jobs.Prices | None:
-    """The catalog's prices of `model` as a job needs them (evidence.pricing, the one lookup)."""
-    found = price_of(model)
-    return (found.input_per_mtok, found.output_per_mtok) if found else None

@@ -47,3 +47,10 @@ def price_of(model: str | None) -> Prices | None:
         info.cache_read_per_mtok if info.cache_read_per_mtok is not None else info.input_per_mtok,
         info.cache_write_per_mtok if info.cache_write_per_mtok is not None else info.input_per_mtok,
     )
+
+
+def input_output(model: str) -> tuple[float, float] | None:
+    """price_of's input and output prices per million tokens: what an evaluation job budgets
+    with (evals.jobs.Prices), for the worker, the API and the admin alike."""
+    found = price_of(model)
+    return (found.input_per_mtok, found.output_per_mtok) if found else None

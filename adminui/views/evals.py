@@ -22,7 +22,7 @@ from core.errors import DomainError, InvalidContent
 from evals import content as suite_content
 from evals import jobs, selectors, services
 from evals.models import Suite
-from evidence.pricing import price_of
+from evidence.pricing import input_output
 from registry.checks import CHECK_REPORTERS
 from registry.models import BundleVersion
 
@@ -252,7 +252,7 @@ def eval_start(request: HttpRequest, model_admin: ModelAdmin, name: str, number:
             runs=int(request.POST.get("runs") or 1),
             threshold=float(request.POST.get("threshold") or 1),
             actor=actor,
-            price_of=_prices,
+            price_of=input_output,
         )
     except (ValueError, DomainError) as exc:
         said = getattr(exc, "message", None) or "runs and threshold are numbers."
@@ -262,8 +262,3 @@ def eval_start(request: HttpRequest, model_admin: ModelAdmin, name: str, number:
         return HttpResponseRedirect(back)
     messages.success(request, f"Queued a run of {suite_version.suite.name}@{suite_version.number} ({job.id}).")
     return HttpResponseRedirect(back)
-
-
-def _prices(model: str) -> jobs.Prices | None:
-    found = price_of(model)
-    return (found.input_per_mtok, found.output_per_mtok) if found else None

@@ -12,11 +12,11 @@ from rest_framework.response import Response
 from access.models import Role
 from api.authentication import actor_of
 from api.common import BaseApi, StrictCharField, StrictInput, StrictIntegerField, valid
-from api.eval_worker import job_prices
 from core.errors import InvalidContent
 from evals import content as suite_content
 from evals import jobs, selectors, services
 from evals.models import SUITE_NAME_MAX, EvalRun, Suite, SuiteVersion
+from evidence.pricing import input_output
 from registry import selectors as registry_selectors
 
 
@@ -338,7 +338,7 @@ class EvalStartApi(BaseApi):
             runs=data["runs"],
             threshold=data["threshold"],
             actor=actor,
-            price_of=job_prices,
+            price_of=input_output,
         )
         return Response(JobOut(selectors.job_get(job_id=job.id)).data, status=202)
 
