@@ -10,12 +10,12 @@ from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from access.actors import actor_for_user
+from access.actors import Actor, actor_for_user
 from access.models import Role
 from adminui import playground, suite_forms
 from adminui.views.base import bundle_of, need_role, need_view, render, url, version_choices, version_of
 from adminui.workbench import MAX_PREVIEW_JSON, draft_of
-from core.errors import DomainError, InvalidContent
+from core.errors import DomainError, InvalidContent, NotFound
 from evals import content as suite_content
 from evals import selectors, services
 from evals.jobs import provider_get
@@ -45,26 +45,27 @@ def _json(text: str, name: str) -> Any:
         raise InvalidContent("Not JSON.", {name: [str(exc)]}) from None
 
 
-def _subject(request: HttpRequest, bundle: Bundle, state: dict[str, Any], chosen: str) -> BundleVersion | Draft:
+def _subject(actor: Actor, bundle: Bundle, state: dict[str, Any], chosen: str) -> BundleVersion | Draft:
     if chosen == playground.DRAFT:
         if not state.get("draft"):
             raise InvalidContent("No draft here.", {"subject": ["Send one from the new-version form."]})
-        return draft_of(bundle=bundle, content=state["draft"], actor=actor_for_user(request.user))
+        return draft_of(bundle=bundle, content=state["draft"], actor=actor)
     return version_of(bundle, chosen)
 
 
 def _send(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dict[str, str]) -> dict[str, Any]:
     """One turn from the posted form; the page's answer (the composed request, or the problem)."""
-    subject = _subject(request, bundle, state, form["subject"])
+    actor = actor_for_user(request.user)  # one groups query per request
+    subject = _subject(actor, bundle, state, form["subject"])
     if subject_changed(state, form["subject"]):
         state["turns"] = []
     state["subject"] = form["subject"]
     provider = provider_get(form["provider"]) if form["provider"] else None
     if provider is not None:
-        need_role(actor_for_user(request.user), Role.PUBLISHER, "Calling a model")
+        need_role(actor, Role.PUBLISHER, "Calling a model")
     sent = playground.send(
         subject=subject,
-        caller=playground.Caller(actor=actor_for_user(request.user), bundle_name=bundle.name),
+        caller=playground.Caller(actor=actor, bundle_name=bundle.name),
         provider=provider,
         fmt=form["format"],
         session_variables=_json(form["variables"], "variables") or {},
@@ -72,10 +73,18 @@ def _send(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dic
         turns=state.get("turns", []),
         message=form["message"],
         typed_reply=form["assistant"] if provider is None else "",
-        beside=(form["beside"], _subject(request, bundle, state, form["beside"])) if form["beside"] else None,
+        beside=(form["beside"], _subject(actor, bundle, state, form["beside"])) if form["beside"] else None,
     )
     state.setdefault("turns", []).append(sent.turn)
     return {"preview": sent.preview}
+
+
+def _latest_items(suite: Any) -> list[dict[str, Any]]:
+    """The items of the suite's latest version (the one a saved case extends); none without one."""
+    try:
+        return suite_content.stored(selectors.suite_version_get(suite=suite).canonical)["items"]
+    except NotFound:
+        return []
 
 
 def _save_case(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form: dict[str, str]) -> HttpResponse:
@@ -86,8 +95,7 @@ def _save_case(request: HttpRequest, bundle: Bundle, state: dict[str, Any], form
     post = request.POST
     try:
         suite = selectors.suite_get(name=post.get("suite", ""))
-        latest = selectors.suite_versions(suite=suite)
-        items = suite_content.stored(latest[0].canonical)["items"] if latest else []
+        items = _latest_items(suite)
         row = dict.fromkeys(suite_forms.ROW_FIELDS, "")
         row.update(scorer=post.get("scorer", ""), value=post.get("value", ""))
         item = playground.as_case(
