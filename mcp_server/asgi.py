@@ -21,6 +21,7 @@ import time
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access.actors import Actor
@@ -179,9 +180,11 @@ class McpApp:
             if status:
                 seconds = time.perf_counter() - started
                 request_answered(route="mcp", method=scope["method"], status=status, seconds=seconds)
-                # the access log's line, as the other lanes write it (the key's public prefix as sent)
-                lookup = bearer_lookup(headers.get(b"authorization", b""))
-                request_logged("mcp", scope["method"], status, seconds, request_id, lookup[0] if lookup else "")
+                # the access log's line, as the other lanes write it (the key's public prefix as
+                # sent); the key is hashed for it only when the line is written
+                if settings.ACCESS_LOG:
+                    lookup = bearer_lookup(headers.get(b"authorization", b""))
+                    request_logged("mcp", scope["method"], status, seconds, request_id, lookup[0] if lookup else "")
 
     async def _serve(
         self, scope: MutableMapping[str, Any], receive: Any, send: Any, headers: dict[bytes, bytes]

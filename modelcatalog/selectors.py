@@ -113,16 +113,13 @@ def _has(info: ModelInfo, fact: str) -> bool:
 # A pinned name as providers and clouds spell it: "models/gemini-2.5-flash" (Gemini),
 # "us.anthropic.claude-sonnet-4-20250514-v1:0" (a Bedrock inference profile), "anthropic/..."
 # (gateways). All are matched on the bare model id.
-_PREFIX = re.compile(
-    r"^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:models/|[a-z]+/)?"
-    r"(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?(?:anthropic\.|amazon\.|openai\.|google\.)?"
-)
+_ARN = r"(?:arn:aws[a-z-]*:bedrock:[^/]*/)?"
+_REGION = r"(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?"  # a cross-region inference profile
+_PREFIX = re.compile(rf"^{_ARN}(?:models/|[a-z]+/)?{_REGION}(?:anthropic\.|amazon\.|openai\.|google\.)?")
 _BEDROCK_SUFFIX = re.compile(r"-v\d+(?::\d+)?$")
 # A Bedrock id of an Anthropic model: "anthropic.claude-...", a region's inference profile
 # ("us.anthropic..."), a gateway's "bedrock/anthropic..." or an ARN naming either.
-_BEDROCK_ANTHROPIC = re.compile(
-    r"^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:[a-z]+/)?(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?anthropic\."
-)
+_BEDROCK_ANTHROPIC = re.compile(rf"^{_ARN}(?:[a-z]+/)?{_REGION}anthropic\.")
 
 
 @lru_cache(maxsize=4096)

@@ -518,7 +518,7 @@ def test_a_release_and_its_rollback_ask_the_same_question(settings, ops, bundle,
     )
     body = {"moves": [{"bundle": "refunds", "label": "production", "version": 2}], "reason": "to 4o"}
     release = ops.post("/api/v1/releases/", body)
-    assert release.status_code == 201, release.content  # the bare gpt-4o has no date in the catalog
+    assert release.status_code == 201, release.content  # gpt-4o retires 2027-01-14: outside the window
     settings.MODEL_CLOCK_NOW = WITHIN
     path = f"/api/v1/releases/{release.json()['id']}/rollback/"
     refused = ops.post(path, {"reason": "back to gpt-5"})
