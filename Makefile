@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-turn bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare eval-routing-tune ui-assets screenshots ts-types mlflow-venv test-mlflow
+.PHONY: run test tls-selfsigned fuzz chaos chaos-short lint format bench bench-short bench-turn bench-cache bench-cache-short bench-scale bench-route lock clean eval-routing eval-routing-compare eval-routing-tune ui-assets screenshots ts-types mlflow-venv test-mlflow test-stores
 
 # One virtualenv for every make target: the runtime set (requirements.txt, what the image
 # installs) plus the development set (requirements-dev.txt: tests, tools, and the embedded
@@ -32,6 +32,17 @@ run: $(VENV)/.client-installed
 
 test: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(ARGS)
+
+# The suite's tiers that speak to PostgreSQL and Redis through the services and the fast lane's
+# own SQL (locks, batches, migrations, rate limits, the worker): what CI runs a second time
+# against the machine's servers (DATABASE_URL/REDIS_URL set), in about half the suite's time.
+# The rest (clients, browser, README, the stack's supervisor, telemetry) meets the same
+# servers through these. The whole suite against external servers is `make test` with the URLs.
+STORE_TIERS := tests/registry tests/sessions_app tests/evidence tests/access tests/reliability \
+	tests/retention tests/knowledge tests/skills tests/turns tests/api tests/webhooks \
+	tests/edge/test_fastlane.py
+test-stores: $(VENV)/.client-installed
+	$(PY) -m devtools.stack test $(STORE_TIERS) $(ARGS)
 
 # The TypeScript client's OpenAPI document, the types generated from it and the compiled dist/
 # (all committed; tests/client/test_typescript_client.py fails when any is stale).
