@@ -27,6 +27,7 @@ from evals import content
 from evals.endpoints import Provider
 from evals.models import EvalJob, EvalRun, JobStatus, ProviderSpend, SuiteVersion
 from evals.services import MAX_RUNS, eval_plan
+from modelcatalog.selectors import model_get
 from registry.checks import CHECK_REPORTERS
 from registry.models import Bundle, BundleVersion
 
@@ -76,6 +77,18 @@ def require_price(model: str, prices: Prices | None) -> Prices:
             {"model": [f"No price for {model}."]},
         )
     return prices
+
+
+def require_unretired(model: str) -> None:
+    """A model the catalog says has retired is refused before the run is queued: the provider
+    would refuse every call, and the run would record nothing but errors."""
+    info = model_get(provider=None, name=model)
+    if info is not None and info.retired():
+        instead = f"; its replacement is {info.replacement}" if info.replacement else ""
+        raise InvalidContent(
+            f"{model} retired on {info.retires_at}: its provider no longer serves it{instead}.",
+            {"model": [f"{model} retired on {info.retires_at}."]},
+        )
 
 
 def cost_of(prices: Prices, usage: dict[str, Any]) -> float:
@@ -191,6 +204,7 @@ def job_start(
     if problems:
         raise InvalidContent(f"{len(problems)} item(s) cannot run on this version.", {"items": problems})
     model = model_of(version, provider)
+    require_unretired(model)
     items = content.stored(suite_version.canonical)["items"]
     require_budget(estimate(items, runs, require_price(model, price_of(model))))
     job = EvalJob.objects.create(

@@ -224,6 +224,24 @@ def test_a_model_without_a_price_is_refused(provider, refunds):
     assert "no price for m-1" in answer.json()["error"]["message"]
 
 
+def test_a_model_the_catalog_says_has_retired_is_refused_before_the_run_is_queued(provider, refunds, settings):
+    settings.MODEL_CLOCK_NOW = "2026-11-14T23:00:00Z"  # an hour before it retires
+    ops = make_api(Role.OPS, "catalog-ops")
+    body = {
+        "facts": {"retires_at": "2026-11-15", "replacement": "claude-haiku-5"},
+        "source": {"url": "https://example.test/deprecations", "read": "2026-10-30"},
+        "reason": "the provider's notice",
+    }
+    assert ops.put(f"/api/v1/models/anthropic/{MODEL}/", body).status_code == 200
+    assert start(make_api(Role.CI)).status_code == 202
+    settings.MODEL_CLOCK_NOW = "2026-11-15T00:00:00Z"
+    refused = start(make_api(Role.CI))
+    assert refused.status_code == 400, refused.content
+    assert "retired on 2026-11-15" in refused.json()["error"]["message"]
+    assert "claude-haiku-5" in refused.json()["error"]["message"]
+    assert EvalJob.objects.count() == 1 and provider.received == []
+
+
 def test_a_run_stops_when_the_day_s_budget_is_spent_meanwhile_and_records_nothing(provider, refunds, settings):
     settings.EVAL_DAILY_BUDGET_USD = 1.0
     job_id = start(make_api(Role.CI)).json()["id"]
