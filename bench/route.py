@@ -1,6 +1,7 @@
 """Routing latency for 100 skills, in process (the router alone, warm index): p50 and p99.
 
-    .venv/bin/python bench/route.py [--skills 100] [--turns 2000] [--lexical]
+    .venv/bin/python bench/route.py [--skills 100] [--turns 2000] [--lexical] [--calls 1]
+        [--base TREE [--rounds 6]]
 
 Builds 100 cards from eval/routing/skills.json (renamed copies past its 62), replays its
 conversations' user messages (English, Chinese, mixed; with the two previous turns as context)
@@ -10,17 +11,27 @@ wall time is mostly waiting for a core, so the thread's CPU time is printed too)
 
 The offline models' vectors of the newest message are dropped before each timed call (in
 service each turn brings a new message; the earlier turns' texts were embedded by the previous
-call and are cached, here as there). The process's resident memory is printed before the
+call and are cached, here as there), and so is what the index keeps of a routed text
+(`Index.forget_turns`). `--calls N`: each message is routed N times in a row, the first as a
+new message and the others as an agent's further model calls within one user message route it
+(nothing dropped). The process's resident memory is printed before the
 offline models load, before the index is built and after the warm-up.
+
+`--base TREE`: the router of another tree (TREE/skills/router.py, a worktree of the commit
+before; the rest of the package from this tree) against this one, in this process: `--rounds`
+rounds of `--turns` calls each, alternating which goes first, and the CPU per call of each
+(medians of the rounds' means) and their ratio.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -38,11 +49,51 @@ def resident_mb() -> float:
     return float("nan")
 
 
+def new_message(index: Any, messages: list[dict[str, str]], offline: list[Any]) -> None:
+    """As in service, a new message: its vectors dropped from every model's cache, and what the
+    index keeps of routed texts (a tree without it has nothing to drop)."""
+    for model_cache in [m._cache for m in offline]:
+        model_cache.pop(messages[-1]["content"], None)
+    getattr(index, "forget_turns", lambda: None)()
+
+
+def compare(args: Any, skills: list[Any], histories: list[Any], params: Any, history: Any, offline: list[Any]) -> None:
+    spec = importlib.util.spec_from_file_location("base_router", Path(args.base) / "skills" / "router.py")
+    assert spec is not None and spec.loader is not None
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    indexes = {"base": base.Index(skills, None, params), "this": Index(skills, None, params)}
+    for index in indexes.values():
+        for messages in histories:  # warm
+            index.route(messages, k=5, history=history)
+    means: dict[str, list[float]] = {name: [] for name in indexes}
+    for r in range(args.rounds):
+        for name in list(indexes)[:: 1 if r % 2 == 0 else -1]:
+            index, total = indexes[name], 0.0
+            for n in range(args.turns):
+                messages = histories[n // args.calls % len(histories)]
+                if n % args.calls == 0:
+                    new_message(index, messages, offline)
+                started = time.thread_time()
+                index.route(messages, k=5, history=history)
+                total += time.thread_time() - started
+            means[name].append(total / args.turns * 1e6)
+    old, new = statistics.median(means["base"]), statistics.median(means["this"])
+    what = f"each message routed {args.calls} times in a row" if args.calls > 1 else "a new message each call"
+    print(f"router CPU per call, {what}, {len(skills)} skills, medians of {args.rounds} rounds of {args.turns}:")
+    print(f"  base ({args.base}) {old:.1f} us   this tree {new:.1f} us   ratio {new / old:.3f}")
+    print("  rounds, base:", " ".join(f"{v:.0f}" for v in means["base"]))
+    print("  rounds, this:", " ".join(f"{v:.0f}" for v in means["this"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skills", type=int, default=100)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--lexical", action="store_true", help="the semantic path off")
+    parser.add_argument("--calls", type=int, default=1, help="calls per message (an agent's model calls)")
+    parser.add_argument("--base", help="a tree whose skills/router.py to compare with, in this process")
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     base = json.loads((ROOT / "eval" / "routing" / "skills.json").read_text())
     skills = [s for s in base if s["level"] == "L1"]
@@ -69,16 +120,18 @@ def main() -> None:
     rss_before = resident_mb()
     index = Index(skills, None, params)
     history = History(loaded=[frozenset({"track_parcel"})] * 2, invoked=[frozenset(), frozenset()])
+    if args.base:
+        compare(args, skills, histories, params, history, offline)
+        return
     for messages in histories:  # warm: jieba's dictionary, regex caches
         index.route(messages, k=5, history=history)
     rss_after = resident_mb()
     samples = []
     cpu = []
     for n in range(args.turns):
-        messages = histories[n % len(histories)]
-        # A new message, as in service: its vectors are dropped from every model's cache.
-        for model_cache in [m._cache for m in offline]:
-            model_cache.pop(messages[-1]["content"], None)
+        messages = histories[n // args.calls % len(histories)]
+        if n % args.calls == 0:
+            new_message(index, messages, offline)
         started, started_cpu = time.perf_counter(), time.thread_time()
         index.route(messages, k=5, history=history)
         samples.append((time.perf_counter() - started) * 1000)

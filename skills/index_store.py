@@ -191,6 +191,7 @@ def restore(skills: list[dict[str, Any]], body: bytes, embedder: Any = None) -> 
     index.phrases, index.phrase_cards = _keyword_table(index.cards)
     index.spaced_names = [(c.name, c.name.replace("_", " ")) for c in index.cards]
     index.semantic = _semantic(skills, local, pieces, embedder) if DEFAULT.semantic and skills else None
+    index.prepare()
     return index
 
 

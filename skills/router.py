@@ -13,11 +13,12 @@ phase:
    keywords found verbatim in the newest message (and a smaller one in the context).
 3. `_semantic`: the cosine of the turn's vector with each card's (skills.semantic).
 4. `_fuse`: z-scored lexical and semantic scores summed (`fusion`).
-5. `_categories`: each category scores its best skill plus a share of its second best; the top
-   category is chosen, and the second too when it is within `category_close` of the first, or
-   when the top one's best candidate is below `category_floor` (the fallback, said in `why`).
-6. `_rank`: skills of the chosen categories first; the rest follow at a discount, so a wrong
-   category guess can still recover lower in the list; a firing trigger on top.
+5. `categories` (skills.route_arrays): each category scores its best skill plus a share of its
+   second best; the top category is chosen, and the second too when it is within
+   `category_close` of the first, or when the top one's best candidate is below
+   `category_floor` (the fallback, said in `why`).
+6. `rank_order` (there): skills of the chosen categories first; the rest at a discount, so a
+   wrong category guess can still recover lower in the list; a firing trigger on top.
 7. `_select`: a skill loaded in each of the last two reported turns and invoked in neither is
    dropped (the "ghost loop") unless the newest message points at it (names it, matches a
    trigger or one of its keywords); members of one exclusive group never appear together (nor
@@ -51,6 +52,7 @@ from django.conf import settings
 
 from core import patterns
 from core.text import STOP, content_words, warm_up
+from skills import route_arrays
 from skills.embedding import Embedder
 from skills.lexicon import cjk_terms_in, concepts, english_of
 from skills.params import DEFAULT, RouterParams
@@ -114,11 +116,25 @@ def _why(reasons: list[Reason]) -> str:
     return "; ".join(r if isinstance(r, str) else r[0] % r[1] for r in reasons)
 
 
-@dataclass
-class _Scored:
-    score: float
-    why: list[Reason]
-    candidate: bool  # shares a word with the turn, or is semantically close enough
+@dataclass(frozen=True)
+class _Lexical:
+    raw: Any  # numpy, per card: BM25F
+    normalised: Any  # by the turn's best
+    score: Any  # normalised plus the keyword bonus
+    hits: dict[int, list[str]]  # card -> its keywords found in the newest message
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """What phases 1 to 6 made of one routed text; read, never changed, by each route of it."""
+
+    turn: "_Turn"
+    lexical: _Lexical
+    semantic: tuple[Any, float] | None  # numpy cosines per card, and the candidate floor
+    chosen: list[str]
+    fallback: str | None
+    order: Any  # numpy: the L2 candidates (and firing triggers), best first
+    final: Any  # their final scores, in that order
 
 
 def _card_texts(skill: dict[str, Any], words_of: Callable[[str], list[str]], params: RouterParams) -> list[str]:
@@ -129,18 +145,18 @@ def _card_texts(skill: dict[str, Any], words_of: Callable[[str], list[str]], par
     return [t for t in texts if t.strip()] or [head]
 
 
-def _concepts(words: list[str], text: str, params: RouterParams) -> list[str]:
+def _concepts(words: list[str], text: str, params: RouterParams, cjk: list[str] | None = None) -> list[str]:
     """The concept tokens of a text: of its words, and (`cjk_substrings`) of the lexicon's Chinese
-    terms found inside it, once each; none when the lexicon is off."""
+    terms found inside it (`cjk`, when the caller has them), once each; none when the lexicon is off."""
     if not params.lexicon:
         return []
     tokens = concepts(words)
     if params.cjk_substrings and not text.isascii():
-        tokens = list(dict.fromkeys([*tokens, *concepts(cjk_terms_in(text))]))
+        tokens = list(dict.fromkeys([*tokens, *concepts(cjk_terms_in(text) if cjk is None else cjk)]))
     return tokens
 
 
-def _english_part(text: str, words: list[str], params: RouterParams = DEFAULT) -> str:
+def _english_part(text: str, words: list[str], params: RouterParams = DEFAULT, cjk: list[str] | None = None) -> str:
     """What the (English) semantic model reads of a text: its English words (stop words dropped
     when `semantic_drop_stop`), plus the English words of the lexicon concepts of its other words."""
     # the text's words with every non-ASCII character as a space (an ASCII text: its own words)
@@ -149,19 +165,21 @@ def _english_part(text: str, words: list[str], params: RouterParams = DEFAULT) -
         ascii_words = [w for w in ascii_words if w.lower().strip(".,!?;:'\"()") not in STOP]
     if text.isascii():
         return " ".join(ascii_words)
-    found = [*words, *cjk_terms_in(text)] if params.cjk_substrings else words
+    found = [*words, *(cjk_terms_in(text) if cjk is None else cjk)] if params.cjk_substrings else words
     crossing = english_of(found) if params.cross_lingual and params.lexicon else []
     return " ".join([*ascii_words, *crossing])
 
 
-def _zsum(lexical: list[float], semantic: list[float], params: RouterParams) -> list[float]:
-    def z(values: list[float]) -> Any:
+def _zsum(lexical: Any, semantic: Any, params: RouterParams) -> Any:
+    def z(values: Any) -> Any:
+        # numpy's mean and std, the same operations in the same order (a sum over the array, /n;
+        # the deviations squared, summed, /n, square root), the deviations computed once.
         array = np.asarray(values, dtype=np.float64)
-        std = float(array.std()) or 1.0
-        return np.maximum(0.0, (array - array.mean()) / std)
+        deviations = array - np.add.reduce(array) / len(array)
+        std = math.sqrt(np.add.reduce(deviations * deviations) / len(array)) or 1.0
+        return np.maximum(0.0, deviations / std)
 
-    fused: list[float] = (z(lexical) + params.semantic_weight * z(semantic)).tolist()
-    return fused
+    return z(lexical) + params.semantic_weight * z(semantic)
 
 
 def _rrf(lexical: list[float], semantic: list[float], params: RouterParams) -> list[float]:
@@ -262,52 +280,79 @@ class Index:
         for i, card in enumerate(self.cards):
             for word, weight in card.tf.items():
                 self.postings.setdefault(word, []).append((i, weight))
+        self.prepare()
 
-    def _bm25(self, query: dict[str, float]) -> list[float]:
-        scores = [0.0] * len(self.cards)
-        k1, b = self.params.k1, self.params.b
-        for word, q_weight in query.items():
-            postings = self.postings.get(word)
-            if not postings:
-                continue
-            idf = self.idf[word]
-            for i, tf in postings:
-                norm = k1 * (1 - b + b * self.cards[i].length / self.avg_length)
-                scores[i] += q_weight * idf * tf * (k1 + 1) / (tf + norm)
-        return scores
+    def prepare(self) -> None:
+        """What routing derives from the cards and postings, once per index (here and after
+        skills.index_store.restore): the arrays, and the routed texts kept (`_scored`)."""
+        self.arrays = route_arrays.CardArrays(self)
+        self.phrase_finder = route_arrays.PhraseFinder(self.phrases)
+        self.resident_groups = frozenset(c.group for c in self.cards if c.level == "L1" and c.group)
+        self._turns: LRUCache[tuple[str, tuple[tuple[str, float], ...]], _Ranked] = LRUCache(
+            maxsize=route_arrays.TURNS_KEPT
+        )
+        self._turns_lock = Lock()
 
     def route(self, messages: list[dict[str, str]], k: int = 5, history: History | None = None) -> RouteResult:
         """Rank the L2 skills for the conversation `messages` (role/content, oldest first; the
-        newest user message is the one routed). Each phase is one method, in this order."""
-        turn = self._turn(messages)
+        newest user message is the one routed). Phases 1 to 6 (`_scored`) depend on the routed
+        text alone; phase 7 (`_select`) on the history and k."""
+        newest, context = _split(messages, self.params)
+        scored = self._scored(newest, context)
+        demoted = self._ghosts(history or History())
+        if demoted:
+            demoted -= self._pointed(scored.turn)
+        routed, dropped = self._select(scored, demoted, k)
+        return RouteResult(resident=list(self.resident), routed=routed, categories=list(scored.chosen), demoted=dropped)
+
+    def _scored(self, newest: str, context: list[tuple[str, float]]) -> "_Ranked":
+        """Phases 1 to 6, kept per routed text (the newest message and its context) when the
+        offline models score (a configured endpoint's answer may change between calls): an
+        agent's every model call within one user message routes the same text again."""
+        key = (newest, tuple(context))
+        keep = self.semantic is None or self.semantic.remote is None
+        if keep:
+            with self._turns_lock:
+                hit = self._turns.get(key)
+            if hit is not None:
+                return hit
+        turn = self._turn(newest, context)
         lexical = self._lexical(turn)
         semantic = self._semantic(turn)
-        fused = self._fuse(lexical, semantic)
-        chosen, fallback = self._categories(fused)
-        ranked = self._rank(turn, fused, chosen, fallback)
-        demoted = self._ghosts(history or History()) - self._pointed(turn)
-        routed, dropped = self._select(ranked, demoted, k)
-        return RouteResult(resident=list(self.resident), routed=routed, categories=chosen, demoted=dropped)
+        fused, candidate = self._fuse(lexical, semantic)
+        chosen, fallback = route_arrays.categories(self.arrays, fused, candidate, self.params)
+        triggered = np.zeros(self.arrays.n, dtype=bool)
+        triggered[list(turn.triggered)] = True
+        order, final = route_arrays.rank_order(self.arrays, fused, candidate, triggered, chosen, self.params)
+        ranked = _Ranked(turn, lexical, semantic, chosen, fallback, order, final)
+        if keep:
+            with self._turns_lock:
+                self._turns[key] = ranked
+        return ranked
 
-    def _turn(self, messages: list[dict[str, Any]]) -> "_Turn":
+    def forget_turns(self) -> None:
+        """Drop the routed texts kept (bench/route.py: each timed turn a new message)."""
+        with self._turns_lock:
+            self._turns.clear()
+
+    def _turn(self, newest: str, context: list[tuple[str, float]]) -> "_Turn":
         """Phase 1: the query (newest message and context, weighted) and the triggers that fire."""
         params = self.params
-        newest, context = _split(messages, params)
         query: dict[str, float] = {}
         english: list[tuple[str, float]] = []
         raw: list[tuple[str, float]] = []
         for text, weight in [(newest, params.newest), *context]:
             words = content_words(text)
+            # the lexicon's terms in a non-ASCII text: some 2,000 substring tests, once, not twice
+            cjk = cjk_terms_in(text) if params.cjk_substrings and not text.isascii() else None
             for word in words:
                 query[word] = max(query.get(word, 0.0), weight)
-            for word in _concepts(words, text, params):
+            for word in _concepts(words, text, params, cjk):
                 query[word] = max(query.get(word, 0.0), weight * params.concept_weight)
-            english.append((_english_part(text, words, params), weight))
+            english.append((_english_part(text, words, params, cjk), weight))
             raw.append((text, weight))
         newest_utf8 = newest.encode(errors="replace")  # once (RE2 would encode a str per trigger); lone surrogates too
-        triggered = {
-            i for i, card in enumerate(self.cards) if any(t.search(newest_utf8) is not None for t in card.triggers)
-        }
+        triggered = {i for i, trigger in self.arrays.triggers if trigger.search(newest_utf8) is not None}
         newest_lower = newest.lower()
         context_lower = " ".join(t for t, _ in context).lower()
         in_newest = self._phrases_in(newest_lower)
@@ -324,115 +369,69 @@ class Index:
         )
 
     def _phrases_in(self, text: str) -> set[str]:
-        # `t in text` first: most keywords are absent, and it spares each of them a method call.
-        return {t for t, phrase in self.phrases.items() if t in text and phrase.found_in(text)} if text else set()
+        return self.phrase_finder.found_in(text)
 
-    def _lexical(self, turn: "_Turn") -> list[tuple[float, list[Reason]]]:
+    def _lexical(self, turn: "_Turn") -> "_Lexical":
         """Phase 2: BM25F normalised by the turn's best, plus the exact keyword bonus."""
-        raw = self._bm25(turn.query)
-        best = max(raw, default=0.0) or 1.0
-        out: list[tuple[float, list[Reason]]] = []
-        for i, card in enumerate(self.cards):
-            score = raw[i] / best
-            why: list[Reason] = [("bm25 %.2f", score)] if raw[i] else []
-            hits = [kw.text for kw in card.keywords if kw.text in turn.in_newest] if i in turn.cards_in_newest else []
-            if hits:
-                score += self.params.keyword_bonus * min(len(hits), 3)
-                why.append("keywords " + ", ".join(hits[:3]))
-            elif i in turn.cards_in_context:
-                score += self.params.keyword_bonus_context
-                why.append("keywords in context")
-            if i in turn.triggered:
-                why.append("trigger")
-            if card.skipped_triggers:
-                why.append(f"{card.skipped_triggers} trigger(s) not run: RE2 cannot run them")
-            out.append((score, why))
-        return out
+        raw = route_arrays.bm25(self.arrays, turn.query, self.idf, self.params)
+        best = float(raw.max(initial=0.0)) or 1.0
+        normalised = raw / best
+        bonus = np.zeros(self.arrays.n, dtype=np.float64)
+        hits: dict[int, list[str]] = {}
+        for i in turn.cards_in_newest:
+            found = [kw.text for kw in self.cards[i].keywords if kw.text in turn.in_newest]
+            if found:
+                hits[i] = found
+                bonus[i] = self.params.keyword_bonus * min(len(found), 3)
+        for i in turn.cards_in_context - hits.keys():
+            bonus[i] = self.params.keyword_bonus_context
+        return _Lexical(raw, normalised, normalised + bonus, hits)
 
-    def _semantic(self, turn: "_Turn") -> tuple[list[float], float] | None:
+    def _semantic(self, turn: "_Turn") -> tuple[Any, float] | None:
         """Phase 3: cosine of the turn's vector (newest message and context, weighted) with each
         card's, and the candidate floor; None when the semantic path is off or the turn has no
         text to embed."""
         if self.semantic is None:
             return None
-        return self.semantic.scores(turn.english, turn.raw)
+        return self.semantic.score_array(turn.english, turn.raw)
 
-    def _fuse(
-        self, lexical: list[tuple[float, list[Reason]]], cosines: tuple[list[float], float] | None
-    ) -> list["_Scored"]:
-        """Phase 4: one score per card from the lexical and semantic scores (`fusion`)."""
+    def _fuse(self, lexical: "_Lexical", cosines: tuple[Any, float] | None) -> tuple[Any, Any]:
+        """Phase 4: one score per card from the lexical and semantic scores (`fusion`), and
+        which cards are candidates (a shared word, or semantically close enough)."""
         if cosines is None:
-            return [_Scored(score, why, score > 0) for score, why in lexical]
+            return lexical.score, lexical.score > 0
         semantic, floor = cosines
-        lex = [score for score, _ in lexical]
-        fuse = _zsum if self.params.fusion == "z" else _rrf
-        fused = fuse(lex, semantic, self.params)
-        out = []
-        for i, (score, why) in enumerate(lexical):
-            candidate = score > 0 or semantic[i] >= floor
-            why.append(("semantic %.2f", semantic[i]))  # each card's own list, made by _lexical
-            out.append(_Scored(fused[i], why, candidate))
-        return out
+        if self.params.fusion == "z":
+            fused = _zsum(lexical.score, semantic, self.params)
+        else:
+            fused = np.asarray(_rrf(lexical.score.tolist(), semantic.tolist(), self.params), dtype=np.float64)
+        return fused, (lexical.score > 0) | (semantic >= floor)
 
-    def _categories(self, fused: list["_Scored"]) -> tuple[list[str], str | None]:
-        """Phase 5: the chosen categories (best skill plus a share of the second best; the second
-        category too when close), and the category step's fallback: when the top category's best
-        candidate scores below `category_floor`, the next category is tried too.
-        Returns (chosen, the reason of a fallback or None)."""
-        per_category: dict[str, list[float]] = {}
-        for card, scored in zip(self.cards, fused, strict=True):
-            if card.level == "L2" and scored.candidate:
-                per_category.setdefault(card.category, []).append(scored.score)
-        if not per_category:
-            return [], None
-        params = self.params
-        category_scores = {}
-        for category, values in per_category.items():
-            top = sorted(values, reverse=True)[:2]
-            category_scores[category] = top[0] + params.category_second_share * (top[1] if len(top) > 1 else 0.0)
-        ranked = sorted(category_scores, key=lambda c: (-category_scores[c], c))
-        first = ranked[0]
-        if category_scores[first] <= 0:
-            return [], None
-        chosen = [first]
-        if len(ranked) > 1 and category_scores[ranked[1]] >= params.category_close * category_scores[first]:
-            chosen.append(ranked[1])
-        best_first = max(per_category[first])
-        if len(chosen) == 1 and len(ranked) > 1 and best_first < params.category_floor:
-            chosen.append(ranked[1])
-            return chosen, f"category {first} weak ({best_first:.2f}), also tried {ranked[1]}"
-        return chosen, None
+    def _reasons(self, ranked: "_Ranked", i: int) -> list[Reason]:
+        """A routed card's `why`, in the order the phases give their reasons."""
+        card, turn, lexical = self.cards[i], ranked.turn, ranked.lexical
+        why: list[Reason] = [("bm25 %.2f", float(lexical.normalised[i]))] if lexical.raw[i] else []
+        hits = lexical.hits.get(i)
+        if hits:
+            why.append("keywords " + ", ".join(hits[:3]))
+        elif i in turn.cards_in_context:
+            why.append("keywords in context")
+        if i in turn.triggered:
+            why.append("trigger")
+        if card.skipped_triggers:
+            why.append(f"{card.skipped_triggers} trigger(s) not run: RE2 cannot run them")
+        if ranked.semantic is not None:
+            why.append(("semantic %.2f", float(ranked.semantic[0][i])))
+        if ranked.fallback and card.category == ranked.chosen[-1]:
+            why.append(ranked.fallback)
+        return why
 
-    def _rank(
-        self, turn: "_Turn", fused: list["_Scored"], chosen: list[str], fallback: str | None
-    ) -> list[tuple[float, int, list[Reason]]]:
-        """Phase 6: the ranking of the L2 candidates: chosen categories first, others discounted,
-        a firing trigger on top."""
-        final: list[tuple[float, int, list[Reason]]] = []
-        for i, card in enumerate(self.cards):
-            scored = fused[i]
-            if card.level != "L2" or (not scored.candidate and i not in turn.triggered):
-                continue
-            why = scored.why
-            score = scored.score
-            if card.category not in chosen:
-                score *= self.params.other_category_factor
-            elif fallback and card.category == chosen[-1]:
-                why = [*why, fallback]
-            if i in turn.triggered:
-                score += 10.0  # a trigger puts the skill among this turn's routed skills
-            final.append((score, i, why))
-        final.sort(key=lambda item: (-item[0], self.cards[item[1]].name))
-        return final
-
-    def _select(
-        self, ranked: list[tuple[float, int, list[Reason]]], demoted: set[str], k: int
-    ) -> tuple[list[dict[str, Any]], list[str]]:
+    def _select(self, ranked: "_Ranked", demoted: set[str], k: int) -> tuple[list[dict[str, Any]], list[str]]:
         """Phase 7: the top k, without ghosts and without a second member of an exclusive group."""
-        taken_groups = {c.group for c in self.cards if c.level == "L1" and c.group}
+        taken_groups = set(self.resident_groups)
         routed: list[dict[str, Any]] = []
         dropped: list[str] = []
-        for score, i, why in ranked:
+        for i, score in zip(ranked.order.tolist(), ranked.final.tolist(), strict=True):
             card = self.cards[i]
             if card.name in demoted:
                 dropped.append(card.name)
@@ -448,7 +447,7 @@ class Index:
                     "name": card.name,
                     "score": round(score, 4),
                     "category": card.category,
-                    "why": _why(why) or "context",
+                    "why": _why(self._reasons(ranked, i)) or "context",
                 }
             )
         return routed, dropped
@@ -502,7 +501,8 @@ def index_bytes(index: Index) -> int:
     what CPython spends on such an entry (measured with tracemalloc on the evaluation cards,
     rounded up). An estimate: it need not be exact, only grow with what an index holds."""
     postings = sum(len(entries) for entries in index.postings.values())
-    size = 150 * postings + 250 * len(index.idf) + 6000 * len(index.cards)
+    size = 150 * postings + 250 * len(index.idf) + 6000 * len(index.cards) + index.arrays.nbytes()
+    size += route_arrays.TURNS_KEPT * (2500 + 48 * len(index.cards))  # the routed texts kept, when full
     semantic = index.semantic
     if semantic is not None:
         for matrix in (semantic.local, semantic.pieces, semantic.remote_matrix):

@@ -68,6 +68,11 @@ class SemanticIndex:
     ) -> tuple[list[float], float] | None:
         """Each card's cosine with the turn, and the cosine that makes a card a candidate with no
         shared word (`semantic_floor`, or `piece_floor` once the distilled model's cosine is in)."""
+        found = self.score_array(english, raw)
+        return None if found is None else (found[0].tolist(), found[1])
+
+    def score_array(self, english: list[tuple[str, float]], raw: list[tuple[str, float]]) -> tuple[Any, float] | None:
+        """`scores` as a numpy array (float64: each float32 cosine widened, then blended)."""
         params = self.params
         self._remote_cards()
         if self.remote is not None and self.remote_matrix is not None:
@@ -81,7 +86,7 @@ class SemanticIndex:
         if words is None:
             return pieces, params.piece_floor
         blend = self.blend
-        return [(1 - blend) * w + blend * p for w, p in zip(words, pieces, strict=True)], params.piece_floor
+        return (1 - blend) * words + blend * pieces, params.piece_floor
 
 
 def flat(texts_per_card: list[list[str]]) -> list[str]:
@@ -101,8 +106,9 @@ def weighted(parts: list[tuple[str, float]], embed: Any) -> Any:
     return query / norm if norm else None
 
 
-def cosines(matrix: Any, query: Any) -> list[float] | None:
-    return None if query is None else [float(v) for v in matrix @ query]
+def cosines(matrix: Any, query: Any) -> Any:
+    """Each card's cosine (float32) widened to float64, or None without a query vector."""
+    return None if query is None else (matrix @ query).astype(np.float64)
 
 
 def card_raw_texts(skill: dict[str, Any], params: RouterParams = DEFAULT) -> list[str]:
