@@ -256,14 +256,29 @@ def routing_index(content_hash: str, skills: list[dict[str, Any]], embedder: Any
     return keyword_index(content_hash, skills), "keywords"
 
 
+def _build_lock_key(content_hash: str) -> str:
+    return f"registry:skillindex:lock:{content_hash}"
+
+
 def build_and_share(skills: list[dict[str, Any]], content_hash: str) -> str:
     """The worker's side: build the index (offline models) and store it, unless a valid entry is
-    there already. Returns what it did."""
-    if load(content_hash, skills) is not None:
-        outcome = "present"
-    else:
-        warm_up()
-        outcome = "stored" if store(content_hash, Index(skills, None, DEFAULT)) else "not stored"
+    there already or another worker is building it. Returns what it did.
+
+    The build lock (SET NX, CLAIM_SECONDS) keeps it to one build at a time: the publish sends its
+    task without request_build's claim (registry sits below skills), so a turn that misses while
+    the publish's build runs sends a second task, which finds the lock and stops. Redis away: it
+    builds (it could not store the result either way, but the lock must not stop a build)."""
+    lock = _build_lock_key(content_hash)
+    if not _breaker().call(lambda: bool(_client().set(lock, b"1", nx=True, ex=CLAIM_SECONDS)), fallback=True):
+        return "building elsewhere"
+    try:
+        if load(content_hash, skills) is not None:
+            outcome = "present"
+        else:
+            warm_up()
+            outcome = "stored" if store(content_hash, Index(skills, None, DEFAULT)) else "not stored"
+    finally:
+        _breaker().call(lambda: _client().delete(lock), fallback=None)
     _breaker().call(lambda: _client().delete(_claim_key(content_hash)), fallback=None)
     return outcome
 

@@ -78,6 +78,18 @@ def test_a_tampered_entry_is_refused_and_deleted(db, redis_entries):
     assert redis_entries.get(name) is None  # deleted: the next miss asks for a build
 
 
+def test_a_second_build_task_stops_while_one_builds_and_runs_once_it_is_done(db, redis_entries):
+    # The publish's task and a turn's request_build both reach the worker: one builds, one stops.
+    lock = "registry:skillindex:lock:h-twice"
+    redis_entries.set(lock, b"1", ex=60)  # a build of this content under way elsewhere
+    assert index_store.build_and_share(SKILLS, "h-twice") == "building elsewhere"
+    assert redis_entries.get(index_store.redis_key("h-twice")) is None  # nothing built here
+    redis_entries.delete(lock)
+    assert index_store.build_and_share(SKILLS, "h-twice") == "stored"
+    assert redis_entries.get(lock) is None  # released after the build
+    assert index_store.build_and_share(SKILLS, "h-twice") == "present"
+
+
 @pytest.fixture
 def worker():
     purge_queues()
