@@ -424,6 +424,13 @@ def version_prefix(*, version_id: int, content_hash: str, session_variables: Any
     """The prefix a new session on this version would get with these session values (the
     admin's preview); returns it with the values after defaults. 400 for invalid values."""
     content = content_document(version_id=version_id, content_hash=content_hash)
+    return content_prefix(content=content, content_hash=content_hash, session_variables=session_variables)
+
+
+def content_prefix(
+    *, content: dict[str, Any], content_hash: str, session_variables: Any
+) -> tuple[Prefix, dict[str, Any]]:
+    """version_prefix for content in hand (a version's, or a draft's not published)."""
     try:
         values = content_variables.resolve(content.get("variables"), session_variables, scope="session")
     except content_variables.VariableError as exc:

@@ -15,9 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from core.errors import InvalidContent
-from knowledge.render import build_tail, prefix_for, version_prefix, zone_name
-from knowledge.selectors import packs_reachable
-from registry import variables as content_variables
+from knowledge.render import build_tail, content_prefix, zone_name
 from registry.models import BundleVersion
 from registry.parsed_content import content_document
 from skills.services import route_preview
@@ -40,19 +38,12 @@ class Draft:
 def _content_and_prefix(subject: BundleVersion | Draft, session_variables: Any) -> tuple[dict[str, Any], Any, Any]:
     if isinstance(subject, BundleVersion):
         content = content_document(version_id=subject.pk, content_hash=subject.content_hash)
-        prefix, values = version_prefix(
-            version_id=subject.pk, content_hash=subject.content_hash, session_variables=session_variables
-        )
-        return content, prefix, values
-    try:  # as version_prefix does for a version
-        values = content_variables.resolve(subject.content.get("variables"), session_variables, scope="session")
-    except content_variables.VariableError as exc:
-        raise InvalidContent(exc.message, exc.details) from None
-    names = packs_reachable(list(subject.content.get("knowledge") or []), None)
-    prefix = prefix_for(
-        content_hash=subject.content_hash, content=subject.content, session_variables=values, names=names
+    else:
+        content = subject.content
+    prefix, values = content_prefix(
+        content=content, content_hash=subject.content_hash, session_variables=session_variables
     )
-    return subject.content, prefix, values
+    return content, prefix, values
 
 
 @dataclass(frozen=True)
