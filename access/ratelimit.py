@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -224,31 +225,102 @@ class Slot:
         self.release()
 
 
+@dataclass(frozen=True)
+class SlotSpec:
+    """Which slots a call takes one of: `limit` of `key` in `group`, each lapsing after `hold` s."""
+
+    group: str
+    key: str
+    limit: int
+    hold: float
+
+    @property
+    def name(self) -> str:
+        return f"registry:cc:{self.group}:{self.key}"
+
+    def args(self, now: float, token: str) -> list[Any]:
+        return [now, now + self.hold, self.limit, token, int(self.hold * 1000) + 1000]
+
+
+def _slot_of(spec: SlotSpec, token: str, taken: bool | None) -> Slot | None:
+    """The slot the acquire gave (taken None: Redis could not count, so this process counts)."""
+    slot = (Slot(spec.name, None) if local_slots.acquire(spec.name, spec.limit) else None) if taken is None else None
+    if taken:
+        slot = Slot(spec.name, token)
+    if slot is None:
+        instruments.throttled(group=spec.group)
+    return slot
+
+
 def concurrency_slot(*, group: str, key: str, limit: int, hold: float) -> Slot | None:
     """Take one of `limit` slots of `key` shared by every process through Redis; None when all
     are held (the caller answers 429). A slot lapses `hold` seconds after it was taken, in case
     its holder died. Without Redis (an error, a timeout, the breaker open) the slots are counted
     in this process instead."""
-    name = f"registry:cc:{group}:{key}"
+    spec = SlotSpec(group=group, key=key, limit=limit, hold=hold)
     token = uuid.uuid4().hex
 
     def acquire() -> bool:
-        now = time.time()
-        script = _acquire_script(settings.REDIS_URL)
-        return bool(script(keys=[name], args=[now, now + hold, limit, token, int(hold * 1000) + 1000]))
+        script = _script(settings.REDIS_URL, _ACQUIRE)
+        return bool(script(keys=[spec.name], args=spec.args(time.time(), token)))
 
-    taken = breaker.for_url(settings.REDIS_URL).call(acquire, fallback=None)
-    slot = (Slot(name, None) if local_slots.acquire(name, limit) else None) if taken is None else None
-    if taken:
-        slot = Slot(name, token)
-    if slot is None:
-        instruments.throttled(group=group)
-    return slot
+    return _slot_of(spec, token, breaker.for_url(settings.REDIS_URL).call(acquire, fallback=None))
+
+
+# The API budget counted (api_throttle_waits' INCRBY and EXPIRE) and, unless it refuses the
+# call, a slot taken as _ACQUIRE takes it: one round trip where there were two.
+# Returns {count, 1 taken | 0 all held | -1 refused by the budget, no slot asked for}.
+_COUNT_ACQUIRE = """
+local count = redis.call('INCRBY', KEYS[1], 1)
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if count > tonumber(ARGV[2]) then
+  return {count, -1}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then
+  return {count, 0}
+end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+return {count, 1}
+"""
+
+
+def api_throttle_wait_then_slot(*, actor: Any, method: str, spec: SlotSpec | None) -> tuple[int | None, Slot | None]:
+    """api_throttle_wait, then (when the call is within its budget and `spec` is given) one of
+    the spec's slots as concurrency_slot takes it, in one round trip: (wait, slot). The slot is
+    None when not asked for, when the budget refused the call (wait set) or when all are held.
+    Without Redis each falls back as it does alone: the budget open, the slots in this process."""
+    if spec is None:
+        return api_throttle_wait(actor=actor, method=method), None
+    kind = _kind(method)
+    rate = settings.API_THROTTLE_RATES.get(kind)
+    if not rate:
+        return None, concurrency_slot(group=spec.group, key=spec.key, limit=spec.limit, hold=spec.hold)
+    now = time.time()
+    limit, period, window = _window(rate, int(now))
+    group = f"api-{kind}"
+    name = f"registry:rl:{group}:{actor.api_key_id or actor.name}:{period}:{window}"
+    token = uuid.uuid4().hex
+
+    def count_acquire() -> tuple[int, int]:
+        script = _script(settings.REDIS_URL, _COUNT_ACQUIRE)
+        count, taken = script(keys=[name, spec.name], args=[period + 1, limit, *spec.args(now, token)])
+        return int(count), int(taken)
+
+    found = breaker.for_url(settings.REDIS_URL).call(count_acquire, fallback=None)
+    if found is None:  # the budget fails open; the slots are counted in this process
+        return None, _slot_of(spec, token, None)
+    count, taken = found
+    wait = _wait(count=count, limit=limit, group=group, period=period, window=window, now=int(now))
+    if wait is not None:
+        return wait, None
+    return None, _slot_of(spec, token, taken == 1)
 
 
 @functools.cache
-def _acquire_script(url: str) -> Any:
-    return redis_client(url).register_script(_ACQUIRE)  # EVALSHA, loading the script once
+def _script(url: str, text: str) -> Any:
+    return redis_client(url).register_script(text)  # EVALSHA, loading the script once
 
 
 def file_tool_slot(*, actor: Any) -> Slot | None:
@@ -262,13 +334,14 @@ def file_tool_slot(*, actor: Any) -> Slot | None:
     )
 
 
+def turn_slot_spec(actor: Any) -> SlotSpec:
+    """The slots of turn calls: TURN_CONCURRENCY per key. A turn of a long conversation costs up
+    to a fraction of a second of CPU on a web thread, and one key must not hold them all (issue 36)."""
+    key = str(actor.api_key_id or actor.name)
+    return SlotSpec(group="turn", key=key, limit=settings.TURN_CONCURRENCY, hold=settings.TURN_SLOT_SECONDS)
+
+
 def turn_slot(*, actor: Any) -> Slot | None:
-    """A slot for one turn call under TURN_CONCURRENCY per key: a turn of a long conversation
-    costs up to a fraction of a second of CPU on a web thread, and one key must not hold them
-    all (issue 36)."""
-    return concurrency_slot(
-        group="turn",
-        key=str(actor.api_key_id or actor.name),
-        limit=settings.TURN_CONCURRENCY,
-        hold=settings.TURN_SLOT_SECONDS,
-    )
+    """A slot for one turn call (turn_slot_spec); None when the key holds all of them."""
+    spec = turn_slot_spec(actor)
+    return concurrency_slot(group=spec.group, key=spec.key, limit=spec.limit, hold=spec.hold)

@@ -12,12 +12,13 @@ Fetches, heartbeats, ends and starts are batched (serve_calls, below): each web 
 the ones that arrive while its previous batch runs and answers them together on one pool
 thread, with one SQL read, one pipelined Redis round trip and one statement per kind of write.
 Only plain calls are answered there; any other, and every call of a route that is not batched,
-goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool):
-one SQL statement reads the key joined with the session, its version and its bundle
-(sessions_app.selectors.key_session_rows, key_bundle_rows), in the same round trip as the
-route's prefetch (the turn's per-turn state, turns.state), used only once the key is found
-working; access.services.api_key_match checks the hash; access.ratelimit.api_throttle_wait
-counts the request; the route's answer runs with the session read as `loaded`.
+goes to the one-by-one path (serve), also on the web thread pool (edge.django_lane.pool): one
+SQL statement reads the key joined with the session, its version and its bundle
+(sessions_app.selectors.key_session_rows, key_bundle_rows), in the round trip of the route's
+prefetch (the turn's state, turns.state), used once the key is found working;
+access.services.api_key_match checks the hash; access.ratelimit.api_throttle_wait_then_slot
+counts the request and takes the route's slot (the turn's) in one Redis round trip; the
+route's answer runs with the session read as `loaded`.
 
 Nothing about a key, session or version is cached: each call is answered from a read of
 PostgreSQL that started after the call arrived. Errors are rendered by
@@ -36,6 +37,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -48,7 +50,7 @@ from rest_framework.exceptions import APIException, ParseError, Throttled
 
 from access.actors import Actor
 from access.bearer import bearer_lookup
-from access.ratelimit import api_throttle_wait, api_throttle_waits
+from access.ratelimit import api_throttle_wait_then_slot, api_throttle_waits
 from access.selectors import KEY_N, key_actor, key_row, key_use_due
 from access.services import api_key_match
 from api import fastlane_trace
@@ -75,7 +77,6 @@ from edge.http import edge_headers, headers_of, host_allowed, release_connection
 from metrics.access import request_logged
 from metrics.instruments import request_answered
 from registry.models import Bundle, BundleVersion
-from sessions_app.models import Session
 from sessions_app.selectors import (
     end_is_plain,
     key_bundle_rows,
@@ -108,11 +109,6 @@ class _KeyNotWorking(Decline):
     def __init__(self, digest: str) -> None:
         super().__init__()
         self.digest = digest
-
-
-def _session_of(row: tuple[Any, ...]) -> Session | None:
-    pinned = pinned_row(row[KEY_N:])
-    return pinned.session if pinned else None
 
 
 def _outage(exc: DatabaseError) -> Answer:
@@ -166,7 +162,8 @@ def _turn_call(
     inm = headers.get(b"if-none-match")
     call = TurnCall(actor=actor, data=data, if_none_match=inm.decode("latin1") if inm is not None else None)
     if route.on_session:
-        return replace(call, session_id=session_id, loaded=_session_of(row), prefetched=prefetched)
+        pinned = pinned_row(row[KEY_N:])
+        return replace(call, session_id=session_id, loaded=pinned.session if pinned else None, prefetched=prefetched)
     name = data.get("bundle") if isinstance(data, dict) else None
     bundle_id = row[KEY_N]
     return replace(
@@ -195,14 +192,19 @@ def serve(
         if actor is None:
             raise _KeyNotWorking(digest)
         observe.key_used(prefix)
-        wait = None if counted else api_throttle_wait(actor=actor, method=route.method)
+        # The route's slot taken in the round trip that counts the call (not for a 403 or 400)
+        spec = route.slot(actor) if route.slot and not counted and route.admits(actor) and malformed is None else None
+        counting = partial(api_throttle_wait_then_slot, actor=actor, method=route.method, spec=spec)
+        wait, slot = (None, None) if counted else counting()
         if wait is not None:
             return error_answer(Throttled(wait))
-        route.admit(actor)  # the role first, as the Django lane's view does: 403 before the body
-        if malformed is not None:
-            raise malformed
-        row = next(row for row in rows if row[0] == actor.api_key_id)
-        return route.answer(_turn_call(route, actor, row, session_id, data, headers, prefetched))
+        with slot if slot is not None else nullcontext():  # given back once answered
+            route.admit(actor)  # the role first, as the Django lane's view does: 403 before the body
+            if malformed is not None:
+                raise malformed
+            row = next(row for row in rows if row[0] == actor.api_key_id)
+            call = _turn_call(route, actor, row, session_id, data, headers, prefetched)
+            return route.answer(replace(call, slot_taken=True, slot=slot) if spec else call)
     except (DomainError, APIException) as exc:
         return error_answer(exc)
     except DatabaseError as exc:
@@ -212,13 +214,10 @@ def serve(
 
 
 # --- the batched calls ----------------------------------------------------------------------
-# Each web process coalesces the fetches, heartbeats, ends and starts that arrive while its
-# previous batch runs: one pool thread hop, one SQL read (every key joined with its session,
-# version and bundle, sessions_app.selectors.key_sessions_rows; for starts, with the bundle:
-# key_bundles_rows), one pipelined Redis round trip, and one statement (one commit) per kind
-# of write. Nothing is cached: each call is answered from a read that started after it
-# arrived. Only plain calls are answered here; every other one goes, uncounted, to the
-# one-by-one path (serve), which applies the full rules.
+# One pool thread hop, one SQL read (key_sessions_rows; key_bundles_rows for starts), one
+# Redis round trip and one statement (one commit) per kind of write, for the calls that arrive
+# while the previous batch runs. Nothing is cached; every call that is not plain goes,
+# uncounted, to the one-by-one path (serve), which applies the full rules.
 
 _BATCH_MAX = 256
 

@@ -69,6 +69,10 @@ class TurnCall:
     loaded: turns.Loaded = turns.UNREAD  # the fast lane's read of the session (None: no such session)
     bundle: Bundle | None = None  # a start: the bundle the fast lane read with the key
     prefetched: Prefetch | None = None  # what the route's `prefetch` read with the key (the fast lane)
+    # The fast lane took the route's slot (TurnRoute.slot) with the rate limit's count: `slot`
+    # (None: all held), released by the lane once the answer is made.
+    slot_taken: bool = False
+    slot: ratelimit.Slot | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class TurnRoute:
     # (the turn: turns.state.prefetch), handed to the answer as TurnCall.prefetched once the
     # key is found working; the Django lane reads them in the answer.
     prefetch: Callable[[str], Prefetch] | None = None
+    # The concurrency slot the answer runs in (the turn: ratelimit.turn_slot_spec), which the
+    # fast lane takes in the round trip that counts the call against the key's budget.
+    slot: Callable[[Actor], ratelimit.SlotSpec] | None = None
 
     @property
     def route(self) -> str:
@@ -211,22 +218,31 @@ def _render(call: TurnCall) -> Answer:
 def _turn(call: TurnCall) -> Answer:
     # One of the key's TURN_CONCURRENCY slots for the whole call, the checks of the body
     # included (they are work too); 429 in the contract's shape when all are held.
+    if call.slot_taken:
+        return _turn_in(call, call.slot)  # the fast lane took it and gives it back
     slot = ratelimit.turn_slot(actor=call.actor)
+    try:
+        return _turn_in(call, slot)
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+def _turn_in(call: TurnCall, slot: ratelimit.Slot | None) -> Answer:
     if slot is None:
         raise Throttled(
             wait=1,
             detail=f"This key already has {settings.TURN_CONCURRENCY} turn calls running: wait for one to finish.",
         )
-    with slot:
-        answer = session_turn(
-            session_id=call.session_id,
-            actor=call.actor,
-            body=call.data,
-            loaded=call.loaded,
-            prefetched=call.prefetched,
-        )
-        # orjson where its bytes are JSONRenderer's (core.jsonbytes), else JSONRenderer
-        return Answer(200, [JSON], jsonbytes.dumps(answer) or JSONRenderer().render(answer))
+    answer = session_turn(
+        session_id=call.session_id,
+        actor=call.actor,
+        body=call.data,
+        loaded=call.loaded,
+        prefetched=call.prefetched,
+    )
+    # orjson where its bytes are JSONRenderer's (core.jsonbytes), else JSONRenderer
+    return Answer(200, [JSON], jsonbytes.dumps(answer) or JSONRenderer().render(answer))
 
 
 ROUTES: list[TurnRoute] = [
@@ -335,6 +351,7 @@ ROUTES: list[TurnRoute] = [
         doc="POST: one call per turn (report, route, render, compact, and the provider request).",
         roles=SESSION_ROLES,
         prefetch=prefetch,
+        slot=ratelimit.turn_slot_spec,
         openapi={
             "operation_id": "session_turn",
             "summary": "One call per turn",

@@ -42,6 +42,8 @@ TARGETS: list[tuple[str, str, str]] = [
     ("read", "turns.compose", "read_state"),
     ("limit", "api.fastlane", "api_throttle_wait"),
     ("limit", "access.ratelimit", "turn_slot"),
+    ("limit", "api.fastlane", "api_throttle_wait_then_slot"),  # the two above in one round trip
+    ("limit", "access.ratelimit", "Slot.release"),  # the slot given back: the third round trip
     ("route", "skills.services", "skill_route"),
     ("route", "skills.turn_state", "turn_skills"),
     ("route", "skills.turn_state", "plan"),
