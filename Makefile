@@ -40,7 +40,7 @@ test: $(VENV)/.client-installed
 # servers through these. The whole suite against external servers is `make test` with the URLs.
 STORE_TIERS := tests/registry tests/sessions_app tests/evidence tests/access tests/reliability \
 	tests/retention tests/knowledge tests/skills tests/turns tests/api tests/webhooks \
-	tests/edge/test_fastlane.py
+	tests/evals tests/metrics tests/modelcatalog tests/edge/test_fastlane.py
 test-stores: $(VENV)/.client-installed
 	$(PY) -m devtools.stack test $(STORE_TIERS) $(ARGS)
 

@@ -61,6 +61,7 @@ def compare(args: Any, skills: list[Any], histories: list[Any], params: Any, his
     spec = importlib.util.spec_from_file_location("base_router", Path(args.base) / "skills" / "router.py")
     assert spec is not None and spec.loader is not None
     base = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = base  # dataclasses look their module up (a field annotated "_Turn")
     spec.loader.exec_module(base)
     indexes = {"base": base.Index(skills, None, params), "this": Index(skills, None, params)}
     for index in indexes.values():

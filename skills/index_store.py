@@ -19,6 +19,7 @@ import gc
 import hmac
 import logging
 import math
+import secrets
 import struct
 from typing import Any
 
@@ -260,16 +261,22 @@ def _build_lock_key(content_hash: str) -> str:
     return f"registry:skillindex:lock:{content_hash}"
 
 
+# Deletes the lock only while it holds this build's token: a build that outlived CLAIM_SECONDS
+# must not release the lock another worker took since.
+_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
 def build_and_share(skills: list[dict[str, Any]], content_hash: str) -> str:
     """The worker's side: build the index (offline models) and store it, unless a valid entry is
     there already or another worker is building it. Returns what it did.
 
-    The build lock (SET NX, CLAIM_SECONDS) keeps it to one build at a time: the publish sends its
-    task without request_build's claim (registry sits below skills), so a turn that misses while
-    the publish's build runs sends a second task, which finds the lock and stops. Redis away: it
+    The build lock (SET NX of this build's token, CLAIM_SECONDS; released by its holder only)
+    keeps it to one build at a time: the publish sends its task without request_build's claim
+    (registry sits below skills), so a turn that misses while the publish's build runs sends a
+    second task, which finds the lock and stops. Redis away: it
     builds (it could not store the result either way, but the lock must not stop a build)."""
-    lock = _build_lock_key(content_hash)
-    if not _breaker().call(lambda: bool(_client().set(lock, b"1", nx=True, ex=CLAIM_SECONDS)), fallback=True):
+    lock, token = _build_lock_key(content_hash), secrets.token_bytes(16)
+    if not _breaker().call(lambda: bool(_client().set(lock, token, nx=True, ex=CLAIM_SECONDS)), fallback=True):
         return "building elsewhere"
     try:
         if load(content_hash, skills) is not None:
@@ -278,7 +285,7 @@ def build_and_share(skills: list[dict[str, Any]], content_hash: str) -> str:
             warm_up()
             outcome = "stored" if store(content_hash, Index(skills, None, DEFAULT)) else "not stored"
     finally:
-        _breaker().call(lambda: _client().delete(lock), fallback=None)
+        _breaker().call(lambda: _client().eval(_RELEASE, 1, lock, token), fallback=None)
     _breaker().call(lambda: _client().delete(_claim_key(content_hash)), fallback=None)
     return outcome
 

@@ -9,14 +9,19 @@ eval/routing/same_routes.py compares every routed list of every evaluation set w
 loops'. Pure, like skills.router: no Django, no database.
 """
 
+import hashlib
+import marshal
 import re
+import sys
+from threading import Lock
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from skills.params import RouterParams
 
-__all__ = ["CardArrays", "PhraseFinder", "bm25", "categories", "rank_order"]
+__all__ = ["CardArrays", "KeptTexts", "PhraseFinder", "bm25", "categories", "kept_bytes", "rank_order"]
 
 _RUN = re.compile(r"[a-z0-9]+")
 
@@ -24,6 +29,59 @@ _RUN = re.compile(r"[a-z0-9]+")
 # bound, not a tuning: a kept text routes as it did): an agent routes the same text once per
 # model call until its user writes again.
 TURNS_KEPT = 128
+
+
+def kept_bytes(cards: int) -> int:
+    """The bytes an index of `cards` cards may spend on the routed texts it keeps (a share of
+    skills.router.index_bytes): TURNS_KEPT entries of the usual size."""
+    return TURNS_KEPT * (2500 + 48 * cards)
+
+
+class KeptTexts:
+    """What an index keeps of the texts it routed (skills.router._Ranked, phases 1 to 6 of each),
+    least recently used out first, bounded by bytes (`kept_bytes`), not by count: an entry's
+    size grows with its newest message and its keyword hits. Keyed by a digest, so an entry does
+    not hold the texts (up to five messages of 4,000 characters). Web workers run threads: every
+    read and write of the cache under the lock; an entry is never changed once kept."""
+
+    __slots__ = ("cards", "_entries", "_lock")
+
+    def __init__(self, cards: int) -> None:
+        self.cards = cards
+        self._entries: LRUCache[bytes, Any] = LRUCache(maxsize=kept_bytes(cards), getsizeof=self.size)
+        self._lock = Lock()
+
+    @staticmethod
+    def key(newest: str, context: list[tuple[str, float]]) -> bytes:
+        # marshal: one C call, any str (lone surrogates too), and its version 2 writes equal
+        # values as equal bytes whatever objects they share (3 us, a tuple's hash 0.6 us).
+        return hashlib.blake2b(marshal.dumps((newest, context), 2), digest_size=16).digest()
+
+    def size(self, ranked: Any) -> int:
+        """About the bytes an entry holds (tracemalloc on the evaluation cards, rounded up): its
+        arrays per card, its sets and keyword hits, its newest message lower-cased."""
+        sets = len(ranked.triggered) + len(ranked.cards_in_newest) + len(ranked.cards_in_context)
+        hits = sum(100 + 8 * len(found) for found in ranked.lexical.hits.values())
+        return 2000 + 48 * self.cards + 64 * sets + hits + sys.getsizeof(ranked.newest_lower)
+
+    def get(self, key: bytes) -> Any:
+        with self._lock:
+            return self._entries.get(key)  # marks it recently used
+
+    def put(self, key: bytes, ranked: Any) -> None:
+        with self._lock:
+            try:
+                self._entries[key] = ranked  # evicts the least recently used until the bytes fit
+            except ValueError:
+                pass  # larger than the whole share alone: used for its call, not kept
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
 
 
 class PhraseFinder:

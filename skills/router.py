@@ -126,9 +126,14 @@ class _Lexical:
 
 @dataclass(frozen=True)
 class _Ranked:
-    """What phases 1 to 6 made of one routed text; read, never changed, by each route of it."""
+    """What phases 1 to 6 made of one routed text that phase 7 reads; read, never changed, by
+    each route of it. Not the turn's query, texts or vectors: kept per text, those grew with
+    what a user wrote (five messages of 4,000 characters of new words: 300 kB an entry, not 6 kB)."""
 
-    turn: "_Turn"
+    newest_lower: str  # what the newest message names (_pointed)
+    triggered: frozenset[int]
+    cards_in_newest: frozenset[int]
+    cards_in_context: frozenset[int]
     lexical: _Lexical
     semantic: tuple[Any, float] | None  # numpy cosines per card, and the candidate floor
     chosen: list[str]
@@ -288,10 +293,7 @@ class Index:
         self.arrays = route_arrays.CardArrays(self)
         self.phrase_finder = route_arrays.PhraseFinder(self.phrases)
         self.resident_groups = frozenset(c.group for c in self.cards if c.level == "L1" and c.group)
-        self._turns: LRUCache[tuple[str, tuple[tuple[str, float], ...]], _Ranked] = LRUCache(
-            maxsize=route_arrays.TURNS_KEPT
-        )
-        self._turns_lock = Lock()
+        self._turns = route_arrays.KeptTexts(len(self.cards))
 
     def route(self, messages: list[dict[str, str]], k: int = 5, history: History | None = None) -> RouteResult:
         """Rank the L2 skills for the conversation `messages` (role/content, oldest first; the
@@ -301,7 +303,7 @@ class Index:
         scored = self._scored(newest, context)
         demoted = self._ghosts(history or History())
         if demoted:
-            demoted -= self._pointed(scored.turn)
+            demoted -= self._pointed(scored)
         routed, dropped = self._select(scored, demoted, k)
         return RouteResult(resident=list(self.resident), routed=routed, categories=list(scored.chosen), demoted=dropped)
 
@@ -309,11 +311,10 @@ class Index:
         """Phases 1 to 6, kept per routed text (the newest message and its context) when the
         offline models score (a configured endpoint's answer may change between calls): an
         agent's every model call within one user message routes the same text again."""
-        key = (newest, tuple(context))
+        key = route_arrays.KeptTexts.key(newest, context)
         keep = self.semantic is None or self.semantic.remote is None
         if keep:
-            with self._turns_lock:
-                hit = self._turns.get(key)
+            hit: _Ranked | None = self._turns.get(key)
             if hit is not None:
                 return hit
         turn = self._turn(newest, context)
@@ -324,16 +325,15 @@ class Index:
         triggered = np.zeros(self.arrays.n, dtype=bool)
         triggered[list(turn.triggered)] = True
         order, final = route_arrays.rank_order(self.arrays, fused, candidate, triggered, chosen, self.params)
-        ranked = _Ranked(turn, lexical, semantic, chosen, fallback, order, final)
+        sets = (frozenset(turn.triggered), frozenset(turn.cards_in_newest), frozenset(turn.cards_in_context))
+        ranked = _Ranked(turn.newest_lower, *sets, lexical, semantic, chosen, fallback, order, final)
         if keep:
-            with self._turns_lock:
-                self._turns[key] = ranked
+            self._turns.put(key, ranked)
         return ranked
 
     def forget_turns(self) -> None:
         """Drop the routed texts kept (bench/route.py: each timed turn a new message)."""
-        with self._turns_lock:
-            self._turns.clear()
+        self._turns.clear()
 
     def _turn(self, newest: str, context: list[tuple[str, float]]) -> "_Turn":
         """Phase 1: the query (newest message and context, weighted) and the triggers that fire."""
@@ -409,14 +409,14 @@ class Index:
 
     def _reasons(self, ranked: "_Ranked", i: int) -> list[Reason]:
         """A routed card's `why`, in the order the phases give their reasons."""
-        card, turn, lexical = self.cards[i], ranked.turn, ranked.lexical
+        card, lexical = self.cards[i], ranked.lexical
         why: list[Reason] = [("bm25 %.2f", float(lexical.normalised[i]))] if lexical.raw[i] else []
         hits = lexical.hits.get(i)
         if hits:
             why.append("keywords " + ", ".join(hits[:3]))
-        elif i in turn.cards_in_context:
+        elif i in ranked.cards_in_context:
             why.append("keywords in context")
-        if i in turn.triggered:
+        if i in ranked.triggered:
             why.append("trigger")
         if card.skipped_triggers:
             why.append(f"{card.skipped_triggers} trigger(s) not run: RE2 cannot run them")
@@ -452,12 +452,12 @@ class Index:
             )
         return routed, dropped
 
-    def _pointed(self, turn: "_Turn") -> set[str]:
+    def _pointed(self, ranked: "_Ranked") -> set[str]:
         """Names the newest message points at: by name, by a trigger or by one of its keywords."""
-        names = {self.cards[i].name for i in turn.triggered}
-        names |= {self.cards[i].name for i in turn.cards_in_newest}
+        names = {self.cards[i].name for i in ranked.triggered}
+        names |= {self.cards[i].name for i in ranked.cards_in_newest}
         for name, spaced in self.spaced_names:
-            if name in turn.newest_lower or spaced in turn.newest_lower:
+            if name in ranked.newest_lower or spaced in ranked.newest_lower:
                 names.add(name)
         return names
 
@@ -502,7 +502,7 @@ def index_bytes(index: Index) -> int:
     rounded up). An estimate: it need not be exact, only grow with what an index holds."""
     postings = sum(len(entries) for entries in index.postings.values())
     size = 150 * postings + 250 * len(index.idf) + 6000 * len(index.cards) + index.arrays.nbytes()
-    size += route_arrays.TURNS_KEPT * (2500 + 48 * len(index.cards))  # the routed texts kept, when full
+    size += route_arrays.kept_bytes(len(index.cards))  # the routed texts kept, when full
     semantic = index.semantic
     if semantic is not None:
         for matrix in (semantic.local, semantic.pieces, semantic.remote_matrix):

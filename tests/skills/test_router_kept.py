@@ -3,10 +3,14 @@ kept by an index answers as a new index does, whatever the history and k; the ke
 the text's runs and the lexicon's CJK terms found by character pairs are the ones a scan of
 every keyword and term finds."""
 
+import gc
 import json
+import random
+import string
+import tracemalloc
 from pathlib import Path
 
-from skills import lexicon
+from skills import lexicon, route_arrays
 from skills.params import RouterParams
 from skills.route_arrays import PhraseFinder
 from skills.router import History, Index, _Phrase
@@ -64,3 +68,29 @@ def test_the_cjk_terms_found_by_pairs_are_the_ones_a_scan_finds_in_its_order():
     assert len(texts) > 50
     for text in texts:
         assert lexicon.cjk_terms_in(text) == [t for t in lexicon._cjk_terms() if t in text], text
+
+
+def test_what_an_index_keeps_of_routed_texts_stays_within_what_index_bytes_counts():
+    # Each routed text is a new one (a user writing 4,000 characters of distinct words per
+    # message, the context full too): what the index keeps must stay within the share of
+    # index_bytes (SKILL_INDEX_CACHE_BYTES' estimate), whatever the texts.
+    index = Index(CARDS, params=RouterParams(semantic=False))
+    rnd = random.Random(3)
+
+    def text() -> str:
+        return " ".join("".join(rnd.choices(string.ascii_lowercase, k=5)) for _ in range(700))[:4000]
+
+    tracemalloc.start()
+    try:
+        for _ in range(route_arrays.TURNS_KEPT + 8):
+            roles = ["user", "assistant", "user", "assistant", "user"]
+            index.route([{"role": role, "content": text()} for role in roles], k=5)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        index.forget_turns()
+        gc.collect()
+        kept = held - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert kept > 0  # something was kept: the measure measures
+    assert kept <= route_arrays.kept_bytes(len(CARDS)), kept

@@ -90,6 +90,25 @@ def test_a_second_build_task_stops_while_one_builds_and_runs_once_it_is_done(db,
     assert index_store.build_and_share(SKILLS, "h-twice") == "present"
 
 
+def test_a_build_that_outlives_its_lock_leaves_the_next_builder_s_lock_alone(db, redis_entries, monkeypatch):
+    # The lock expires (CLAIM_SECONDS) while a long build runs and another worker takes it: the
+    # first, when done, must not release the second's, or a third build would start alongside.
+    lock = "registry:skillindex:lock:h-long"
+    monkeypatch.setattr(index_store, "CLAIM_SECONDS", 1)
+
+    class SlowIndex(Index):
+        def __init__(self, *args, **kwargs):
+            deadline = time.monotonic() + 5
+            while redis_entries.get(lock) is not None and time.monotonic() < deadline:
+                time.sleep(0.05)  # the build outlives its lock
+            assert redis_entries.set(lock, b"another worker", nx=True, ex=60)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(index_store, "Index", SlowIndex)
+    assert index_store.build_and_share(SKILLS, "h-long") == "stored"
+    assert redis_entries.get(lock) == b"another worker"
+
+
 @pytest.fixture
 def worker():
     purge_queues()
