@@ -35,8 +35,8 @@ test: $(VENV)/.client-installed
 
 # The suite's tiers that speak to PostgreSQL and Redis through the services and the fast lane's
 # own SQL (locks, batches, migrations, rate limits, the worker): what CI runs a second time
-# against the machine's servers (DATABASE_URL/REDIS_URL set), in about half the suite's time.
-# The rest (clients, browser, README, the stack's supervisor, telemetry) meets the same
+# against the machine's servers (DATABASE_URL/REDIS_URL set), in about 60% of the suite's time.
+# The rest (clients, browser, README, the stack's supervisor, MCP, the admin) meets the same
 # servers through these. The whole suite against external servers is `make test` with the URLs.
 STORE_TIERS := tests/registry tests/sessions_app tests/evidence tests/access tests/reliability \
 	tests/retention tests/knowledge tests/skills tests/turns tests/api tests/webhooks \
