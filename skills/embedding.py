@@ -119,6 +119,12 @@ def _package_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def text_key(text: str) -> bytes:
+    """A text's key in the vector cache: a 16-byte digest, so an entry costs its vector and not
+    the text too (4,096 texts of 2,000 characters kept up to about 40 MB per model as keys)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class _MeanOfRows:
     """Static embeddings: a text's vector is the mean of its tokens' rows, unit length. Vectors
     are kept per text (a turn's context is the next turn's context too)."""
@@ -127,18 +133,20 @@ class _MeanOfRows:
     dim: int
 
     def __init__(self) -> None:
-        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=QUERY_CACHE)  # bounded by count
+        self._cache: LRUCache[bytes, np.ndarray] = LRUCache(maxsize=QUERY_CACHE)  # bounded by count
         self._lock = threading.Lock()
 
     def _mean(self, text: str) -> np.ndarray | None:
         raise NotImplementedError
 
     def _one(self, text: str) -> np.ndarray:
+        text = text[:MAX_TEXT_CHARS]  # all the vector reads
+        key = text_key(text)
         with self._lock:
-            hit = self._cache.get(text)  # marks it recently used
+            hit = self._cache.get(key)  # marks it recently used
             if hit is not None:
                 return hit
-        vector = self._mean(text[:MAX_TEXT_CHARS])
+        vector = self._mean(text)
         if vector is None:
             vector = np.zeros(self.dim, dtype=np.float32)
         else:
@@ -146,7 +154,7 @@ class _MeanOfRows:
             vector = vector / norm if norm else vector
         vector.setflags(write=False)
         with self._lock:
-            self._cache[text] = vector  # evicts the least recently used past QUERY_CACHE
+            self._cache[key] = vector  # evicts the least recently used past QUERY_CACHE
         return vector
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -103,10 +103,14 @@ def test_the_vector_cache_is_a_bounded_lru(monkeypatch):
     assert cache.maxsize == embedding.QUERY_CACHE
     first = model.embed(["a text kept in the cache"])[0]
     assert model.embed(["a text kept in the cache"])[0] is not None
-    assert cache["a text kept in the cache"] is not None and np.array_equal(cache["a text kept in the cache"], first)
+    key = embedding.text_key("a text kept in the cache")
+    assert cache[key] is not None and np.array_equal(cache[key], first)
+    long = "x" * (embedding.MAX_TEXT_CHARS + 500)
+    assert np.array_equal(model.embed([long])[0], model.embed([long[: embedding.MAX_TEXT_CHARS]])[0])
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in cache)  # no text kept as a key
     for n in range(embedding.QUERY_CACHE + 10):
         model.embed([f"filler {n}"])
-    assert len(cache) == embedding.QUERY_CACHE and "a text kept in the cache" not in cache
+    assert len(cache) == embedding.QUERY_CACHE and key not in cache
 
 
 def test_a_model_name_without_an_endpoint_refuses_to_start():
