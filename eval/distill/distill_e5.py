@@ -56,7 +56,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+if __name__ == "__main__":
+    # One OpenBLAS thread, set before numpy loads it: the language axis's matrix-vector product
+    # splits its sums by thread count, so 1 and 2 threads built two files from the same rows
+    # (50bd4c1f... and 7bfb3a1b...). Forced, not a default: the build must not vary by machine.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
@@ -255,7 +261,7 @@ def distil(engine: Any, texts: list[str], batch: int) -> np.ndarray:
 def as_raw(rows: np.ndarray) -> np.ndarray:
     """The rows at the precision the --raw file keeps (float16), as float32. The fit starts from
     these whether the rows were distilled now or read back: a first build that fitted the float32
-    rows and a second that read the file gave two files (d6d81e15... and 7bfb3a1b...). --no-fit
+    rows and a second that read the file gave two files (d6d81e15..., 7bfb3a1b..., two threads). --no-fit
     keeps the float32 rows of a fresh distil, which rebuild 09a9853's file byte for byte."""
     return rows.astype(np.float16).astype(np.float32)
 
