@@ -27,6 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+# tarfile's "data" filter (3.11.4 and later; Debian 12's Python is 3.11.2): our own git archive.
+SAFE_EXTRACT: dict = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 BEFORE = "0880f40"  # main before the routing lab left the product (docs/skills.md, "Quality, measured")
 SPLITS = "test,test2,test3,test4,test5,test6,test7"
 ROW = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$")
@@ -35,7 +37,7 @@ ROW = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$")
 def extract(ref: str, into: Path) -> Path:
     archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+        tar.extractall(into, **SAFE_EXTRACT)
     return into
 
 

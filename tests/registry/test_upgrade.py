@@ -40,6 +40,8 @@ from devtools.stack import free_port
 from tests.migration_safety import ROOT, migrations_after, previous_release, unsafe_operations
 
 PY = sys.executable
+# tarfile's "data" filter (3.11.4 and later; Debian 12's Python is 3.11.2): our own git archive.
+SAFE_EXTRACT: dict = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 # The queues the previous release's web nodes send to (8478c51: Celery's default queue only).
 # When deploy/previous-release moves, this moves with it (docs/operations.md, the runbook).
 OLD_QUEUES = ("celery",)
@@ -108,7 +110,7 @@ def previous_code() -> Iterator[Path]:
     tar_path = where / "previous.tar"
     tar_path.write_bytes(archive.stdout)
     with tarfile.open(tar_path) as tar:
-        tar.extractall(where / "tree", filter="data")
+        tar.extractall(where / "tree", **SAFE_EXTRACT)
     try:
         yield where / "tree"
     finally:
