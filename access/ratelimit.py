@@ -120,17 +120,7 @@ def api_throttle_waits(*, requests: list[tuple[Any, str]]) -> list[int | None]:
     have got one by one, in order (the fast lane's batched calls count a whole batch at once).
     Fails open without Redis."""
     now = int(time.time())
-    budgets: list[tuple[str, int, int, int, str] | None] = []  # (name, limit, period, window, group)
-    for actor, method in requests:
-        kind = _kind(method)
-        rate = settings.API_THROTTLE_RATES.get(kind)
-        if not rate:
-            budgets.append(None)
-            continue
-        limit, period, window = _window(rate, now)
-        group = f"api-{kind}"
-        name = f"registry:rl:{group}:{actor.api_key_id or actor.name}:{period}:{window}"
-        budgets.append((name, limit, period, window, group))
+    budgets = [_budget(actor, method, now) for actor, method in requests]
     wanted = Counter(budget[0] for budget in budgets if budget is not None)
     periods = {budget[0]: budget[2] for budget in budgets if budget is not None}
     totals = _counted({name: (n, periods[name]) for name, n in wanted.items()}) if wanted else None
@@ -151,6 +141,18 @@ def api_throttle_waits(*, requests: list[tuple[Any, str]]) -> list[int | None]:
 
 def _kind(method: str) -> str:
     return "read" if method in ("GET", "HEAD", "OPTIONS") else "write"
+
+
+def _budget(actor: Any, method: str, now: int) -> tuple[str, int, int, int, str] | None:
+    """(counter name, limit, period, window, group) of the API budget a request counts against,
+    or None when its kind has no rate (API_THROTTLE_RATES)."""
+    kind = _kind(method)
+    rate = settings.API_THROTTLE_RATES.get(kind)
+    if not rate:
+        return None
+    limit, period, window = _window(rate, now)
+    group = f"api-{kind}"
+    return f"registry:rl:{group}:{actor.api_key_id or actor.name}:{period}:{window}", limit, period, window, group
 
 
 def api_throttle_wait(*, actor: Any, method: str) -> int | None:
@@ -257,7 +259,11 @@ def concurrency_slot(*, group: str, key: str, limit: int, hold: float) -> Slot |
     are held (the caller answers 429). A slot lapses `hold` seconds after it was taken, in case
     its holder died. Without Redis (an error, a timeout, the breaker open) the slots are counted
     in this process instead."""
-    spec = SlotSpec(group=group, key=key, limit=limit, hold=hold)
+    return slot_take(SlotSpec(group=group, key=key, limit=limit, hold=hold))
+
+
+def slot_take(spec: SlotSpec) -> Slot | None:
+    """concurrency_slot for a SlotSpec."""
     token = uuid.uuid4().hex
 
     def acquire() -> bool:
@@ -293,14 +299,11 @@ def api_throttle_wait_then_slot(*, actor: Any, method: str, spec: SlotSpec | Non
     Without Redis each falls back as it does alone: the budget open, the slots in this process."""
     if spec is None:
         return api_throttle_wait(actor=actor, method=method), None
-    kind = _kind(method)
-    rate = settings.API_THROTTLE_RATES.get(kind)
-    if not rate:
-        return None, concurrency_slot(group=spec.group, key=spec.key, limit=spec.limit, hold=spec.hold)
     now = time.time()
-    limit, period, window = _window(rate, int(now))
-    group = f"api-{kind}"
-    name = f"registry:rl:{group}:{actor.api_key_id or actor.name}:{period}:{window}"
+    budget = _budget(actor, method, int(now))
+    if budget is None:
+        return None, slot_take(spec)
+    name, limit, period, window, group = budget
     token = uuid.uuid4().hex
 
     def count_acquire() -> tuple[int, int]:
@@ -343,5 +346,4 @@ def turn_slot_spec(actor: Any) -> SlotSpec:
 
 def turn_slot(*, actor: Any) -> Slot | None:
     """A slot for one turn call (turn_slot_spec); None when the key holds all of them."""
-    spec = turn_slot_spec(actor)
-    return concurrency_slot(group=spec.group, key=spec.key, limit=spec.limit, hold=spec.hold)
+    return slot_take(turn_slot_spec(actor))
