@@ -86,7 +86,7 @@ def dump(root: Path, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--before", default="main")
+    parser.add_argument("--before", required=True, help="the commit to compare with (the one before the change)")
     parser.add_argument("--dump", help=argparse.SUPPRESS)  # ROOT:OUT, in a fresh process per tree
     args = parser.parse_args()
     if args.dump:
