@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -84,6 +85,9 @@ class Result:
     socket_errors: dict[str, int]
     raw: str
     server_cpu_us: float = 0.0  # CPU time of the server's processes per request (less noisy than req/s)
+    # The whole machine's CPU per request during the run, by who spent it (machine_cpu_seconds):
+    # on 2 shared cores, requests/s follows the sum, not the server's part alone.
+    machine_cpu_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def unexpected(self) -> dict[int, int]:
@@ -695,11 +699,49 @@ def process_cpu_seconds(pid: int) -> float:
     return total
 
 
+# Processes other than the server that a request's CPU goes to, by their names.
+_OTHERS = {"postgres": ("postgres", "pgbouncer"), "redis": ("redis-server",)}
+
+
+def machine_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far: the server's tree, PostgreSQL, Redis, the wrk client, and the
+    machine's total (every core's busy time, /proc/stat through psutil)."""
+    import psutil
+
+    seconds: dict[str, Any] = {"web": process_cpu_seconds(pid), "pids": {}}
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        times = proc.info["cpu_times"]
+        for name, names in _OTHERS.items():
+            if times is not None and (proc.info["name"] or "").startswith(names):
+                seconds["pids"][proc.pid] = (name, times.user + times.system)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk: a child that has exited
+    seconds["wrk"] = children.ru_utime + children.ru_stime
+    busy = psutil.cpu_times()
+    seconds["machine"] = sum(busy) - busy.idle - getattr(busy, "iowait", 0.0)
+    return seconds
+
+
+def _spent(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """CPU seconds between two machine_cpu_seconds(); a process that began between them counts
+    whole, one that ended counts nothing (its share falls in "other")."""
+    spent = {"web": after["web"] - before["web"], "postgres": 0.0, "redis": 0.0, "wrk": after["wrk"] - before["wrk"]}
+    for pid, (name, cpu) in after["pids"].items():
+        was = before["pids"].get(pid)
+        spent[name] += cpu - (was[1] if was and was[0] == name else 0.0)
+    spent["machine"] = after["machine"] - before["machine"]
+    return spent
+
+
 def measured(run, pid: int) -> Result:
-    """run() (a wrk run against the server `pid`), with the server's CPU per request."""
-    before = process_cpu_seconds(pid)
+    """run() (a wrk run against the server `pid`), with the server's CPU per request and the
+    machine's, by who spent it ("other": the machine's total less the named ones)."""
+    before = machine_cpu_seconds(pid)
     result = run()
-    result.server_cpu_us = (process_cpu_seconds(pid) - before) / max(result.requests, 1) * 1e6
+    after = machine_cpu_seconds(pid)
+    per = {k: v / max(result.requests, 1) * 1e6 for k, v in _spent(before, after).items()}
+    per["other"] = max(per["machine"] - sum(v for k, v in per.items() if k != "machine"), 0.0)
+    result.server_cpu_us = per["web"]
+    result.machine_cpu_us = per
     return result
 
 
@@ -729,6 +771,7 @@ def median_result(results: list[Result]) -> Result:
         socket_errors=errors,
         raw=chosen.raw,
         server_cpu_us=chosen.server_cpu_us,
+        machine_cpu_us=chosen.machine_cpu_us,
     )
 
 

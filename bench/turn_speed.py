@@ -71,6 +71,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--stage-turns", type=int, default=200, help="turns measured in process per tree")
+    parser.add_argument(
+        "--base-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the --base tree's server alone (e.g. WEB_THREADS=4; --base . compares settings)",
+    )
+    parser.add_argument("--profile", type=int, default=0, help="cProfile's N costliest functions in stages-*.txt")
     parser.add_argument("--only", help="comma-separated scenarios (turn, reported, fetch)")
     parser.add_argument("--database", default="registry_turn_bench")
     parser.add_argument("--short", action="store_true", help="CI: 2 s, one round, 16 sessions, 30 turns in process")
@@ -80,10 +88,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ns
 
 
-def start_web(processes: pf.Processes, tree: Path, port: int, log: Path) -> subprocess.Popen:
+def start_web(
+    processes: pf.Processes, tree: Path, port: int, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     argv = web_command(str(port), access_log=False)
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        environ = {**os.environ, **(env or {})}
+        proc = subprocess.Popen(
+            argv, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=environ
+        )
     processes.running.append(proc)
     return proc
 
@@ -114,7 +127,9 @@ def scenarios_for(base: str, *, ops_key: str, agent_key: str, bundle: str, sessi
     }
 
 
-def stages(tree: Path, *, key: str, ids: list[str], body: dict, turns: int, out_dir: Path, name: str) -> dict:
+def stages(
+    tree: Path, *, key: str, ids: list[str], body: dict, turns: int, out_dir: Path, name: str, profile: int = 0
+) -> dict:
     body_file = out_dir / f"stage-body-{name}.json"
     body_file.write_text(json.dumps(body))
     argv = [
@@ -130,7 +145,9 @@ def stages(tree: Path, *, key: str, ids: list[str], body: dict, turns: int, out_
         str(body_file),
         "--turns",
         str(turns),
+        *(["--profile", str(profile)] if profile else []),
     ]
+    (out_dir / f"stages-{name}.argv").write_text(json.dumps(argv))  # to run it again on the data left
     done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=600)
     (out_dir / f"stages-{name}.txt").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -185,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (a script: set-up,
         for name, tree in trees.items():
             port = free_port()
             log = out_dir / f"web-{name}.log"
-            web = start_web(processes, tree, port, log)
+            env = dict(item.split("=", 1) for item in ns.base_env) if name == "old" else None
+            web = start_web(processes, tree, port, log, env)
             servers[name] = (web, f"http://127.0.0.1:{port}")
             pf.wait_until_ready(servers[name][1], web, log)
         data = {}
@@ -224,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (a script: set-up,
                 turns=ns.stage_turns,
                 out_dir=out_dir,
                 name=name,
+                profile=ns.profile,
             )
         report(ns, trees, wanted, results, rounds, profiles, out_dir)
         return 0 if all(r.ok for r in results.values()) else 1
@@ -260,6 +279,10 @@ def report(ns, trees, wanted, results, rounds, profiles, out_dir: Path) -> None:
             f" {r.p99_ms / max(r.p50_ms, 0.001):>7.1f} {r.server_cpu_us:>10.0f}  {each:<24}"
             f" {', '.join(problems) or 'none'}"
         )
+    print("\nthe machine's CPU per request (us; web: the server's processes, other: the kernel and the rest):")
+    for (name, _slug), r in results.items():
+        split = ", ".join(f"{k} {v:.0f}" for k, v in r.machine_cpu_us.items() if k != "machine")
+        print(f"  {name:<4} {r.scenario.title:<26} {r.machine_cpu_us.get('machine', 0):>7.0f}  ({split})")
     summary: dict = {}
     for name in trees:
         turn, fetch = results.get((name, "turn")), results.get((name, "fetch"))
@@ -269,6 +292,7 @@ def report(ns, trees, wanted, results, rounds, profiles, out_dir: Path) -> None:
             "p50_ms": turn.p50_ms if turn else None,
             "p99_ms": turn.p99_ms if turn else None,
             "web_cpu_us_per_turn": round(turn.server_cpu_us) if turn else None,
+            "machine_cpu_us_per_turn": {k: round(v) for k, v in turn.machine_cpu_us.items()} if turn else None,
             "fetch_rps": fetch.requests_per_second if fetch else None,
             "turn_over_fetch": round(turn.requests_per_second / fetch.requests_per_second, 3)
             if turn and fetch
@@ -279,7 +303,8 @@ def report(ns, trees, wanted, results, rounds, profiles, out_dir: Path) -> None:
     for name, prof in profiles.items():
         stages_text = ", ".join(f"{k} {v}" for k, v in prof["stages_us"].items())
         print(
-            f"  {name:<4} CPU {prof['cpu_us']} us/turn, SQL {prof['sql_per_turn']} statements"
+            f"  {name:<4} CPU {prof['cpu_us']} us/turn (PostgreSQL's {prof.get('db_cpu_us')}),"
+            f" SQL {prof['sql_per_turn']} statements"
             f" + {prof['commits_per_turn']} commits per turn; by stage (us): {stages_text}"
         )
     if "old" in summary:

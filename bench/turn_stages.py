@@ -194,12 +194,15 @@ def main() -> None:
 
         profiler = cProfile.Profile(time.thread_time)  # CPU, not waiting
         profiler.enable()
+    backend = _backend(connection)
+    db_began = _cpu_of(backend)
     began = time.process_time()
     for n in range(args.turns):
         one(args.warm + n)
     if flush is not None:
         flush()  # the writes this process still holds are part of the turns' cost
     cpu = time.process_time() - began
+    db_cpu = _cpu_of(backend) - db_began if backend is not None else None
     if profiler is not None:
         import pstats
 
@@ -214,6 +217,9 @@ def main() -> None:
             {
                 "turns": args.turns,
                 "cpu_us": round(cpu * per),
+                # PostgreSQL's CPU for them (its backend for this process's one connection),
+                # when the server runs on this machine
+                "db_cpu_us": round(db_cpu * per) if db_cpu is not None else None,
                 "stages_us": {k: round(v * per) for k, v in sorted(_cpu.items(), key=lambda kv: -kv[1])},
                 "sql_per_turn": round(counter.statements / args.turns, 2),
                 "commits_per_turn": round(counter.commits / args.turns, 2),
@@ -221,6 +227,24 @@ def main() -> None:
             }
         )
     )
+
+
+def _backend(connection: Any) -> Any:
+    """The PostgreSQL backend process serving `connection`, when it runs on this machine."""
+    try:
+        import psutil
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            process = psutil.Process(cursor.fetchone()[0])
+        return process if process.name().startswith("postgres") else None
+    except Exception:  # psutil missing, another machine's server, not allowed to read it
+        return None
+
+
+def _cpu_of(process: Any) -> float:
+    times = process.cpu_times() if process is not None else None
+    return times.user + times.system if times is not None else 0.0
 
 
 def _has(module: str) -> bool:
