@@ -27,27 +27,38 @@ import orjson
 import psycopg
 from django.db import connection
 
+# Every row found by its key (a lateral lookup per reported turn and per card, the rows to
+# update or delete by id = ANY), never by joining the JSON rows with a table: the planner counts
+# json_to_recordset's rows as a hundred, so a generic plan made while a table was small hashed
+# a scan of all of it, and the connection kept that plan as the table grew
+# (tests/turns/test_turn_write_plan.py).
 _WRITE_MANY_SQL = """
 WITH v AS (
     SELECT * FROM json_to_recordset(%(turns)s::json)
         AS v(s uuid, report boolean, previous integer, invoked text, version bigint, number integer, resident text,
              routed text, session_skills text, latency integer, now timestamptz)
 ), previous AS (
-    SELECT t.id, t.session_id, t.invoked::text AS invoked, t.expected::text AS expected
-    FROM skills_skillturn t JOIN v ON v.report AND t.session_id = v.s AND t.number = v.previous
-    ORDER BY t.session_id, t.number FOR UPDATE OF t
+    SELECT t.id, t.session_id, t.invoked, t.expected
+    FROM (SELECT s, previous FROM v WHERE report ORDER BY s, previous) r
+    CROSS JOIN LATERAL (
+        SELECT id, session_id, invoked::text AS invoked, expected::text AS expected FROM skills_skillturn
+        WHERE session_id = r.s AND number = r.previous OFFSET 0 FOR UPDATE
+    ) t
 ), reported AS (
     UPDATE skills_skillturn t SET invoked = v.invoked::jsonb, expected = NULL, reported_at = v.now
-    FROM previous p JOIN v ON v.s = p.session_id WHERE t.id = p.id
+    FROM previous p JOIN v ON v.s = p.session_id
+    WHERE t.id = ANY(ARRAY(SELECT id FROM previous)) AND t.id = p.id
     RETURNING p.session_id, p.invoked, p.expected
+), card AS (
+    SELECT k.id, p.previous FROM json_to_recordset(%(cards)s::json) AS p(s uuid, name text, previous integer)
+    CROSS JOIN LATERAL (SELECT id FROM skills_sessionskill WHERE session_id = p.s AND name = p.name OFFSET 0) k
 ), cards AS (
-    UPDATE skills_sessionskill c SET last_invoked_turn = p.previous
-    FROM json_to_recordset(%(cards)s::json) AS p(s uuid, name text, previous integer)
-    WHERE c.session_id = p.s AND c.name = p.name
-      AND NOT (c.last_invoked_turn >= p.previous AND c.last_invoked_turn IS NOT NULL) RETURNING 1
+    UPDATE skills_sessionskill c SET last_invoked_turn = k.previous FROM card k
+    WHERE c.id = ANY(ARRAY(SELECT id FROM card)) AND c.id = k.id
+      AND NOT (c.last_invoked_turn >= k.previous AND c.last_invoked_turn IS NOT NULL) RETURNING 1
 ), lapsed AS (
-    DELETE FROM skills_sessionskill WHERE id IN (SELECT value::bigint FROM json_array_elements_text(%(lapsed)s::json))
-    RETURNING 1
+    DELETE FROM skills_sessionskill
+    WHERE id = ANY(ARRAY(SELECT value::bigint FROM json_array_elements_text(%(lapsed)s::json))) RETURNING 1
 ), turn AS (
     INSERT INTO skills_skillturn (session_id, version_id, number, resident, routed, session_skills, invoked,
                                   expected, latency_us, created_at, reported_at)
