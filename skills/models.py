@@ -14,9 +14,11 @@ class SkillTurn(models.Model):
     """One routed turn of a session: what was loaded, how long routing took, and (once the
     client reports it) what the model invoked. The per-version metrics read these rows."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="skill_turns")
+    # No index of its own on either key: skill_turn_unique_number leads with the session, and
+    # skill_turn_version_idx is the version's (each index is one more write on every turn).
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="skill_turns", db_index=False)
     # Denormalised from the session (which never changes version) so metrics need no join.
-    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+")
+    version = models.ForeignKey(BundleVersion, on_delete=models.PROTECT, related_name="+", db_index=False)
     number = models.PositiveIntegerField()
     resident = models.JSONField(default=list)
     routed = models.JSONField(default=list)
@@ -41,7 +43,8 @@ class SessionSkill(models.Model):
     """A temporary (L3) card registered by one session, visible to that session only. It lapses
     after SESSION_SKILL_IDLE_TURNS routed turns without being invoked, and when the session ends."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="session_skills")
+    # session_skill_unique_name leads with the session: no index of its own
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="session_skills", db_index=False)
     name = models.CharField(max_length=64)
     summary = models.CharField(max_length=60)
     description = models.TextField()
