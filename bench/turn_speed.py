@@ -14,8 +14,11 @@ goes first, wrk (one client, the same settings for both) drives:
   fetch     GET .../bundle/, the pinned fetch, for the turn/fetch ratio of the same run
 
 and prints, per tree, the medians of turns/s, p50, p99 and web CPU per turn (the server's
-process tree, per request), then, in process (bench/turn_stages.py, run from each tree on the
-same data), CPU per turn split by stage and the SQL statements and commits per turn.
+process tree, per request), the machine's CPU per request by who spent it (the server,
+PostgreSQL, Redis, wrk, the rest: on shared cores turns/s follows the sum), then, in process
+(bench/turn_stages.py, run from each tree on the same data), CPU per turn split by stage,
+PostgreSQL's CPU per turn and the SQL statements and commits per turn. `--base .` with
+`--base-env NAME=VALUE` compares two settings of this tree.
 
     .venv/bin/python bench/turn_speed.py --base ../turn-base [--rounds 3] [--duration 8]
 
