@@ -126,6 +126,15 @@ def _start_node(stack: Stack, name: str, port: int, *, wait: bool = True) -> Pro
     return proc
 
 
+def _told(call: Call, victim: str, killed_at: float, dead_at: float) -> str:
+    """A failed call as the report names it: which node, and when it began against the kill."""
+    node = "the killed node" if call.upstream == victim else "the survivor" if call.upstream else "no node"
+    return (
+        f"{call.kind} {call.status} via {call.upstream or '-'} ({node}; began {call.began - killed_at:+.3f} s"
+        f" from the kill, the node gone {dead_at - killed_at:.3f} s after it)"
+    )
+
+
 def _wait(seconds: float) -> None:
     time.sleep(seconds)
 
@@ -188,6 +197,7 @@ http {{
             killed_at = time.monotonic()
             nodes[victim].send(signal.SIGKILL)  # the whole process group: server and its worker
             nodes[victim].proc.wait(10)  # type: ignore[union-attr]
+            nodes[victim].wait_group_gone(10)  # its workers too: they hold the listening socket
             dead_at = time.monotonic()  # a request sent to it until now was in flight on it
             _wait(after)
             restarted_at = time.monotonic()
@@ -240,7 +250,7 @@ http {{
         (
             SCENARIO,
             "other 5xx or no answer",
-            str(len(other_5xx)) + "".join(f"; {c.kind} {c.status} via {c.upstream or '-'}" for c in other_5xx[:3]),
+            str(len(other_5xx)) + "".join(f"; {_told(c, victim_addr, killed_at, dead_at)}" for c in other_5xx[:3]),
             not other_5xx,
         ),
         (
