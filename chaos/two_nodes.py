@@ -213,8 +213,18 @@ http {{
             stack.procs.pop(name).stop()
 
     calls = agents.calls
-    # Allowed failures: begun before the kill and answered by nginx naming the killed node.
-    in_flight = [c for c in calls if c.status >= 500 and c.began <= dead_at and c.upstream == victim_addr]
+    # Allowed failures: answered by nginx naming the killed node, begun before it was gone, or
+    # a start begun within a second after: nginx writes a request onto a kept-alive connection
+    # to the node before that connection's failure marks the node down (max_fails=1), and a
+    # start that was sent is not retried on the other node (deploy/nginx-nodes.conf: the client
+    # retries it with its external_id). Seen in CI: a start 16 ms after the kill, 3 ms after.
+    in_flight = [
+        c
+        for c in calls
+        if c.status >= 500
+        and c.upstream == victim_addr
+        and (c.began <= dead_at or (c.kind == "start" and c.began <= dead_at + 1.0))
+    ]
     allowed = {id(c) for c in in_flight}
     other_5xx = [c for c in calls if (c.status >= 500 or c.status == 0) and id(c) not in allowed]
     started = sorted(agents.started)
