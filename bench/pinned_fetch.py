@@ -703,7 +703,7 @@ def process_cpu_seconds(pid: int) -> float:
 _OTHERS = {"postgres": ("postgres", "pgbouncer"), "redis": ("redis-server",)}
 
 
-def machine_cpu_seconds(pid: int) -> dict[str, float]:
+def machine_cpu_seconds(pid: int) -> dict[str, Any]:
     """CPU seconds so far: the server's tree, PostgreSQL, Redis, the wrk client, and the
     machine's total (every core's busy time, /proc/stat through psutil)."""
     import psutil
@@ -724,7 +724,7 @@ def machine_cpu_seconds(pid: int) -> dict[str, float]:
 def _spent(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
     """CPU seconds between two machine_cpu_seconds(); a process that began between them counts
     whole, one that ended counts nothing (its share falls in "other")."""
-    spent = {"web": after["web"] - before["web"], "postgres": 0.0, "redis": 0.0, "wrk": after["wrk"] - before["wrk"]}
+    spent = {"web": after["web"] - before["web"], **dict.fromkeys(_OTHERS, 0.0), "wrk": after["wrk"] - before["wrk"]}
     for pid, (name, cpu) in after["pids"].items():
         was = before["pids"].get(pid)
         spent[name] += cpu - (was[1] if was and was[0] == name else 0.0)

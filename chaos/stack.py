@@ -90,25 +90,6 @@ class Proc:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def wait_group_gone(self, timeout: float) -> None:
-        """Until no live process is left in its group. SIGKILL reaches the whole group at once,
-        but the children exit a little after the leader that wait() reaps, and until the last
-        one has gone the listening socket they share still accepts a connection (then drops it)."""
-        import psutil
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            alive = []
-            for proc in psutil.process_iter(["status"]):
-                try:
-                    if os.getpgid(proc.pid) == self.pid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                        alive.append(proc.pid)
-                except (ProcessLookupError, PermissionError):
-                    continue
-            if not alive:
-                return
-            time.sleep(0.01)
-
     def children(self) -> list[int]:
         out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.pid)], capture_output=True, text=True)
         return [int(p) for p in out.stdout.split()]
